@@ -1,0 +1,127 @@
+// swift-tools-version:6.2
+// Stowage: take protected HLS video offline on Linux. Module map: ../shared/DESIGN.md (and docs/).
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .treatAllWarnings(as: .error),
+]
+
+let package = Package(
+    name: "stowage",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "stowage", targets: ["stowage"]),
+        .library(name: "StowageCrypto", targets: ["StowageCrypto"]),
+        .library(name: "HLS", targets: ["HLS"]),
+        .library(name: "MediaCrypto", targets: ["MediaCrypto"]),
+        .library(name: "KeyDelivery", targets: ["KeyDelivery"]),
+        .library(name: "OfflinePackage", targets: ["OfflinePackage"]),
+        .library(name: "AssetDownload", targets: ["AssetDownload"]),
+        .library(name: "Playback", targets: ["Playback"]),
+        .library(name: "KeyServer", targets: ["KeyServer"]),
+        .library(name: "OriginServer", targets: ["OriginServer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.24.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+    ],
+    targets: [
+        // The C surface of OpenSSL 3's libcrypto; every call into it sits in StowageCrypto.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(name: "StowageCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        .target(name: "HLS", swiftSettings: swiftSettings),
+        .target(name: "MediaCrypto", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
+        .target(name: "KeyDelivery", dependencies: ["StowageCrypto", "HLS"], swiftSettings: swiftSettings),
+        .target(
+            name: "OfflinePackage",
+            dependencies: ["HLS", "MediaCrypto", "KeyDelivery"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AssetDownload",
+            dependencies: [
+                "HLS", "KeyDelivery", "OfflinePackage",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Playback",
+            dependencies: ["OfflinePackage", "KeyDelivery", "MediaCrypto", "StowageCrypto"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "KeyServer",
+            dependencies: [
+                "KeyDelivery", "StowageCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "OriginServer",
+            dependencies: [
+                "HLS",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "stowage",
+            dependencies: [
+                "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery", "OfflinePackage",
+                "AssetDownload", "Playback", "KeyServer", "OriginServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "StowageCryptoTests", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSTests", dependencies: ["HLS"], resources: [.copy("Playlists")], swiftSettings: swiftSettings),
+        .testTarget(name: "MediaCryptoTests", dependencies: ["MediaCrypto", "StowageCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "KeyDeliveryTests", dependencies: ["KeyDelivery", "StowageCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "OfflinePackageTests", dependencies: ["OfflinePackage"], swiftSettings: swiftSettings),
+        .testTarget(name: "PlaybackTests", dependencies: ["Playback"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "KeyServerTests",
+            dependencies: [
+                "KeyServer", "KeyDelivery",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // End to end: the origin over loopback, inspection over HTTP, and the `stowage` executable as a user runs it.
+        .testTarget(
+            name: "StowageCLITests",
+            dependencies: [
+                "OriginServer", "AssetDownload", "HLS",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

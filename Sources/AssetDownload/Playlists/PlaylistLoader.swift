@@ -1,0 +1,113 @@
+public import AsyncHTTPClient
+public import Foundation
+public import HLS
+import NIOCore
+import NIOHTTP1
+
+/// Playlist text as received, with the URL it finally came from (after redirects), against which its relative URIs
+/// resolve (RFC 8216bis 4.1).
+public struct LoadedPlaylist: Sendable {
+    public var url: URL
+    public var parsed: ParsedPlaylist
+}
+
+/// Loads and parses playlists from local files or over HTTP(S) with AsyncHTTPClient.
+///
+/// Bodies are read with a size bound (``PlaylistParser/maximumSize``) so a hostile server cannot exhaust memory.
+public struct PlaylistLoader: Sendable {
+    private let client: HTTPClient
+    private let headers: [(String, String)]
+    private let timeout: TimeAmount
+
+    /// - Parameters:
+    ///   - client: the HTTP client; the caller owns it and shuts it down.
+    ///   - headers: extra request headers (authorization, cookies).
+    ///   - timeout: bound on the whole transfer of one playlist.
+    public init(client: HTTPClient, headers: [(String, String)] = [], timeoutSeconds: Int64 = 30) {
+        self.client = client
+        self.headers = headers
+        self.timeout = .seconds(timeoutSeconds)
+    }
+
+    /// Loads the playlist at a path or an `http(s)`/`file` URL and parses it.
+    /// - Parameter importedVariables: the variables of the multivariant playlist that named this one.
+    public func load(_ location: String, importedVariables: [String: String] = [:]) async throws(PlaylistLoadError) -> LoadedPlaylist {
+        let url: URL
+        if let parsed = URL(string: location), let scheme = parsed.scheme?.lowercased(), ["http", "https", "file"].contains(scheme) {
+            url = parsed
+        } else {
+            url = URL(fileURLWithPath: location).standardizedFileURL
+        }
+        return try await load(url, importedVariables: importedVariables)
+    }
+
+    /// Loads the playlist at a URL and parses it.
+    public func load(_ url: URL, importedVariables: [String: String] = [:]) async throws(PlaylistLoadError) -> LoadedPlaylist {
+        let (bytes, finalURL) = try await fetch(url)
+        do {
+            let parsed = try PlaylistParser.parse(bytes, url: finalURL, importedVariables: importedVariables)
+            return LoadedPlaylist(url: finalURL, parsed: parsed)
+        } catch {
+            throw .invalidPlaylist(url: finalURL, error)
+        }
+    }
+
+    private func fetch(_ url: URL) async throws(PlaylistLoadError) -> ([UInt8], URL) {
+        if url.isFileURL {
+            do {
+                let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+                if let size = attributes[.size] as? Int, size > PlaylistParser.maximumSize { throw PlaylistLoadError.tooLarge(url: url) }
+                return (Array(try Data(contentsOf: url)), url)
+            } catch let error as PlaylistLoadError {
+                throw error
+            } catch {
+                throw .unreadable(url: url, reason: (error as NSError).localizedDescription)
+            }
+        }
+        var request = HTTPClientRequest(url: url.absoluteString)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        do {
+            let response = try await client.execute(request, timeout: timeout)
+            guard response.status == .ok else { throw PlaylistLoadError.httpStatus(url: url, status: Int(response.status.code)) }
+            let body = try await response.body.collect(upTo: PlaylistParser.maximumSize)
+            return (Array(buffer: body), response.url ?? url)
+        } catch let error as PlaylistLoadError {
+            throw error
+        } catch let error as NIOTooManyBytesError {
+            _ = error
+            throw .tooLarge(url: url)
+        } catch {
+            throw .network(url: url, reason: String(describing: error))
+        }
+    }
+}
+
+/// Why a playlist could not be loaded.
+public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
+    case unreadable(url: URL, reason: String)
+    case httpStatus(url: URL, status: Int)
+    case network(url: URL, reason: String)
+    case tooLarge(url: URL)
+    case invalidPlaylist(url: URL, PlaylistError)
+
+    /// A stable snake_case code.
+    public var code: String {
+        switch self {
+        case .unreadable: "playlist_unreadable"
+        case .httpStatus: "playlist_http_status"
+        case .network: "playlist_network_error"
+        case .tooLarge: "playlist_too_large"
+        case .invalidPlaylist(_, let error): error.code
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unreadable(let url, let reason): "cannot read \(url.path): \(reason)"
+        case .httpStatus(let url, let status): "\(url.absoluteString) answered HTTP \(status); check the URL and any required headers"
+        case .network(let url, let reason): "cannot fetch \(url.absoluteString): \(reason)"
+        case .tooLarge(let url): "\(url.absoluteString) is larger than \(PlaylistParser.maximumSize >> 20) MiB; it is not a playlist Stowage will read"
+        case .invalidPlaylist(let url, let error): "\(url.absoluteString) is not a valid playlist: \(error)"
+        }
+    }
+}

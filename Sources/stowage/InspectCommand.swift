@@ -1,0 +1,62 @@
+import ArgumentParser
+import AssetDownload
+import AsyncHTTPClient
+import Foundation
+import HLS
+
+/// `stowage inspect PLAYLIST_PATH_OR_URL [--deep] [--json]`
+struct InspectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect",
+        abstract: "Summarize an HLS playlist: variants, renditions, keys, segments, encryption and warnings.",
+        discussion: """
+            Examples:
+              stowage inspect Fixtures/playlists/multivariant.m3u8 --deep
+              stowage inspect http://127.0.0.1:8080/master.m3u8 --json
+            Exit status: 0 when the playlist parsed, 1 when it is invalid or cannot be fetched.
+            The JSON form is documented in docs/inspect-json.md.
+            """
+    )
+
+    @Argument(help: "A playlist file, or an http(s) URL.")
+    var playlist: String
+
+    @Flag(help: "For a multivariant playlist, also fetch and summarize every media playlist it names.")
+    var deep = false
+
+    @Flag(help: "Print the full parsed model as JSON instead of a summary.")
+    var json = false
+
+    @Option(name: .customLong("header"), help: "An extra HTTP request header, 'Name: value' (repeatable).")
+    var headers: [String] = []
+
+    func run() async throws {
+        let headerPairs = try headers.map { header -> (String, String) in
+            guard let colon = header.firstIndex(of: ":") else {
+                throw ValidationError("--header must look like 'Name: value', got '\(header)'")
+            }
+            return (String(header[..<colon]).trimmingCharacters(in: .whitespaces),
+                    String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+        }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .follow(max: 5, allowCycles: false)))
+        let result: Result<PlaylistInspection, PlaylistLoadError>
+        do {
+            result = .success(try await PlaylistLoader(client: client, headers: headerPairs).inspect(playlist, deep: deep))
+        } catch {
+            result = .failure(error)
+        }
+        try await client.shutdown()
+        switch result {
+        case .success(let inspection):
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                print(String(decoding: try encoder.encode(inspection), as: UTF8.self))
+            } else {
+                print(InspectionSummary(inspection).render(), terminator: "")
+            }
+        case .failure(let error):
+            CommandOutput.fail(code: error.code, message: error.description, json: json)
+        }
+    }
+}

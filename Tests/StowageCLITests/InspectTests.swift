@@ -1,0 +1,95 @@
+import AssetDownload
+import AsyncHTTPClient
+import Foundation
+import HLS
+import Hummingbird
+import Logging
+import NIOCore
+import Testing
+
+struct InspectTests {
+    private static let playlists = TestSupport.fixtures.appendingPathComponent("playlists")
+
+    @Test func deepInspectionOverLoopbackLoadsEveryMediaPlaylist() async throws {
+        try await TestSupport.withOrigin(root: Self.playlists) { base in
+            let inspection = try await TestSupport.inspect(base.absoluteString + "/master.m3u8", deep: true)
+            guard case .multivariant(let master) = inspection.playlist else {
+                Issue.record("expected a multivariant playlist")
+                return
+            }
+            #expect(master.variants.map(\.bandwidth) == [400_000, 900_000])
+            let media = try #require(inspection.mediaPlaylists)
+            #expect(media.map(\.role) == ["variant", "variant", "audio", "audio", "subtitles", "iframe"])
+            #expect(media.allSatisfy { $0.error == nil && $0.playlist != nil })
+            let video = try #require(media.first?.resolvedSegments)
+            #expect(video.count == 4)
+            #expect(video[2].url?.absoluteString == base.absoluteString + "/video_180_2.ts")
+            #expect(video[2].keys.first?.uri == "skd://demo-movie/101112131415161718191a1b1c1d1e1f")
+            #expect(video[3].startTime == 12)
+            let iframes = try #require(media.last?.resolvedSegments)
+            #expect(iframes[1].byteRange == ResolvedByteRange(offset: 752, length: 1504))
+        }
+    }
+
+    @Test func relativeURIsResolveAgainstTheURLAfterRedirects() async throws {
+        let router = Router()
+        router.get("moved/master.m3u8") { _, _ -> Response in
+            Response(status: .found, headers: [.location: "/playlists/master.m3u8"])
+        }
+        router.add(middleware: FileMiddleware(TestSupport.fixtures.path, searchForIndexHtml: false))
+        var logger = Logger(label: "test")
+        // Cancelling the server task at the end logs the cancelled child channel as an error; it is expected here.
+        logger.logLevel = .critical
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        let server = Task { try await app.run() }
+        defer { server.cancel() }
+        var iterator = ports.makeAsyncIterator()
+        let port = try #require(await iterator.next())
+
+        let inspection = try await TestSupport.inspect("http://127.0.0.1:\(port)/moved/master.m3u8", deep: true)
+        #expect(inspection.url.path == "/playlists/master.m3u8")
+        let media = try #require(inspection.mediaPlaylists)
+        #expect(media.count == 6)
+        #expect(media.allSatisfy { $0.error == nil })
+        #expect(media.first?.url?.path == "/playlists/video_180.m3u8")
+    }
+
+    @Test func aMissingMediaPlaylistIsReportedNotFatal() async throws {
+        let root = try TestSupport.temporaryDirectory("inspect")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try """
+        #EXTM3U
+        #EXT-X-STREAM-INF:BANDWIDTH=1000
+        present.m3u8
+        #EXT-X-STREAM-INF:BANDWIDTH=2000
+        absent.m3u8
+        """.write(to: root.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
+        try "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\na.ts\n#EXT-X-ENDLIST\n"
+            .write(to: root.appendingPathComponent("present.m3u8"), atomically: true, encoding: .utf8)
+        try await TestSupport.withOrigin(root: root) { base in
+            let media = try #require(try await TestSupport.inspect(base.absoluteString + "/master.m3u8", deep: true).mediaPlaylists)
+            #expect(media[0].error == nil)
+            #expect(media[1].error?.contains("HTTP 404") == true)
+        }
+    }
+
+    @Test func anInvalidPlaylistOverHTTPIsATypedErrorWithTheLine() async throws {
+        let root = try TestSupport.temporaryDirectory("inspect-bad")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:URI=\"k\"\n#EXTINF:2,\na.ts\n"
+            .write(to: root.appendingPathComponent("bad.m3u8"), atomically: true, encoding: .utf8)
+        try await TestSupport.withOrigin(root: root) { base in
+            var caught: PlaylistLoadError?
+            do { _ = try await TestSupport.inspect(base.absoluteString + "/bad.m3u8", deep: false) } catch let error as PlaylistLoadError { caught = error }
+            guard case .invalidPlaylist(_, let error) = try #require(caught) else {
+                Issue.record("expected invalidPlaylist, got \(String(describing: caught))")
+                return
+            }
+            #expect(error.code == "missing_attribute")
+            #expect(error.line == 3)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import AssetDownload
+import AsyncHTTPClient
+import Foundation
+import OriginServer
+import Testing
+
+/// Paths and helpers shared by the end-to-end tests.
+enum TestSupport {
+    /// The repository root, from this file's location.
+    static let repositoryRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static let fixtures = repositoryRoot.appendingPathComponent("Fixtures")
+
+    /// The `stowage` binary built beside the test bundle (or `$STOWAGE_BIN`).
+    static var stowageBinary: URL {
+        if let path = ProcessInfo.processInfo.environment["STOWAGE_BIN"] { return URL(fileURLWithPath: path) }
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = testBinary.deletingLastPathComponent()
+        // The xctest bundle may be a directory (macOS-style) one level deeper.
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("stowage")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return testBinary.deletingLastPathComponent().appendingPathComponent("stowage")
+    }
+
+    static func temporaryDirectory(_ label: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-\(label)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Runs an origin for the duration of `body`, then stops it.
+    static func withOrigin<T: Sendable>(
+        root: URL, _ body: @Sendable (URL) async throws -> T
+    ) async throws -> T {
+        let (addresses, continuation) = AsyncStream.makeStream(of: Origin.Address.self)
+        let origin = Origin(configuration: .init(root: root.path))
+        let server = Task { try await origin.run { continuation.yield($0) } }
+        defer { server.cancel() }
+        var iterator = addresses.makeAsyncIterator()
+        guard let address = await iterator.next() else { throw CancellationError() }
+        #expect(address.port > 0)
+        let result = try await body(address.baseURL)
+        server.cancel()
+        _ = try? await server.value
+        return result
+    }
+
+    /// Inspects a playlist with a client of its own, shut down before returning.
+    static func inspect(_ location: String, deep: Bool) async throws -> PlaylistInspection {
+        let client = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(redirectConfiguration: .follow(max: 3, allowCycles: false)))
+        let result: Result<PlaylistInspection, PlaylistLoadError>
+        do throws(PlaylistLoadError) {
+            result = .success(try await PlaylistLoader(client: client).inspect(location, deep: deep))
+        } catch {
+            result = .failure(error)
+        }
+        try await client.shutdown()
+        return try result.get()
+    }
+
+    /// The output and exit status of a finished process.
+    struct ProcessResult {
+        var status: Int32
+        var standardOutput: String
+        var standardError: String
+    }
+
+    /// Runs `stowage` with arguments to completion (bounded by `timeout` seconds).
+    static func runStowage(_ arguments: [String], timeout: TimeInterval = 60) throws -> ProcessResult {
+        let process = Process()
+        process.executableURL = stowageBinary
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        // Read both pipes concurrently so a full pipe cannot block the child.
+        nonisolated(unsafe) var errorData = Data()
+        let errorReader = Thread { errorData = error.fileHandleForReading.readDataToEndOfFile() }
+        errorReader.start()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        while errorReader.isExecuting || !errorReader.isFinished { Thread.sleep(forTimeInterval: 0.005) }
+        return ProcessResult(
+            status: process.terminationStatus, standardOutput: String(decoding: outputData, as: UTF8.self),
+            standardError: String(decoding: errorData, as: UTF8.self))
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what Stowage needs on a fresh Debian machine, only where it is missing: the Swift toolchain is assumed
+# (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config and ffmpeg.
+# Sourced by scripts/test.sh and scripts/demo.sh; safe to run twice.
+set -euo pipefail
+
+stowage_ensure_deps() {
+    local missing=()
+    dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
+    dpkg -s libsqlite3-dev >/dev/null 2>&1 || missing+=(libsqlite3-dev)
+    dpkg -s pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "==> installing ${missing[*]} (apt)"
+        local sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    command -v swift >/dev/null 2>&1 || { echo "error: swift is not on PATH (Swift 6.2 or later is required)" >&2; exit 2; }
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    stowage_ensure_deps
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs Stowage's whole test suite on a fresh machine: installs what is missing (scripts/ensure-deps.sh), checks the
+# formatting, builds once and runs every test target (Swift Testing runs tests in parallel).
+# Needs: Debian with Swift 6.2+ on PATH; root or sudo for apt when something is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure-deps.sh
+stowage_ensure_deps
+
+echo "==> swift format lint"
+swift format lint --strict -r Sources Tests Package.swift Fuzz
+
+echo "==> swift build --build-tests"
+swift build --build-tests
+
+echo "==> swift test"
+swift test --skip-build
