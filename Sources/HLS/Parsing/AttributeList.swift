@@ -1,0 +1,187 @@
+/// One `NAME=VALUE` pair of an attribute list (RFC 8216bis 4.2), with the value as written.
+public struct Attribute: Hashable, Sendable, Codable {
+    /// The attribute name, e.g. `BANDWIDTH` or a client attribute `X-COM-EXAMPLE`.
+    public var name: String
+    /// The value without its quotes.
+    public var value: String
+    /// Whether the value was (and will be written as) a quoted string.
+    public var isQuoted: Bool
+
+    public init(name: String, value: String, isQuoted: Bool) {
+        self.name = name
+        self.value = value
+        self.isQuoted = isQuoted
+    }
+
+    /// The attribute as it appears in a playlist.
+    public var rendered: String { isQuoted ? "\(name)=\"\(value)\"" : "\(name)=\(value)" }
+}
+
+/// An attribute list read from a tag, with typed accessors that report errors against the tag's line.
+struct AttributeList {
+    private(set) var attributes: [Attribute]
+    let line: Int
+    let text: String
+
+    /// Parses `NAME=VALUE,...`. Quoted strings may contain commas and `=`; whitespace around pairs is
+    /// tolerated because real packagers write it.
+    init(parsing input: Substring, line: Int, text: String) throws(PlaylistError) {
+        self.line = line
+        self.text = text
+        var attributes: [Attribute] = []
+        var index = input.startIndex
+        func skipSpaces() {
+            while index < input.endIndex, input[index] == " " || input[index] == "\t" { index = input.index(after: index) }
+        }
+        while true {
+            skipSpaces()
+            if index == input.endIndex { break }
+            let nameStart = index
+            while index < input.endIndex, input[index] != "=", input[index] != "," { index = input.index(after: index) }
+            let name = input[nameStart..<index].trimmingSpaces()
+            guard index < input.endIndex, input[index] == "=", !name.isEmpty else {
+                throw .malformedTag(line: line, text: text, reason: "expected NAME=VALUE in the attribute list")
+            }
+            guard name.allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isLowercase || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+                throw .malformedTag(line: line, text: text, reason: "invalid attribute name \(name)")
+            }
+            index = input.index(after: index)
+            skipSpaces()
+            if index < input.endIndex, input[index] == "\"" {
+                let valueStart = input.index(after: index)
+                guard let close = input[valueStart...].firstIndex(of: "\"") else {
+                    throw .malformedTag(line: line, text: text, reason: "unterminated quoted string in attribute \(name)")
+                }
+                attributes.append(Attribute(name: String(name), value: String(input[valueStart..<close]), isQuoted: true))
+                index = input.index(after: close)
+                skipSpaces()
+            } else {
+                let valueStart = index
+                while index < input.endIndex, input[index] != "," { index = input.index(after: index) }
+                attributes.append(
+                    Attribute(name: String(name), value: input[valueStart..<index].trimmingSpaces(), isQuoted: false))
+            }
+            if index == input.endIndex { break }
+            guard input[index] == "," else {
+                throw .malformedTag(line: line, text: text, reason: "expected a comma after attribute \(name)")
+            }
+            index = input.index(after: index)
+        }
+        self.attributes = attributes
+    }
+
+    private var consumed: Set<String> = []
+
+    /// Attributes that no typed accessor asked for: client (`X-`) attributes and ones from later drafts.
+    var unconsumed: [Attribute] { attributes.filter { !consumed.contains($0.name) } }
+
+    /// The attribute as written, marking it consumed.
+    mutating func attribute(_ name: String) -> Attribute? { raw(name) }
+
+    /// Replaces `{$name}` references in quoted-string and hexadecimal values (RFC 8216bis 4.3).
+    mutating func substituteVariables(_ substitute: (String) throws(PlaylistError) -> String) throws(PlaylistError) {
+        for index in attributes.indices where attributes[index].isQuoted || attributes[index].value.hasPrefix("0x") {
+            attributes[index].value = try substitute(attributes[index].value)
+        }
+    }
+
+    private mutating func raw(_ name: String) -> Attribute? {
+        consumed.insert(name)
+        return attributes.first { $0.name == name }
+    }
+
+    private func invalid(_ name: String, _ reason: String) -> PlaylistError {
+        .invalidAttributeValue(name, line: line, text: text, reason: reason)
+    }
+
+    private func require<T>(_ name: String, _ value: T?) throws(PlaylistError) -> T {
+        guard let value else { throw .missingAttribute(name, line: line, text: text) }
+        return value
+    }
+
+    mutating func quotedString(_ name: String) throws(PlaylistError) -> String? {
+        guard let attribute = raw(name) else { return nil }
+        guard attribute.isQuoted else { throw invalid(name, "expected a quoted string") }
+        return attribute.value
+    }
+
+    mutating func requiredQuotedString(_ name: String) throws(PlaylistError) -> String {
+        try require(name, try quotedString(name))
+    }
+
+    /// An enumerated string; tolerates quotes around it, which some packagers add.
+    mutating func enumeratedString(_ name: String) throws(PlaylistError) -> String? {
+        guard let attribute = raw(name) else { return nil }
+        guard !attribute.value.isEmpty else { throw invalid(name, "empty value") }
+        return attribute.value
+    }
+
+    mutating func requiredEnumeratedString(_ name: String) throws(PlaylistError) -> String {
+        try require(name, try enumeratedString(name))
+    }
+
+    mutating func integer(_ name: String) throws(PlaylistError) -> Int? {
+        guard let attribute = raw(name) else { return nil }
+        guard let value = Int(attribute.value), value >= 0 else {
+            throw invalid(name, "expected a decimal integer, found \(attribute.value)")
+        }
+        return value
+    }
+
+    mutating func requiredInteger(_ name: String) throws(PlaylistError) -> Int {
+        try require(name, try integer(name))
+    }
+
+    mutating func decimal(_ name: String, allowNegative: Bool = false) throws(PlaylistError) -> Double? {
+        guard let attribute = raw(name) else { return nil }
+        guard let value = Double(attribute.value), value.isFinite, allowNegative || value >= 0,
+            attribute.value.allSatisfy(isDecimalCharacter)
+        else {
+            throw invalid(name, "expected a decimal number, found \(attribute.value)")
+        }
+        return value
+    }
+
+    mutating func boolean(_ name: String) throws(PlaylistError) -> Bool? {
+        guard let attribute = raw(name) else { return nil }
+        switch attribute.value {
+        case "YES": return true
+        case "NO": return false
+        default: throw invalid(name, "expected YES or NO, found \(attribute.value)")
+        }
+    }
+
+    mutating func resolution(_ name: String) throws(PlaylistError) -> Resolution? {
+        guard let attribute = raw(name) else { return nil }
+        let parts = attribute.value.split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width >= 0, height >= 0 else {
+            throw invalid(name, "expected WIDTHxHEIGHT, found \(attribute.value)")
+        }
+        return Resolution(width: width, height: height)
+    }
+
+    /// A hexadecimal-sequence (`0x...`), returned as its digits without the prefix.
+    mutating func hexadecimal(_ name: String) throws(PlaylistError) -> String? {
+        guard let attribute = raw(name) else { return nil }
+        let value = attribute.value
+        guard value.hasPrefix("0x") || value.hasPrefix("0X") else { throw invalid(name, "expected 0x followed by hex digits") }
+        let digits = value.dropFirst(2)
+        guard !digits.isEmpty, digits.allSatisfy(\.isHexDigit) else { throw invalid(name, "invalid hex digits in \(value)") }
+        return String(digits)
+    }
+}
+
+extension StringProtocol {
+    func trimmingSpaces() -> String {
+        var slice = Substring(self)
+        while let first = slice.first, first == " " || first == "\t" { slice = slice.dropFirst() }
+        while let last = slice.last, last == " " || last == "\t" { slice = slice.dropLast() }
+        return String(slice)
+    }
+}
+
+/// Digits, sign, point and exponent: what a decimal-floating-point value may contain. The exponent is beyond
+/// RFC 8216bis 4.2 but harmless, and it lets every Double the writer prints read back unchanged.
+func isDecimalCharacter(_ character: Character) -> Bool {
+    character.isASCII && (character.isNumber || "+-.eE".contains(character))
+}

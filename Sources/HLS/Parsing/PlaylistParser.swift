@@ -1,0 +1,615 @@
+public import Foundation
+
+/// A parsed playlist with the warnings the parser raised.
+public struct ParsedPlaylist: Hashable, Sendable {
+    public var playlist: Playlist
+    public var warnings: [PlaylistWarning]
+}
+
+/// Reads multivariant and media playlists (RFC 8216 and draft-pantos-hls-rfc8216bis).
+///
+/// The parser is a single pass over the lines with no backtracking, so its time is linear in the input; it never
+/// traps on any input (every failure is a ``PlaylistError`` naming the line).
+///
+/// ```swift
+/// let parsed = try PlaylistParser.parse(text, url: URL(string: "https://example.com/master.m3u8"))
+/// if case .multivariant(let playlist) = parsed.playlist { print(playlist.variants.count) }
+/// ```
+public enum PlaylistParser {
+    /// Playlists larger than this are refused (a safety limit; real VOD playlists are a few MB at most).
+    public static let maximumSize = 64 << 20
+
+    /// Parses playlist bytes, which must be UTF-8 (a BOM is skipped).
+    public static func parse(
+        _ bytes: some Collection<UInt8>, url: URL? = nil, importedVariables: [String: String] = [:]
+    ) throws(PlaylistError) -> ParsedPlaylist {
+        guard bytes.count <= maximumSize else { throw .tooLarge("the playlist is over \(maximumSize >> 20) MiB") }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
+        return try parse(text, url: url, importedVariables: importedVariables)
+    }
+
+    /// Parses playlist text.
+    /// - Parameters:
+    ///   - text: the playlist; a UTF-8 BOM, CRLF line ends and a missing final newline are accepted.
+    ///   - url: where the playlist was loaded from (after redirects); used for EXT-X-DEFINE QUERYPARAM.
+    ///   - importedVariables: the variables of the multivariant playlist that named this media playlist, for
+    ///     EXT-X-DEFINE IMPORT (see ``Playlist/variables``).
+    /// - Throws: ``PlaylistError`` with the line number and text of the first problem.
+    public static func parse(
+        _ text: String, url: URL? = nil, importedVariables: [String: String] = [:]
+    ) throws(PlaylistError) -> ParsedPlaylist {
+        guard text.utf8.count <= maximumSize else { throw .tooLarge("the playlist is over \(maximumSize >> 20) MiB") }
+        var state = ParserState(url: url, importedVariables: importedVariables)
+        var body = Substring(text)
+        if body.first == "\u{FEFF}" { body = body.dropFirst() }
+        var lineNumber = 0
+        // RFC 8216bis 4.1: lines end with LF or CRLF; Swift reads CRLF as one Character, so both are separators.
+        for rawLine in body.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
+            lineNumber += 1
+            let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
+            if lineNumber == 1 {
+                guard line.hasPrefix("#EXTM3U") else { throw .notAPlaylist(String(line.prefix(80))) }
+                continue
+            }
+            if line.isEmpty { continue }
+            try state.consume(line: line, number: lineNumber)
+        }
+        guard lineNumber > 0 else { throw .notAPlaylist("") }
+        return try state.finish()
+    }
+}
+
+private let multivariantOnlyTags: Set<String> = [
+    "EXT-X-MEDIA", "EXT-X-STREAM-INF", "EXT-X-I-FRAME-STREAM-INF", "EXT-X-SESSION-DATA", "EXT-X-SESSION-KEY",
+    "EXT-X-CONTENT-STEERING",
+]
+private let mediaOnlyTags: Set<String> = [
+    "EXTINF", "EXT-X-TARGETDURATION", "EXT-X-MEDIA-SEQUENCE", "EXT-X-DISCONTINUITY-SEQUENCE", "EXT-X-ENDLIST",
+    "EXT-X-PLAYLIST-TYPE", "EXT-X-I-FRAMES-ONLY", "EXT-X-PART-INF", "EXT-X-SERVER-CONTROL", "EXT-X-BYTERANGE",
+    "EXT-X-DISCONTINUITY", "EXT-X-KEY", "EXT-X-MAP", "EXT-X-PROGRAM-DATE-TIME", "EXT-X-DATERANGE", "EXT-X-GAP",
+    "EXT-X-BITRATE", "EXT-X-PART", "EXT-X-SKIP", "EXT-X-PRELOAD-HINT", "EXT-X-RENDITION-REPORT",
+]
+
+private enum Kind { case media, multivariant }
+
+/// The mutable state of one parse.
+private struct ParserState {
+    let url: URL?
+    let importedVariables: [String: String]
+
+    var kind: Kind?
+    var warnings: [PlaylistWarning] = []
+    var seenOnce: Set<String> = []
+    var variables: [String: String] = [:]
+    var definitions: [VariableDefinition] = []
+    var importLine: (number: Int, text: String)?
+
+    // Shared header.
+    var version: Int?
+    var independentSegments = false
+    var start: StartPoint?
+
+    // Multivariant.
+    var multivariant = MultivariantPlaylist()
+    var pendingVariant: (variant: VariantStream, line: Int, text: String)?
+
+    // Media.
+    var targetDuration: Int?
+    var media = MediaPlaylist(targetDuration: 0)
+    var pendingTags: [SegmentTag] = []
+    var pendingInf: (duration: Double, title: String?, line: Int, text: String)?
+    var pendingByteRangeLine: (number: Int, text: String)?
+    var previousSegmentRange: (uri: String, hasRange: Bool)?
+    var keysInEffect: [String: EncryptionKey] = [:]
+
+    init(url: URL?, importedVariables: [String: String]) {
+        self.url = url
+        self.importedVariables = importedVariables
+    }
+
+    mutating func consume(line: String, number: Int) throws(PlaylistError) {
+        guard line.hasPrefix("#") else {
+            try consumeURI(line, number: number)
+            return
+        }
+        guard line.hasPrefix("#EXT") else {
+            // A comment; kept in order.
+            appendOther(line)
+            return
+        }
+        // The tag name is what stands between `#` and the first colon.
+        let tagText = line.dropFirst()
+        let colon = tagText.firstIndex(of: ":")
+        let name = String(colon.map { tagText[..<$0] } ?? tagText)
+        let value = colon.map { tagText[tagText.index(after: $0)...] } ?? ""
+        try noteKind(of: name, line: number, text: line)
+        // RFC 8216bis 4.4.6.2: the URI line follows EXT-X-STREAM-INF; unknown tags in between are tolerated.
+        if let pendingVariant, multivariantOnlyTags.contains(name) || name == "EXT-X-DEFINE" {
+            throw .missingURI(after: "EXT-X-STREAM-INF", line: pendingVariant.line, text: pendingVariant.text)
+        }
+        switch name {
+        case "EXTM3U":
+            throw .duplicateTag(line: number, text: line)
+        case "EXT-X-VERSION":
+            try once(name, number, line)
+            guard let value = Int(value), value > 0 else {
+                throw .malformedTag(line: number, text: line, reason: "expected a positive decimal integer")
+            }
+            version = value
+        case "EXT-X-INDEPENDENT-SEGMENTS":
+            independentSegments = true
+        case "EXT-X-START":
+            try once(name, number, line)
+            var attributes = try self.attributes(value, number, line)
+            guard let offset = try attributes.decimal("TIME-OFFSET", allowNegative: true) else {
+                throw .missingAttribute("TIME-OFFSET", line: number, text: line)
+            }
+            start = StartPoint(timeOffset: offset, precise: try attributes.boolean("PRECISE"))
+        case "EXT-X-DEFINE":
+            try define(value, number, line)
+
+        // Multivariant playlist tags.
+        case "EXT-X-MEDIA":
+            multivariant.renditions.append(try rendition(value, number, line))
+        case "EXT-X-STREAM-INF":
+            var attributes = try self.attributes(value, number, line)
+            pendingVariant = (try variantStream(&attributes, uri: ""), number, line)
+        case "EXT-X-I-FRAME-STREAM-INF":
+            var attributes = try self.attributes(value, number, line)
+            let uri = try attributes.requiredQuotedString("URI")
+            multivariant.iFrameVariants.append(try variantStream(&attributes, uri: uri))
+        case "EXT-X-SESSION-DATA":
+            var attributes = try self.attributes(value, number, line)
+            let data = SessionData(
+                dataID: try attributes.requiredQuotedString("DATA-ID"), value: try attributes.quotedString("VALUE"),
+                uri: try attributes.quotedString("URI"), format: try attributes.enumeratedString("FORMAT"),
+                language: try attributes.quotedString("LANGUAGE"), otherAttributes: [])
+            guard (data.value == nil) != (data.uri == nil) else {
+                throw .malformedTag(line: number, text: line, reason: "EXT-X-SESSION-DATA needs exactly one of VALUE and URI")
+            }
+            var complete = data
+            complete.otherAttributes = attributes.unconsumed
+            multivariant.sessionData.append(complete)
+        case "EXT-X-SESSION-KEY":
+            let key = try encryptionKey(value, number, line)
+            guard key.method != .none else {
+                throw .invalidAttributeValue("METHOD", line: number, text: line, reason: "EXT-X-SESSION-KEY must not be NONE")
+            }
+            multivariant.sessionKeys.append(key)
+        case "EXT-X-CONTENT-STEERING":
+            try once(name, number, line)
+            var attributes = try self.attributes(value, number, line)
+            multivariant.contentSteering = ContentSteering(
+                serverURI: try attributes.requiredQuotedString("SERVER-URI"),
+                pathwayID: try attributes.quotedString("PATHWAY-ID"), otherAttributes: [])
+            multivariant.contentSteering?.otherAttributes = attributes.unconsumed
+
+        // Media playlist tags.
+        case "EXT-X-TARGETDURATION":
+            try once(name, number, line)
+            if let integer = Int(value), integer >= 0 {
+                targetDuration = integer
+            } else if let decimal = Double(value), decimal.isFinite, decimal >= 0, decimal < 1e9 {
+                targetDuration = Int(decimal.rounded(.up))
+                warn(number, "EXT-X-TARGETDURATION must be an integer; read \(value) as \(targetDuration!)")
+            } else {
+                throw .malformedTag(line: number, text: line, reason: "expected a decimal integer")
+            }
+        case "EXT-X-MEDIA-SEQUENCE":
+            try once(name, number, line)
+            media.mediaSequence = try integer(value, number, line)
+        case "EXT-X-DISCONTINUITY-SEQUENCE":
+            try once(name, number, line)
+            media.discontinuitySequence = try integer(value, number, line)
+        case "EXT-X-ENDLIST":
+            media.endList = true
+        case "EXT-X-PLAYLIST-TYPE":
+            try once(name, number, line)
+            guard let type = PlaylistType(rawValue: String(value)) else {
+                throw .malformedTag(line: number, text: line, reason: "expected EVENT or VOD")
+            }
+            media.playlistType = type
+        case "EXT-X-I-FRAMES-ONLY":
+            media.iFramesOnly = true
+        case "EXT-X-PART-INF":
+            try once(name, number, line)
+            var attributes = try self.attributes(value, number, line)
+            guard let target = try attributes.decimal("PART-TARGET") else {
+                throw .missingAttribute("PART-TARGET", line: number, text: line)
+            }
+            media.partTarget = target
+        case "EXT-X-SERVER-CONTROL":
+            try once(name, number, line)
+            var attributes = try self.attributes(value, number, line)
+            var control = ServerControl(
+                canSkipUntil: try attributes.decimal("CAN-SKIP-UNTIL"),
+                canSkipDateRanges: try attributes.boolean("CAN-SKIP-DATERANGES"),
+                holdBack: try attributes.decimal("HOLD-BACK"), partHoldBack: try attributes.decimal("PART-HOLD-BACK"),
+                canBlockReload: try attributes.boolean("CAN-BLOCK-RELOAD"))
+            control.otherAttributes = attributes.unconsumed
+            media.serverControl = control
+        case "EXTINF":
+            if let pendingInf {
+                throw .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text)
+            }
+            pendingInf = try extinf(value, number, line)
+        case "EXT-X-BYTERANGE":
+            guard let range = ByteRange(value) else {
+                throw .malformedTag(line: number, text: line, reason: "expected <length>[@<offset>]")
+            }
+            pendingTags.append(.byteRange(range))
+            pendingByteRangeLine = (number, line)
+        case "EXT-X-DISCONTINUITY":
+            pendingTags.append(.discontinuity)
+        case "EXT-X-KEY":
+            let key = try encryptionKey(value, number, line)
+            if key.method == .none {
+                keysInEffect = [:]
+            } else {
+                keysInEffect[key.effectiveKeyFormat] = key
+                if key.ivBytes != nil, let digits = key.iv, digits.count < 32 {
+                    warn(
+                        number,
+                        "IV has \(digits.count) hex digits instead of 32; using them as the leading bytes followed by zeros, as Shaka Packager and ffmpeg do"
+                    )
+                }
+            }
+            pendingTags.append(.key(key))
+        case "EXT-X-MAP":
+            var attributes = try self.attributes(value, number, line)
+            let uri = try attributes.requiredQuotedString("URI")
+            var range: ByteRange?
+            if let text = try attributes.quotedString("BYTERANGE") {
+                guard let parsed = ByteRange(text) else {
+                    throw .invalidAttributeValue("BYTERANGE", line: number, text: line, reason: "expected <length>[@<offset>]")
+                }
+                range = parsed
+            }
+            if let key = keysInEffect[EncryptionKey.identityKeyFormat], key.method == .aes128 || key.method == .aes256,
+                key.iv == nil
+            {
+                warn(
+                    number,
+                    "an EXT-X-MAP encrypted with \(key.method) needs an IV attribute on its EXT-X-KEY (RFC 8216bis 4.4.4.5); using the media sequence number of the next segment"
+                )
+            }
+            pendingTags.append(.map(MediaInitializationSection(uri: uri, byteRange: range, otherAttributes: attributes.unconsumed)))
+        case "EXT-X-PROGRAM-DATE-TIME":
+            guard ProgramDateTime.parse(String(value)) != nil else {
+                throw .malformedTag(line: number, text: line, reason: "expected an ISO 8601 date-time with a time zone")
+            }
+            pendingTags.append(.programDateTime(String(value)))
+        case "EXT-X-DATERANGE":
+            pendingTags.append(.dateRange(try dateRange(value, number, line)))
+        case "EXT-X-GAP":
+            pendingTags.append(.gap)
+        case "EXT-X-BITRATE":
+            pendingTags.append(.bitrate(try integer(value, number, line)))
+        case "EXT-X-PART":
+            var attributes = try self.attributes(value, number, line)
+            let uri = try attributes.requiredQuotedString("URI")
+            guard let duration = try attributes.decimal("DURATION") else {
+                throw .missingAttribute("DURATION", line: number, text: line)
+            }
+            var range: ByteRange?
+            if let text = try attributes.quotedString("BYTERANGE") {
+                guard let parsed = ByteRange(text) else {
+                    throw .invalidAttributeValue("BYTERANGE", line: number, text: line, reason: "expected <length>[@<offset>]")
+                }
+                range = parsed
+            }
+            pendingTags.append(
+                .part(
+                    PartialSegment(
+                        uri: uri, duration: duration, independent: try attributes.boolean("INDEPENDENT"), byteRange: range,
+                        gap: try attributes.boolean("GAP"), otherAttributes: attributes.unconsumed)))
+        case "EXT-X-SKIP":
+            try once(name, number, line)
+            guard media.segments.isEmpty, pendingInf == nil else {
+                throw .malformedTag(line: number, text: line, reason: "EXT-X-SKIP must come before the first segment")
+            }
+            var attributes = try self.attributes(value, number, line)
+            media.skip = Skip(
+                skippedSegments: try attributes.requiredInteger("SKIPPED-SEGMENTS"),
+                recentlyRemovedDateRanges: try attributes.quotedString("RECENTLY-REMOVED-DATERANGES"))
+        case "EXT-X-PRELOAD-HINT":
+            var attributes = try self.attributes(value, number, line)
+            let type = try attributes.requiredEnumeratedString("TYPE")
+            guard type == "PART" || type == "MAP" else {
+                throw .invalidAttributeValue("TYPE", line: number, text: line, reason: "expected PART or MAP")
+            }
+            media.preloadHints.append(
+                PreloadHint(
+                    type: type, uri: try attributes.requiredQuotedString("URI"),
+                    byteRangeStart: try attributes.integer("BYTERANGE-START"),
+                    byteRangeLength: try attributes.integer("BYTERANGE-LENGTH"), otherAttributes: attributes.unconsumed))
+        case "EXT-X-RENDITION-REPORT":
+            var attributes = try self.attributes(value, number, line)
+            media.renditionReports.append(
+                RenditionReport(
+                    uri: try attributes.quotedString("URI"), lastMediaSequence: try attributes.integer("LAST-MSN"),
+                    lastPart: try attributes.integer("LAST-PART"), otherAttributes: attributes.unconsumed))
+        default:
+            appendOther(line)
+        }
+    }
+
+    /// Keeps an unknown tag or comment where it stands.
+    mutating func appendOther(_ line: String) {
+        if kind == .multivariant {
+            multivariant.otherTags.append(line)
+        } else {
+            pendingTags.append(.other(line))
+        }
+    }
+
+    mutating func noteKind(of tag: String, line: Int, text: String) throws(PlaylistError) {
+        let tagKind: Kind? =
+            multivariantOnlyTags.contains(tag) ? .multivariant : mediaOnlyTags.contains(tag) ? .media : nil
+        guard let tagKind else { return }
+        if let kind, kind != tagKind { throw .mixedPlaylistKinds(line: line, text: text) }
+        if kind == nil, tagKind == .multivariant {
+            // Comments and unknown tags seen so far belong to the multivariant playlist.
+            multivariant.otherTags = pendingTags.compactMap { if case .other(let text) = $0 { text } else { nil } }
+            pendingTags = []
+        }
+        kind = tagKind
+    }
+
+    mutating func once(_ tag: String, _ line: Int, _ text: String) throws(PlaylistError) {
+        guard seenOnce.insert(tag).inserted else { throw .duplicateTag(line: line, text: text) }
+    }
+
+    mutating func warn(_ line: Int, _ message: String) {
+        warnings.append(PlaylistWarning(line: line, message: message))
+    }
+
+    func integer(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> Int {
+        guard let integer = Int(value), integer >= 0 else {
+            throw .malformedTag(line: line, text: text, reason: "expected a decimal integer")
+        }
+        return integer
+    }
+
+    func attributes(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> AttributeList {
+        var list = try AttributeList(parsing: value, line: line, text: text)
+        try list.substituteVariables { (value) throws(PlaylistError) in try substitute(value, line, text) }
+        return list
+    }
+
+    /// RFC 8216bis 4.3: replaces each `{$name}` with the value of a variable defined earlier.
+    func substitute(_ value: String, _ line: Int, _ text: String) throws(PlaylistError) -> String {
+        guard value.contains("{$") else { return value }
+        var result = ""
+        var rest = Substring(value)
+        while let open = rest.range(of: "{$") {
+            result += rest[..<open.lowerBound]
+            let afterOpen = rest[open.upperBound...]
+            guard let close = afterOpen.firstIndex(of: "}") else {
+                result += rest[open.lowerBound...]
+                return result
+            }
+            let name = afterOpen[..<close]
+            guard !name.isEmpty, name.allSatisfy(isVariableNameCharacter) else {
+                result += "{$"
+                rest = afterOpen
+                continue
+            }
+            guard let replacement = variables[String(name)] else {
+                throw .undefinedVariable(String(name), line: line, text: text)
+            }
+            result += replacement
+            rest = afterOpen[afterOpen.index(after: close)...]
+        }
+        result += rest
+        return result
+    }
+
+    mutating func define(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) {
+        var attributes = try AttributeList(parsing: value, line: line, text: text)
+        let definition: VariableDefinition
+        if let name = try attributes.quotedString("NAME") {
+            let value = try attributes.requiredQuotedString("VALUE")
+            definition = VariableDefinition(source: .value, name: name, value: value)
+        } else if let name = try attributes.quotedString("IMPORT") {
+            guard let value = importedVariables[name] else {
+                throw .unresolvableVariable(
+                    name, line: line, text: text, reason: "IMPORT names a variable the multivariant playlist does not define")
+            }
+            importLine = importLine ?? (line, text)
+            definition = VariableDefinition(source: .import, name: name, value: value)
+        } else if let name = try attributes.quotedString("QUERYPARAM") {
+            let items = url.flatMap { URLComponents(url: $0, resolvingAgainstBaseURL: true)?.queryItems } ?? []
+            guard let value = items.first(where: { $0.name == name })?.value else {
+                throw .unresolvableVariable(
+                    name, line: line, text: text, reason: "QUERYPARAM names a query parameter the playlist URI does not have")
+            }
+            definition = VariableDefinition(source: .queryParameter, name: name, value: value)
+        } else {
+            throw .missingAttribute("NAME, IMPORT or QUERYPARAM", line: line, text: text)
+        }
+        guard !definition.name.isEmpty, definition.name.allSatisfy(isVariableNameCharacter) else {
+            throw .malformedTag(line: line, text: text, reason: "variable names are made of [a-zA-Z0-9-_]")
+        }
+        guard variables[definition.name] == nil else { throw .duplicateVariable(definition.name, line: line, text: text) }
+        variables[definition.name] = definition.value
+        definitions.append(definition)
+    }
+
+    func encryptionKey(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> EncryptionKey {
+        var attributes = try self.attributes(value, line, text)
+        let method = EncryptionMethod(rawValue: try attributes.requiredEnumeratedString("METHOD"))
+        let uri = try attributes.quotedString("URI")
+        let iv = try attributes.hexadecimal("IV")
+        let keyFormat = try attributes.quotedString("KEYFORMAT")
+        let versions = try attributes.quotedString("KEYFORMATVERSIONS")
+        if method == .none {
+            if uri != nil || iv != nil {
+                throw .invalidAttributeValue("METHOD", line: line, text: text, reason: "with METHOD=NONE, URI and IV must not be present")
+            }
+        } else if uri == nil {
+            throw .missingAttribute("URI", line: line, text: text)
+        }
+        if let iv, iv.count > 32 {
+            throw .invalidAttributeValue("IV", line: line, text: text, reason: "an IV is 128 bits (at most 32 hex digits)")
+        }
+        return EncryptionKey(
+            method: method, uri: uri, iv: iv, keyFormat: keyFormat, keyFormatVersions: versions,
+            otherAttributes: attributes.unconsumed)
+    }
+
+    func rendition(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> Rendition {
+        var attributes = try self.attributes(value, line, text)
+        let type = MediaType(rawValue: try attributes.requiredEnumeratedString("TYPE"))
+        guard [.audio, .video, .subtitles, .closedCaptions].contains(type) else {
+            throw .invalidAttributeValue("TYPE", line: line, text: text, reason: "expected AUDIO, VIDEO, SUBTITLES or CLOSED-CAPTIONS")
+        }
+        var rendition = Rendition(
+            type: type, uri: try attributes.quotedString("URI"), groupID: try attributes.requiredQuotedString("GROUP-ID"),
+            language: try attributes.quotedString("LANGUAGE"), associatedLanguage: try attributes.quotedString("ASSOC-LANGUAGE"),
+            name: try attributes.requiredQuotedString("NAME"),
+            stableRenditionID: try attributes.quotedString("STABLE-RENDITION-ID"),
+            isDefault: try attributes.boolean("DEFAULT"), autoselect: try attributes.boolean("AUTOSELECT"),
+            forced: try attributes.boolean("FORCED"), instreamID: try attributes.quotedString("INSTREAM-ID"),
+            bitDepth: try attributes.integer("BIT-DEPTH"), sampleRate: try attributes.integer("SAMPLE-RATE"),
+            characteristics: try attributes.quotedString("CHARACTERISTICS"), channels: try attributes.quotedString("CHANNELS"))
+        rendition.otherAttributes = attributes.unconsumed
+        if type == .closedCaptions {
+            guard rendition.uri == nil else {
+                throw .invalidAttributeValue("URI", line: line, text: text, reason: "CLOSED-CAPTIONS renditions have no URI")
+            }
+            guard rendition.instreamID != nil else { throw .missingAttribute("INSTREAM-ID", line: line, text: text) }
+        }
+        if type == .subtitles, rendition.uri == nil { throw .missingAttribute("URI", line: line, text: text) }
+        return rendition
+    }
+
+    func variantStream(_ attributes: inout AttributeList, uri: String) throws(PlaylistError) -> VariantStream {
+        var variant = VariantStream(
+            uri: uri, bandwidth: try attributes.requiredInteger("BANDWIDTH"),
+            averageBandwidth: try attributes.integer("AVERAGE-BANDWIDTH"), score: try attributes.decimal("SCORE"),
+            codecs: try attributes.quotedString("CODECS"), supplementalCodecs: try attributes.quotedString("SUPPLEMENTAL-CODECS"),
+            resolution: try attributes.resolution("RESOLUTION"), frameRate: try attributes.decimal("FRAME-RATE"),
+            hdcpLevel: try attributes.enumeratedString("HDCP-LEVEL"), allowedCPC: try attributes.quotedString("ALLOWED-CPC"),
+            videoRange: try attributes.enumeratedString("VIDEO-RANGE"),
+            requiredVideoLayout: try attributes.quotedString("REQ-VIDEO-LAYOUT"),
+            stableVariantID: try attributes.quotedString("STABLE-VARIANT-ID"), audio: try attributes.quotedString("AUDIO"),
+            video: try attributes.quotedString("VIDEO"), subtitles: try attributes.quotedString("SUBTITLES"),
+            pathwayID: try attributes.quotedString("PATHWAY-ID"), programID: try attributes.integer("PROGRAM-ID"))
+        if let captions = attributes.attribute("CLOSED-CAPTIONS") {
+            if captions.isQuoted {
+                variant.closedCaptions = .group(captions.value)
+            } else if captions.value == "NONE" {
+                variant.closedCaptions = .noClosedCaptions
+            } else {
+                throw .invalidAttributeValue(
+                    "CLOSED-CAPTIONS", line: attributes.line, text: attributes.text, reason: "expected a quoted group ID or NONE")
+            }
+        }
+        variant.otherAttributes = attributes.unconsumed
+        return variant
+    }
+
+    func dateRange(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> DateRange {
+        var attributes = try self.attributes(value, line, text)
+        var range = DateRange(
+            id: try attributes.requiredQuotedString("ID"), classAttribute: try attributes.quotedString("CLASS"),
+            startDate: try attributes.quotedString("START-DATE"), cue: try attributes.quotedString("CUE"),
+            endDate: try attributes.quotedString("END-DATE"), duration: try attributes.decimal("DURATION"),
+            plannedDuration: try attributes.decimal("PLANNED-DURATION"), endOnNext: try attributes.boolean("END-ON-NEXT"))
+        for (name, date) in [("START-DATE", range.startDate), ("END-DATE", range.endDate)] {
+            if let date, ProgramDateTime.parse(date) == nil {
+                throw .invalidAttributeValue(name, line: line, text: text, reason: "expected an ISO 8601 date-time")
+            }
+        }
+        if range.endOnNext == true, range.classAttribute == nil {
+            throw .missingAttribute("CLASS (required with END-ON-NEXT)", line: line, text: text)
+        }
+        range.otherAttributes = attributes.unconsumed
+        return range
+    }
+
+    func extinf(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> (Double, String?, Int, String) {
+        let comma = value.firstIndex(of: ",")
+        let durationText = (comma.map { value[..<$0] } ?? value).trimmingSpaces()
+        guard let duration = Double(durationText), duration.isFinite, duration >= 0,
+            durationText.allSatisfy(isDecimalCharacter)
+        else {
+            throw .malformedTag(line: line, text: text, reason: "EXTINF needs a duration in seconds")
+        }
+        let title = comma.map { String(value[value.index(after: $0)...]) }.flatMap { $0.isEmpty ? nil : $0 }
+        return (duration, title, line, text)
+    }
+
+    mutating func consumeURI(_ rawURI: String, number: Int) throws(PlaylistError) {
+        let uri = try substitute(rawURI, number, rawURI)
+        if let pending = pendingVariant {
+            var variant = pending.variant
+            variant.uri = uri
+            multivariant.variants.append(variant)
+            pendingVariant = nil
+            return
+        }
+        guard let inf = pendingInf else {
+            throw .malformedTag(line: number, text: rawURI, reason: "a URI line must follow EXTINF or EXT-X-STREAM-INF")
+        }
+        let segment = MediaSegment(uri: uri, duration: inf.duration, title: inf.title, tags: pendingTags)
+        if let range = segment.byteRange {
+            if range.offset == nil {
+                // RFC 8216bis 4.4.4.2: without an offset the range continues the previous segment's sub-range of the
+                // same resource.
+                guard let previous = previousSegmentRange, previous.hasRange, previous.uri == uri else {
+                    let where_ = pendingByteRangeLine ?? (number, rawURI)
+                    throw .invalidByteRange(
+                        line: where_.number, text: where_.text,
+                        reason: "a byte range without an offset must follow a sub-range of the same resource")
+                }
+            }
+            if range.length > Int.max - (range.offset ?? 0) {
+                let where_ = pendingByteRangeLine ?? (number, rawURI)
+                throw .invalidByteRange(line: where_.number, text: where_.text, reason: "the range overflows")
+            }
+        }
+        if let targetDuration, inf.duration.rounded() > Double(targetDuration) {
+            warn(inf.line, "EXTINF \(inf.duration) exceeds EXT-X-TARGETDURATION \(targetDuration)")
+        }
+        previousSegmentRange = (uri, segment.byteRange != nil)
+        media.segments.append(segment)
+        pendingTags = []
+        pendingInf = nil
+        pendingByteRangeLine = nil
+    }
+
+    mutating func finish() throws(PlaylistError) -> ParsedPlaylist {
+        if let pendingVariant { throw .missingURI(after: "EXT-X-STREAM-INF", line: pendingVariant.line, text: pendingVariant.text) }
+        if let pendingInf { throw .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text) }
+        switch kind {
+        case .multivariant:
+            if let importLine {
+                throw .unresolvableVariable(
+                    "IMPORT", line: importLine.number, text: importLine.text,
+                    reason: "EXT-X-DEFINE IMPORT is allowed only in media playlists")
+            }
+            multivariant.version = version
+            multivariant.independentSegments = independentSegments
+            multivariant.start = start
+            multivariant.definitions = definitions
+            return ParsedPlaylist(playlist: .multivariant(multivariant), warnings: warnings)
+        case .media, nil:
+            guard let targetDuration else {
+                throw .missingRequiredTag("EXT-X-TARGETDURATION", reason: "every media playlist has one (RFC 8216bis 4.4.3.1)")
+            }
+            media.version = version
+            media.targetDuration = targetDuration
+            media.independentSegments = independentSegments
+            media.start = start
+            media.definitions = definitions
+            media.trailingTags = pendingTags
+            return ParsedPlaylist(playlist: .media(media), warnings: warnings)
+        }
+    }
+}
+
+private func isVariableNameCharacter(_ character: Character) -> Bool {
+    character.isASCII && (character.isLetter || character.isNumber || character == "-" || character == "_")
+}
