@@ -1,3 +1,5 @@
+import Foundation
+
 /// One `NAME=VALUE` pair of an attribute list (RFC 8216bis 4.2), with the value as written.
 public struct Attribute: Hashable, Sendable, Codable {
     /// The attribute name, e.g. `BANDWIDTH` or a client attribute `X-COM-EXAMPLE`.
@@ -58,8 +60,11 @@ struct AttributeList {
             } else {
                 let valueStart = index
                 while index < input.endIndex, input[index] != "," { index = input.index(after: index) }
-                attributes.append(
-                    Attribute(name: String(name), value: input[valueStart..<index].trimmingSpaces(), isQuoted: false))
+                // Trailing whitespace of any kind goes too: the writer may put this value last on its line, and line
+                // ends lose all Unicode whitespace.
+                var value = input[valueStart..<index].trimmingSpaces().unicodeScalars
+                while let last = value.last, CharacterSet.whitespacesAndNewlines.contains(last) { value.removeLast() }
+                attributes.append(Attribute(name: String(name), value: String(value), isQuoted: false))
             }
             if index == input.endIndex { break }
             guard input[index] == "," else {
@@ -166,7 +171,8 @@ struct AttributeList {
         let value = attribute.value
         guard value.hasPrefix("0x") || value.hasPrefix("0X") else { throw invalid(name, "expected 0x followed by hex digits") }
         let digits = value.dropFirst(2)
-        guard !digits.isEmpty, digits.allSatisfy(\.isHexDigit) else { throw invalid(name, "invalid hex digits in \(value)") }
+        // `isHexDigit` also accepts full-width digits, which `EncryptionKey.ivBytes` cannot read.
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isHexDigit }) else { throw invalid(name, "invalid hex digits in \(value)") }
         return String(digits)
     }
 }

@@ -99,7 +99,8 @@ private struct ParserState {
     var pendingTags: [SegmentTag] = []
     var pendingInf: (duration: Double, title: String?, line: Int, text: String)?
     var pendingByteRangeLine: (number: Int, text: String)?
-    var previousSegmentRange: (uri: String, hasRange: Bool)?
+    /// The previous segment's URI and, when it had a byte range, the offset just past that range.
+    var previousSegmentRange: (uri: String, rangeEnd: Int?)?
     var keysInEffect: [String: EncryptionKey] = [:]
 
     init(url: URL?, importedVariables: [String: String]) {
@@ -380,6 +381,16 @@ private struct ParserState {
     /// RFC 8216bis 4.3: replaces each `{$name}` with the value of a variable defined earlier.
     func substitute(_ value: String, _ line: Int, _ text: String) throws(PlaylistError) -> String {
         guard value.contains("{$") else { return value }
+        let result = try replaceReferences(value, line, text)
+        // Substitution is not repeated, so a reference that a value brings in (alone or joined to the text around it)
+        // stays literal here but would be substituted when the written playlist is read again.
+        if containsVariableReference(result) {
+            throw .malformedTag(line: line, text: text, reason: "variable substitution produced a new variable reference")
+        }
+        return result
+    }
+
+    private func replaceReferences(_ value: String, _ line: Int, _ text: String) throws(PlaylistError) -> String {
         var result = ""
         var rest = Substring(value)
         while let open = rest.range(of: "{$") {
@@ -432,6 +443,12 @@ private struct ParserState {
             throw .malformedTag(line: line, text: text, reason: "variable names are made of [a-zA-Z0-9-_]")
         }
         guard variables[definition.name] == nil else { throw .duplicateVariable(definition.name, line: line, text: text) }
+        // A value is substituted into quoted strings and URI lines, so it cannot hold a quote or a line break; a VALUE
+        // attribute cannot, but a query parameter or a caller's imported variable can.
+        if definition.source != .value, definition.value.contains(where: { $0 == "\"" || $0.isNewline }) {
+            throw .unresolvableVariable(
+                definition.name, line: line, text: text, reason: "its value contains a quote or a line break")
+        }
         variables[definition.name] = definition.value
         definitions.append(definition)
     }
@@ -542,7 +559,11 @@ private struct ParserState {
     }
 
     mutating func consumeURI(_ rawURI: String, number: Int) throws(PlaylistError) {
-        let uri = try substitute(rawURI, number, rawURI)
+        // Trimmed again after substitution, as the line was before it: the writer puts the URI on a line of its own.
+        let uri = try substitute(rawURI, number, rawURI).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !uri.isEmpty, !uri.hasPrefix("#") else {
+            throw .malformedTag(line: number, text: rawURI, reason: "after variable substitution the URI line is empty or a comment")
+        }
         if let pending = pendingVariant {
             var variant = pending.variant
             variant.uri = uri
@@ -554,26 +575,33 @@ private struct ParserState {
             throw .malformedTag(line: number, text: rawURI, reason: "a URI line must follow EXTINF or EXT-X-STREAM-INF")
         }
         let segment = MediaSegment(uri: uri, duration: inf.duration, title: inf.title, tags: pendingTags)
+        var rangeEnd: Int?
         if let range = segment.byteRange {
-            if range.offset == nil {
+            let offset: Int
+            if let explicit = range.offset {
+                offset = explicit
+            } else {
                 // RFC 8216bis 4.4.4.2: without an offset the range continues the previous segment's sub-range of the
                 // same resource.
-                guard let previous = previousSegmentRange, previous.hasRange, previous.uri == uri else {
+                guard let previous = previousSegmentRange, let previousEnd = previous.rangeEnd, previous.uri == uri else {
                     let where_ = pendingByteRangeLine ?? (number, rawURI)
                     throw .invalidByteRange(
                         line: where_.number, text: where_.text,
                         reason: "a byte range without an offset must follow a sub-range of the same resource")
                 }
+                offset = previousEnd
             }
-            if range.length > Int.max - (range.offset ?? 0) {
+            // The resolved offset of the next range must stay representable (ResolvedSegment adds them up).
+            if range.length > Int.max - offset {
                 let where_ = pendingByteRangeLine ?? (number, rawURI)
                 throw .invalidByteRange(line: where_.number, text: where_.text, reason: "the range overflows")
             }
+            rangeEnd = offset + range.length
         }
         if let targetDuration, inf.duration.rounded() > Double(targetDuration) {
             warn(inf.line, "EXTINF \(inf.duration) exceeds EXT-X-TARGETDURATION \(targetDuration)")
         }
-        previousSegmentRange = (uri, segment.byteRange != nil)
+        previousSegmentRange = (uri, rangeEnd)
         media.segments.append(segment)
         pendingTags = []
         pendingInf = nil
@@ -608,6 +636,19 @@ private struct ParserState {
             return ParsedPlaylist(playlist: .media(media), warnings: warnings)
         }
     }
+}
+
+/// Whether the text holds a `{$name}` reference with a valid name.
+private func containsVariableReference(_ text: String) -> Bool {
+    var rest = Substring(text)
+    while let open = rest.range(of: "{$") {
+        let afterOpen = rest[open.upperBound...]
+        guard let close = afterOpen.firstIndex(of: "}") else { return false }
+        let name = afterOpen[..<close]
+        if !name.isEmpty, name.allSatisfy(isVariableNameCharacter) { return true }
+        rest = afterOpen
+    }
+    return false
 }
 
 private func isVariableNameCharacter(_ character: Character) -> Bool {

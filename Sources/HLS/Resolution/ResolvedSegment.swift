@@ -92,12 +92,16 @@ extension MediaPlaylist {
         var result: [ResolvedSegment] = []
         result.reserveCapacity(segments.count)
         // RFC 8216bis 4.4.5.2: EXT-X-SKIP stands for segments removed from the start of a delta update.
-        var sequence = (mediaSequence ?? 0) + (skip?.skippedSegments ?? 0)
+        // Sequence numbers wrap rather than trap at Int.max: the parser caps the written values at Int.max, and the
+        // wrapped bits are still the right 64-bit sequence number for the IV (RFC 8216bis 5.2).
+        var sequence = (mediaSequence ?? 0) &+ (skip?.skippedSegments ?? 0)
         var discontinuity = discontinuitySequence ?? 0
         var time = 0.0
         var keys: [String: EncryptionKey] = [:]
         var keyOrder: [String] = []
-        var initSection: (map: MediaInitializationSection, keys: [EncryptionKey])?
+        // The sequence number is that of the segment after the EXT-X-MAP: the IV of a key without IV attribute, so
+        // the section resolves to the same IV for every segment that uses it.
+        var initSection: (map: MediaInitializationSection, keys: [EncryptionKey], sequence: Int)?
         var bitrate: Int?
         var previousRangeEnd: (uri: String, end: Int)?
 
@@ -116,9 +120,9 @@ extension MediaPlaylist {
                         keys[key.effectiveKeyFormat] = key
                     }
                 case .map(let map):
-                    initSection = (map, keyOrder.compactMap { keys[$0] })
+                    initSection = (map, keyOrder.compactMap { keys[$0] }, sequence)
                 case .discontinuity:
-                    discontinuity += 1
+                    discontinuity &+= 1
                 case .byteRange(let range):
                     byteRange = range
                 case .programDateTime(let text):
@@ -144,7 +148,7 @@ extension MediaPlaylist {
                 ResolvedInitializationSection(
                     uri: section.map.uri, url: PlaylistURI.resolve(section.map.uri, against: baseURL),
                     byteRange: section.map.byteRange.map { ResolvedByteRange(offset: $0.offset ?? 0, length: $0.length) },
-                    keys: section.keys.map { resolve($0, sequence: sequence, baseURL: baseURL) })
+                    keys: section.keys.map { resolve($0, sequence: section.sequence, baseURL: baseURL) })
             }
             result.append(
                 ResolvedSegment(
@@ -154,7 +158,7 @@ extension MediaPlaylist {
                     bitrate: byteRange == nil ? segmentBitrate : nil, initializationSection: resolvedInit,
                     keys: resolvedKeys))
             time += segment.duration
-            sequence += 1
+            sequence &+= 1
         }
         return result
     }

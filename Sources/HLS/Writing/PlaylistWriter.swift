@@ -245,8 +245,17 @@ private struct AttributeWriter {
         if let value { parts.append("\(name)=\"\(value)\"") }
     }
 
+    /// An enumerated string. The parser also accepts one in quotes, so a value read that way may hold a comma or
+    /// surrounding blanks; it is quoted again, or it would not read back the same.
     mutating func enumerated(_ name: String, _ value: String?) {
-        if let value { parts.append("\(name)=\(value)") }
+        guard let value else { return }
+        let needsQuotes =
+            value.contains(",") || value.first?.isWhitespace == true || value.last?.isWhitespace == true
+        if needsQuotes, !value.contains("\"") {
+            parts.append("\(name)=\"\(value)\"")
+        } else {
+            parts.append("\(name)=\(value)")
+        }
     }
 
     mutating func integer(_ name: String, _ value: Int?) {
