@@ -6,15 +6,21 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
         case invalidKey = "invalid_key"
         case invalidIV = "invalid_iv"
         case cryptoFailure = "crypto_failure"
+        case malformedContainer = "malformed_container"
+        case unsupportedStream = "unsupported_stream"
+        case limitExceeded = "limit_exceeded"
     }
 
     private let _code: Code
     /// The segment concerned (its URI or file name).
     public let segment: String
+    /// What exactly is wrong, for container errors (`PES header at byte 376 claims 90000 bytes`); empty otherwise.
+    public let detail: String
 
-    private init(_ code: Code, segment: String) {
+    private init(_ code: Code, segment: String, detail: String = "") {
         self._code = code
         self.segment = segment
+        self.detail = detail
     }
 
     /// The stable error code, e.g. `bad_padding`.
@@ -29,6 +35,9 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
         case .invalidKey: "segment \(segment): the key has the wrong length for this method"
         case .invalidIV: "segment \(segment): the IV must be 16 bytes"
         case .cryptoFailure: "segment \(segment): OpenSSL refused the operation"
+        case .malformedContainer: "segment \(segment) is damaged or not what it claims to be: \(detail)"
+        case .unsupportedStream: "segment \(segment) uses something Stowage does not support: \(detail)"
+        case .limitExceeded: "segment \(segment) exceeds a safety limit: \(detail)"
         }
     }
 
@@ -40,6 +49,18 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
     public static func invalidKey(segment: String) -> Self { .init(.invalidKey, segment: segment) }
     /// An IV that is not 16 bytes.
     public static func invalidIV(segment: String) -> Self { .init(.invalidIV, segment: segment) }
+    /// The container (MPEG-TS packets, PES headers, NAL units, ADTS frames, MP4 boxes) is damaged or lies about sizes.
+    public static func malformedContainer(segment: String, detail: String) -> Self {
+        .init(.malformedContainer, segment: segment, detail: detail)
+    }
+    /// A well-formed stream using a codec, scheme or layout Stowage does not handle.
+    public static func unsupportedStream(segment: String, detail: String) -> Self {
+        .init(.unsupportedStream, segment: segment, detail: detail)
+    }
+    /// A size beyond a safety bound (a PES packet or `moof` larger than any real one), refused rather than buffered.
+    public static func limitExceeded(segment: String, detail: String) -> Self {
+        .init(.limitExceeded, segment: segment, detail: detail)
+    }
     /// Any other failure reported by the cipher.
     public static func cryptoFailure(segment: String) -> Self { .init(.cryptoFailure, segment: segment) }
 }

@@ -70,7 +70,7 @@ struct InspectionSummary {
         }
         if !playlist.sessionKeys.isEmpty {
             out += "Session keys (\(playlist.sessionKeys.count)):\n"
-            for key in playlist.sessionKeys { out += "  \(describe(key))\n" }
+            for key in playlist.sessionKeys { out += "  \(describe(key, inSegments: false))\n" }
         }
         if !playlist.sessionData.isEmpty {
             out += "Session data:\n"
@@ -129,10 +129,15 @@ struct InspectionSummary {
         for warning in warnings { out += "\(indent)  \(warning)\n" }
     }
 
-    private func describe(_ key: EncryptionKey) -> String {
+    /// A key's method, format, URI and IV; a session key has no media sequence to take an IV from.
+    private func describe(_ key: EncryptionKey, inSegments: Bool = true) -> String {
         var parts = ["\(key.method)", "keyformat \(key.effectiveKeyFormat)"]
         if let uri = key.uri { parts.append(uri) }
-        parts.append(key.iv.map { "IV 0x\($0)" } ?? "IV from media sequence")
+        if let iv = key.iv {
+            parts.append("IV 0x\(iv)")
+        } else if inSegments {
+            parts.append("IV from media sequence")
+        }
         return parts.joined(separator: "  ")
     }
 

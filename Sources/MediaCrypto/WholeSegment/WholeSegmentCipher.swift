@@ -11,7 +11,7 @@ public import StowageCrypto
 /// for chunk in chunks { try cipher.process(chunk) { try output.write($0) } }
 /// try cipher.finish { try output.write($0) }
 /// ```
-public final class WholeSegmentCipher {
+public final class WholeSegmentCipher: SegmentTransform {
     /// The whole-segment methods.
     public enum Method: String, Sendable, CaseIterable {
         case aes128 = "AES-128"
@@ -64,11 +64,6 @@ public final class WholeSegmentCipher {
             if written > 0 { try emit(UnsafeRawBufferPointer(rebasing: output[0..<written])) }
             offset += piece.count
         }
-    }
-
-    /// Transforms the next chunk of the segment.
-    public func process(_ chunk: [UInt8], emit: (UnsafeRawBufferPointer) throws -> Void) throws {
-        try chunk.withUnsafeBytes { try process($0, emit: emit) }
     }
 
     /// Ends the segment: checks (decrypt) or adds (encrypt) the padding.

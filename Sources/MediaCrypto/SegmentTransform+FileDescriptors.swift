@@ -1,0 +1,58 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why streaming between file descriptors stopped.
+public struct SegmentIOError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// `read` or `write`.
+    public let operation: String
+    /// The `errno` value.
+    public let code: Int32
+
+    public var description: String {
+        "\(operation) failed: \(String(cString: strerror(code)))"
+    }
+}
+
+extension SegmentTransform {
+    /// Streams a whole segment from one file descriptor through the transform into another, reading
+    /// `bufferSize` bytes at a time: memory stays at one buffer whatever the segment's size.
+    /// - Returns: the number of bytes read and written.
+    @discardableResult
+    public func run(from input: Int32, to output: Int32, bufferSize: Int = 1 << 20) throws -> (read: Int, written: Int) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var totalRead = 0
+        var totalWritten = 0
+        let emit: (UnsafeRawBufferPointer) throws -> Void = { bytes in
+            try Self.writeAll(bytes, to: output)
+            totalWritten += bytes.count
+        }
+        while true {
+            let count = read(input, buffer.baseAddress, bufferSize)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw SegmentIOError(operation: "read", code: errno)
+            }
+            if count == 0 { break }
+            totalRead += count
+            try process(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), emit: emit)
+        }
+        try finish(emit: emit)
+        return (totalRead, totalWritten)
+    }
+
+    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to output: Int32) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let count = write(output, bytes.baseAddress! + offset, bytes.count - offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw SegmentIOError(operation: "write", code: errno)
+            }
+            offset += count
+        }
+    }
+}
