@@ -72,8 +72,11 @@ public struct PlaylistError: Error, Hashable, Sendable, CustomStringConvertible 
     /// Media segment tags and multivariant tags in one playlist (RFC 8216bis 4.1).
     public static func mixedPlaylistKinds(line: Int, text: String) -> Self {
         .init(
-            .mixedPlaylistKinds, line: line, text: text,
-            reason: "a playlist is either a media playlist or a multivariant playlist, not both")
+            .mixedPlaylistKinds,
+            line: line,
+            text: text,
+            reason: "a playlist is either a media playlist or a multivariant playlist, not both"
+        )
     }
     /// A tag that may appear once appears again.
     public static func duplicateTag(line: Int, text: String) -> Self {
@@ -82,8 +85,11 @@ public struct PlaylistError: Error, Hashable, Sendable, CustomStringConvertible 
     /// A `{$name}` reference to a variable that no earlier EXT-X-DEFINE defines (RFC 8216bis 4.3).
     public static func undefinedVariable(_ name: String, line: Int, text: String) -> Self {
         .init(
-            .undefinedVariable, line: line, text: text,
-            reason: "variable \(name) is not defined by an EXT-X-DEFINE tag earlier in the playlist")
+            .undefinedVariable,
+            line: line,
+            text: text,
+            reason: "variable \(name) is not defined by an EXT-X-DEFINE tag earlier in the playlist"
+        )
     }
     /// Two EXT-X-DEFINE tags with one name (RFC 8216bis 4.4.2.3).
     public static func duplicateVariable(_ name: String, line: Int, text: String) -> Self {

@@ -19,7 +19,8 @@ public struct DataDirectory: Sendable, Hashable {
         if let xdg = environment["XDG_DATA_HOME"], !xdg.isEmpty {
             return DataDirectory(url: URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("stowage", isDirectory: true))
         }
-        let home = environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let home =
+            environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.homeDirectoryForCurrentUser
         return DataDirectory(url: home.appendingPathComponent(".local/share/stowage", isDirectory: true))
     }

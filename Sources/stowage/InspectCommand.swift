@@ -35,8 +35,10 @@ struct InspectCommand: AsyncParsableCommand {
             guard let colon = header.firstIndex(of: ":") else {
                 throw ValidationError("--header must look like 'Name: value', got '\(header)'")
             }
-            return (String(header[..<colon]).trimmingCharacters(in: .whitespaces),
-                    String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+            return (
+                String(header[..<colon]).trimmingCharacters(in: .whitespaces),
+                String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            )
         }
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .follow(max: 5, allowCycles: false)))
         let result: Result<PlaylistInspection, PlaylistLoadError>

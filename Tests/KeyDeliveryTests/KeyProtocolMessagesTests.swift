@@ -30,9 +30,20 @@ struct KeyProtocolMessagesTests {
     @Test func leasePayloadWritesNullWindowsAndTheProtocolFieldNames() throws {
         let payload = LeasePayload(
             lease: .init(
-                leaseId: "l", assetId: "movie-1", deviceId: "d", keyIds: ["k"], type: .persistent, issuedAt: 1,
-                storageExpiresAt: 2, playbackDuration: nil, renewableUntil: nil, requestNonce: "n"),
-            keys: [.init(keyId: "k", ephemeralKey: "e", nonce: "n", wrappedKey: "w")], serverTime: 3)
+                leaseId: "l",
+                assetId: "movie-1",
+                deviceId: "d",
+                keyIds: ["k"],
+                type: .persistent,
+                issuedAt: 1,
+                storageExpiresAt: 2,
+                playbackDuration: nil,
+                renewableUntil: nil,
+                requestNonce: "n"
+            ),
+            keys: [.init(keyId: "k", ephemeralKey: "e", nonce: "n", wrappedKey: "w")],
+            serverTime: 3
+        )
         let object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(payload)) as? [String: Any]
         let lease = try #require(object?["lease"] as? [String: Any])
         #expect(lease["playbackDuration"] is NSNull)

@@ -75,10 +75,22 @@ struct WholeSegmentCipherTests {
 
     @Test func keyLengthMustMatchMethod() {
         #expect(throws: SegmentCryptoError.invalidKey(segment: "x")) {
-            _ = try WholeSegmentCipher(method: .aes256, key: SecretBytes(Array(repeating: UInt8(1), count: 16)), iv: Array(repeating: 0, count: 16), direction: .decrypt, segment: "x")
+            _ = try WholeSegmentCipher(
+                method: .aes256,
+                key: SecretBytes(Array(repeating: UInt8(1), count: 16)),
+                iv: Array(repeating: 0, count: 16),
+                direction: .decrypt,
+                segment: "x"
+            )
         }
         #expect(throws: SegmentCryptoError.invalidIV(segment: "x")) {
-            _ = try WholeSegmentCipher(method: .aes128, key: SecretBytes(Array(repeating: UInt8(1), count: 16)), iv: [1, 2, 3], direction: .decrypt, segment: "x")
+            _ = try WholeSegmentCipher(
+                method: .aes128,
+                key: SecretBytes(Array(repeating: UInt8(1), count: 16)),
+                iv: [1, 2, 3],
+                direction: .decrypt,
+                segment: "x"
+            )
         }
     }
 }

@@ -42,8 +42,11 @@ struct InspectTests {
         logger.logLevel = .critical
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+            router: router,
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
+            logger: logger
+        )
         let server = Task { try await app.run() }
         defer { server.cancel() }
         var iterator = ports.makeAsyncIterator()
@@ -83,7 +86,9 @@ struct InspectTests {
             .write(to: root.appendingPathComponent("bad.m3u8"), atomically: true, encoding: .utf8)
         try await TestSupport.withOrigin(root: root) { base in
             var caught: PlaylistLoadError?
-            do { _ = try await TestSupport.inspect(base.absoluteString + "/bad.m3u8", deep: false) } catch let error as PlaylistLoadError { caught = error }
+            do { _ = try await TestSupport.inspect(base.absoluteString + "/bad.m3u8", deep: false) } catch let error as PlaylistLoadError {
+                caught = error
+            }
             guard case .invalidPlaylist(_, let error) = try #require(caught) else {
                 Issue.record("expected invalidPlaylist, got \(String(describing: caught))")
                 return

@@ -34,7 +34,8 @@ enum TestSupport {
 
     /// Runs an origin for the duration of `body`, then stops it.
     static func withOrigin<T: Sendable>(
-        root: URL, _ body: @Sendable (URL) async throws -> T
+        root: URL,
+        _ body: @Sendable (URL) async throws -> T
     ) async throws -> T {
         let (addresses, continuation) = AsyncStream.makeStream(of: Origin.Address.self)
         let origin = Origin(configuration: .init(root: root.path))
@@ -53,7 +54,8 @@ enum TestSupport {
     static func inspect(_ location: String, deep: Bool) async throws -> PlaylistInspection {
         let client = HTTPClient(
             eventLoopGroupProvider: .singleton,
-            configuration: .init(redirectConfiguration: .follow(max: 3, allowCycles: false)))
+            configuration: .init(redirectConfiguration: .follow(max: 3, allowCycles: false))
+        )
         let result: Result<PlaylistInspection, PlaylistLoadError>
         do throws(PlaylistLoadError) {
             result = .success(try await PlaylistLoader(client: client).inspect(location, deep: deep))
@@ -92,7 +94,9 @@ enum TestSupport {
         process.waitUntilExit()
         while errorReader.isExecuting || !errorReader.isFinished { Thread.sleep(forTimeInterval: 0.005) }
         return ProcessResult(
-            status: process.terminationStatus, standardOutput: String(decoding: outputData, as: UTF8.self),
-            standardError: String(decoding: errorData, as: UTF8.self))
+            status: process.terminationStatus,
+            standardOutput: String(decoding: outputData, as: UTF8.self),
+            standardError: String(decoding: errorData, as: UTF8.self)
+        )
     }
 }

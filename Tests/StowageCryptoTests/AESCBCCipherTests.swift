@@ -141,7 +141,8 @@ struct AESCBCCipherTests {
             [UInt8](repeating: 0, count: 16),  // pad byte 0 is never valid
             [UInt8](repeating: 0, count: 15) + [17],  // pad byte larger than the block
             [UInt8](repeating: 0xaa, count: 12) + [1, 4, 4, 4],  // declares 4 bytes, only 3 match
-        ])
+        ]
+    )
     func rejectsBadPadding(lastBlock: [UInt8]) throws {
         let key = SecretBytes(CBCVector.aes128.key)
         let ciphertext = try AESCBCCipher.encrypt(CBCVector.plaintext + lastBlock, key: key, iv: CBCVector.iv, padding: false)

@@ -74,7 +74,8 @@ struct X25519Tests {
             [UInt8](repeating: 9, count: 33),
             [UInt8](repeating: 0, count: 32),  // u = 0: the all-zero shared secret (RFC 7748 section 6.1)
             hex("0100000000000000000000000000000000000000000000000000000000000000"),  // u = 1, order 1
-        ])
+        ]
+    )
     func rejectsPublicKey(_ peer: [UInt8]) throws {
         let key = try X25519.PrivateKey.generate()
         #expect(throws: CryptoError.invalidPublicKey) { try key.sharedSecret(with: peer) }

@@ -39,7 +39,10 @@ extension PlaylistLoader {
     public func inspect(_ location: String, deep: Bool = false) async throws(PlaylistLoadError) -> PlaylistInspection {
         let loaded = try await load(location)
         var inspection = PlaylistInspection(
-            url: loaded.url, playlist: loaded.parsed.playlist, warnings: loaded.parsed.warnings)
+            url: loaded.url,
+            playlist: loaded.parsed.playlist,
+            warnings: loaded.parsed.warnings
+        )
         switch loaded.parsed.playlist {
         case .media(let media):
             inspection.resolvedSegments = media.resolvedSegments(baseURL: loaded.url)
@@ -63,7 +66,12 @@ extension PlaylistLoader {
             for target in targets where seen.insert(target.uri).inserted {
                 let url = PlaylistURI.resolve(target.uri, against: loaded.url)
                 var result = MediaPlaylistInspection(
-                    role: target.role, label: target.label, uri: target.uri, url: url, warnings: [])
+                    role: target.role,
+                    label: target.label,
+                    uri: target.uri,
+                    url: url,
+                    warnings: []
+                )
                 do throws(PlaylistLoadError) {
                     guard let url else { throw .unreadable(url: loaded.url, reason: "cannot resolve \(target.uri)") }
                     let media = try await load(url, importedVariables: variables)

@@ -106,7 +106,8 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
         case .unreadable(let url, let reason): "cannot read \(url.path): \(reason)"
         case .httpStatus(let url, let status): "\(url.absoluteString) answered HTTP \(status); check the URL and any required headers"
         case .network(let url, let reason): "cannot fetch \(url.absoluteString): \(reason)"
-        case .tooLarge(let url): "\(url.absoluteString) is larger than \(PlaylistParser.maximumSize >> 20) MiB; it is not a playlist Stowage will read"
+        case .tooLarge(let url):
+            "\(url.absoluteString) is larger than \(PlaylistParser.maximumSize >> 20) MiB; it is not a playlist Stowage will read"
         case .invalidPlaylist(let url, let error): "\(url.absoluteString) is not a valid playlist: \(error)"
         }
     }

@@ -15,8 +15,12 @@ public struct EncryptionKey: Hashable, Sendable, Codable {
     public var otherAttributes: [Attribute]
 
     public init(
-        method: EncryptionMethod, uri: String? = nil, iv: String? = nil, keyFormat: String? = nil,
-        keyFormatVersions: String? = nil, otherAttributes: [Attribute] = []
+        method: EncryptionMethod,
+        uri: String? = nil,
+        iv: String? = nil,
+        keyFormat: String? = nil,
+        keyFormatVersions: String? = nil,
+        otherAttributes: [Attribute] = []
     ) {
         self.method = method
         self.uri = uri

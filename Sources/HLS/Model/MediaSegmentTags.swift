@@ -14,8 +14,14 @@ public struct DateRange: Hashable, Sendable, Codable {
     public var otherAttributes: [Attribute]
 
     public init(
-        id: String, classAttribute: String? = nil, startDate: String? = nil, cue: String? = nil,
-        endDate: String? = nil, duration: Double? = nil, plannedDuration: Double? = nil, endOnNext: Bool? = nil,
+        id: String,
+        classAttribute: String? = nil,
+        startDate: String? = nil,
+        cue: String? = nil,
+        endDate: String? = nil,
+        duration: Double? = nil,
+        plannedDuration: Double? = nil,
+        endOnNext: Bool? = nil,
         otherAttributes: [Attribute] = []
     ) {
         self.id = id
@@ -40,7 +46,11 @@ public struct PartialSegment: Hashable, Sendable, Codable {
     public var otherAttributes: [Attribute]
 
     public init(
-        uri: String, duration: Double, independent: Bool? = nil, byteRange: ByteRange? = nil, gap: Bool? = nil,
+        uri: String,
+        duration: Double,
+        independent: Bool? = nil,
+        byteRange: ByteRange? = nil,
+        gap: Bool? = nil,
         otherAttributes: [Attribute] = []
     ) {
         self.uri = uri
@@ -62,8 +72,12 @@ public struct ServerControl: Hashable, Sendable, Codable {
     public var otherAttributes: [Attribute]
 
     public init(
-        canSkipUntil: Double? = nil, canSkipDateRanges: Bool? = nil, holdBack: Double? = nil,
-        partHoldBack: Double? = nil, canBlockReload: Bool? = nil, otherAttributes: [Attribute] = []
+        canSkipUntil: Double? = nil,
+        canSkipDateRanges: Bool? = nil,
+        holdBack: Double? = nil,
+        partHoldBack: Double? = nil,
+        canBlockReload: Bool? = nil,
+        otherAttributes: [Attribute] = []
     ) {
         self.canSkipUntil = canSkipUntil
         self.canSkipDateRanges = canSkipDateRanges

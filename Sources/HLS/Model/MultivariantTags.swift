@@ -22,10 +22,22 @@ public struct Rendition: Hashable, Sendable, Codable {
     public var otherAttributes: [Attribute]
 
     public init(
-        type: MediaType, uri: String? = nil, groupID: String, language: String? = nil, associatedLanguage: String? = nil,
-        name: String, stableRenditionID: String? = nil, isDefault: Bool? = nil, autoselect: Bool? = nil,
-        forced: Bool? = nil, instreamID: String? = nil, bitDepth: Int? = nil, sampleRate: Int? = nil,
-        characteristics: String? = nil, channels: String? = nil, otherAttributes: [Attribute] = []
+        type: MediaType,
+        uri: String? = nil,
+        groupID: String,
+        language: String? = nil,
+        associatedLanguage: String? = nil,
+        name: String,
+        stableRenditionID: String? = nil,
+        isDefault: Bool? = nil,
+        autoselect: Bool? = nil,
+        forced: Bool? = nil,
+        instreamID: String? = nil,
+        bitDepth: Int? = nil,
+        sampleRate: Int? = nil,
+        characteristics: String? = nil,
+        channels: String? = nil,
+        otherAttributes: [Attribute] = []
     ) {
         self.type = type
         self.uri = uri
@@ -78,12 +90,26 @@ public struct VariantStream: Hashable, Sendable, Codable {
     public var otherAttributes: [Attribute]
 
     public init(
-        uri: String, bandwidth: Int, averageBandwidth: Int? = nil, score: Double? = nil, codecs: String? = nil,
-        supplementalCodecs: String? = nil, resolution: Resolution? = nil, frameRate: Double? = nil,
-        hdcpLevel: String? = nil, allowedCPC: String? = nil, videoRange: String? = nil,
-        requiredVideoLayout: String? = nil, stableVariantID: String? = nil, audio: String? = nil,
-        video: String? = nil, subtitles: String? = nil, closedCaptions: ClosedCaptionsReference? = nil,
-        pathwayID: String? = nil, programID: Int? = nil, otherAttributes: [Attribute] = []
+        uri: String,
+        bandwidth: Int,
+        averageBandwidth: Int? = nil,
+        score: Double? = nil,
+        codecs: String? = nil,
+        supplementalCodecs: String? = nil,
+        resolution: Resolution? = nil,
+        frameRate: Double? = nil,
+        hdcpLevel: String? = nil,
+        allowedCPC: String? = nil,
+        videoRange: String? = nil,
+        requiredVideoLayout: String? = nil,
+        stableVariantID: String? = nil,
+        audio: String? = nil,
+        video: String? = nil,
+        subtitles: String? = nil,
+        closedCaptions: ClosedCaptionsReference? = nil,
+        pathwayID: String? = nil,
+        programID: Int? = nil,
+        otherAttributes: [Attribute] = []
     ) {
         self.uri = uri
         self.bandwidth = bandwidth
@@ -118,7 +144,11 @@ public struct SessionData: Hashable, Sendable, Codable {
     public var otherAttributes: [Attribute]
 
     public init(
-        dataID: String, value: String? = nil, uri: String? = nil, format: String? = nil, language: String? = nil,
+        dataID: String,
+        value: String? = nil,
+        uri: String? = nil,
+        format: String? = nil,
+        language: String? = nil,
         otherAttributes: [Attribute] = []
     ) {
         self.dataID = dataID

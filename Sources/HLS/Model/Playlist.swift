@@ -56,10 +56,17 @@ public struct MultivariantPlaylist: Hashable, Sendable, Codable {
     public var otherTags: [String]
 
     public init(
-        version: Int? = nil, independentSegments: Bool = false, start: StartPoint? = nil,
-        definitions: [VariableDefinition] = [], renditions: [Rendition] = [], variants: [VariantStream] = [],
-        iFrameVariants: [VariantStream] = [], sessionData: [SessionData] = [], sessionKeys: [EncryptionKey] = [],
-        contentSteering: ContentSteering? = nil, otherTags: [String] = []
+        version: Int? = nil,
+        independentSegments: Bool = false,
+        start: StartPoint? = nil,
+        definitions: [VariableDefinition] = [],
+        renditions: [Rendition] = [],
+        variants: [VariantStream] = [],
+        iFrameVariants: [VariantStream] = [],
+        sessionData: [SessionData] = [],
+        sessionKeys: [EncryptionKey] = [],
+        contentSteering: ContentSteering? = nil,
+        otherTags: [String] = []
     ) {
         self.version = version
         self.independentSegments = independentSegments
@@ -107,11 +114,23 @@ public struct MediaPlaylist: Hashable, Sendable, Codable {
     public var endList: Bool
 
     public init(
-        version: Int? = nil, targetDuration: Int, mediaSequence: Int? = nil, discontinuitySequence: Int? = nil,
-        playlistType: PlaylistType? = nil, iFramesOnly: Bool = false, independentSegments: Bool = false,
-        start: StartPoint? = nil, definitions: [VariableDefinition] = [], serverControl: ServerControl? = nil,
-        partTarget: Double? = nil, skip: Skip? = nil, segments: [MediaSegment] = [], trailingTags: [SegmentTag] = [],
-        preloadHints: [PreloadHint] = [], renditionReports: [RenditionReport] = [], endList: Bool = false
+        version: Int? = nil,
+        targetDuration: Int,
+        mediaSequence: Int? = nil,
+        discontinuitySequence: Int? = nil,
+        playlistType: PlaylistType? = nil,
+        iFramesOnly: Bool = false,
+        independentSegments: Bool = false,
+        start: StartPoint? = nil,
+        definitions: [VariableDefinition] = [],
+        serverControl: ServerControl? = nil,
+        partTarget: Double? = nil,
+        skip: Skip? = nil,
+        segments: [MediaSegment] = [],
+        trailingTags: [SegmentTag] = [],
+        preloadHints: [PreloadHint] = [],
+        renditionReports: [RenditionReport] = [],
+        endList: Bool = false
     ) {
         self.version = version
         self.targetDuration = targetDuration

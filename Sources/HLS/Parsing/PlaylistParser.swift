@@ -21,7 +21,9 @@ public enum PlaylistParser {
 
     /// Parses playlist bytes, which must be UTF-8 (a BOM is skipped).
     public static func parse(
-        _ bytes: some Collection<UInt8>, url: URL? = nil, importedVariables: [String: String] = [:]
+        _ bytes: some Collection<UInt8>,
+        url: URL? = nil,
+        importedVariables: [String: String] = [:]
     ) throws(PlaylistError) -> ParsedPlaylist {
         guard bytes.count <= maximumSize else { throw .tooLarge("the playlist is over \(maximumSize >> 20) MiB") }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
@@ -36,7 +38,9 @@ public enum PlaylistParser {
     ///     EXT-X-DEFINE IMPORT (see ``Playlist/variables``).
     /// - Throws: ``PlaylistError`` with the line number and text of the first problem.
     public static func parse(
-        _ text: String, url: URL? = nil, importedVariables: [String: String] = [:]
+        _ text: String,
+        url: URL? = nil,
+        importedVariables: [String: String] = [:]
     ) throws(PlaylistError) -> ParsedPlaylist {
         guard text.utf8.count <= maximumSize else { throw .tooLarge("the playlist is over \(maximumSize >> 20) MiB") }
         var state = ParserState(url: url, importedVariables: importedVariables)
@@ -162,9 +166,13 @@ private struct ParserState {
         case "EXT-X-SESSION-DATA":
             var attributes = try self.attributes(value, number, line)
             let data = SessionData(
-                dataID: try attributes.requiredQuotedString("DATA-ID"), value: try attributes.quotedString("VALUE"),
-                uri: try attributes.quotedString("URI"), format: try attributes.enumeratedString("FORMAT"),
-                language: try attributes.quotedString("LANGUAGE"), otherAttributes: [])
+                dataID: try attributes.requiredQuotedString("DATA-ID"),
+                value: try attributes.quotedString("VALUE"),
+                uri: try attributes.quotedString("URI"),
+                format: try attributes.enumeratedString("FORMAT"),
+                language: try attributes.quotedString("LANGUAGE"),
+                otherAttributes: []
+            )
             guard (data.value == nil) != (data.uri == nil) else {
                 throw .malformedTag(line: number, text: line, reason: "EXT-X-SESSION-DATA needs exactly one of VALUE and URI")
             }
@@ -182,7 +190,9 @@ private struct ParserState {
             var attributes = try self.attributes(value, number, line)
             multivariant.contentSteering = ContentSteering(
                 serverURI: try attributes.requiredQuotedString("SERVER-URI"),
-                pathwayID: try attributes.quotedString("PATHWAY-ID"), otherAttributes: [])
+                pathwayID: try attributes.quotedString("PATHWAY-ID"),
+                otherAttributes: []
+            )
             multivariant.contentSteering?.otherAttributes = attributes.unconsumed
 
         // Media playlist tags.
@@ -225,8 +235,10 @@ private struct ParserState {
             var control = ServerControl(
                 canSkipUntil: try attributes.decimal("CAN-SKIP-UNTIL"),
                 canSkipDateRanges: try attributes.boolean("CAN-SKIP-DATERANGES"),
-                holdBack: try attributes.decimal("HOLD-BACK"), partHoldBack: try attributes.decimal("PART-HOLD-BACK"),
-                canBlockReload: try attributes.boolean("CAN-BLOCK-RELOAD"))
+                holdBack: try attributes.decimal("HOLD-BACK"),
+                partHoldBack: try attributes.decimal("PART-HOLD-BACK"),
+                canBlockReload: try attributes.boolean("CAN-BLOCK-RELOAD")
+            )
             control.otherAttributes = attributes.unconsumed
             media.serverControl = control
         case "EXTINF":
@@ -302,8 +314,15 @@ private struct ParserState {
             pendingTags.append(
                 .part(
                     PartialSegment(
-                        uri: uri, duration: duration, independent: try attributes.boolean("INDEPENDENT"), byteRange: range,
-                        gap: try attributes.boolean("GAP"), otherAttributes: attributes.unconsumed)))
+                        uri: uri,
+                        duration: duration,
+                        independent: try attributes.boolean("INDEPENDENT"),
+                        byteRange: range,
+                        gap: try attributes.boolean("GAP"),
+                        otherAttributes: attributes.unconsumed
+                    )
+                )
+            )
         case "EXT-X-SKIP":
             try once(name, number, line)
             guard media.segments.isEmpty, pendingInf == nil else {
@@ -312,7 +331,8 @@ private struct ParserState {
             var attributes = try self.attributes(value, number, line)
             media.skip = Skip(
                 skippedSegments: try attributes.requiredInteger("SKIPPED-SEGMENTS"),
-                recentlyRemovedDateRanges: try attributes.quotedString("RECENTLY-REMOVED-DATERANGES"))
+                recentlyRemovedDateRanges: try attributes.quotedString("RECENTLY-REMOVED-DATERANGES")
+            )
         case "EXT-X-PRELOAD-HINT":
             var attributes = try self.attributes(value, number, line)
             let type = try attributes.requiredEnumeratedString("TYPE")
@@ -321,15 +341,23 @@ private struct ParserState {
             }
             media.preloadHints.append(
                 PreloadHint(
-                    type: type, uri: try attributes.requiredQuotedString("URI"),
+                    type: type,
+                    uri: try attributes.requiredQuotedString("URI"),
                     byteRangeStart: try attributes.integer("BYTERANGE-START"),
-                    byteRangeLength: try attributes.integer("BYTERANGE-LENGTH"), otherAttributes: attributes.unconsumed))
+                    byteRangeLength: try attributes.integer("BYTERANGE-LENGTH"),
+                    otherAttributes: attributes.unconsumed
+                )
+            )
         case "EXT-X-RENDITION-REPORT":
             var attributes = try self.attributes(value, number, line)
             media.renditionReports.append(
                 RenditionReport(
-                    uri: try attributes.quotedString("URI"), lastMediaSequence: try attributes.integer("LAST-MSN"),
-                    lastPart: try attributes.integer("LAST-PART"), otherAttributes: attributes.unconsumed))
+                    uri: try attributes.quotedString("URI"),
+                    lastMediaSequence: try attributes.integer("LAST-MSN"),
+                    lastPart: try attributes.integer("LAST-PART"),
+                    otherAttributes: attributes.unconsumed
+                )
+            )
         default:
             appendOther(line)
         }
@@ -425,7 +453,11 @@ private struct ParserState {
         } else if let name = try attributes.quotedString("IMPORT") {
             guard let value = importedVariables[name] else {
                 throw .unresolvableVariable(
-                    name, line: line, text: text, reason: "IMPORT names a variable the multivariant playlist does not define")
+                    name,
+                    line: line,
+                    text: text,
+                    reason: "IMPORT names a variable the multivariant playlist does not define"
+                )
             }
             importLine = importLine ?? (line, text)
             definition = VariableDefinition(source: .import, name: name, value: value)
@@ -433,7 +465,11 @@ private struct ParserState {
             let items = url.flatMap { URLComponents(url: $0, resolvingAgainstBaseURL: true)?.queryItems } ?? []
             guard let value = items.first(where: { $0.name == name })?.value else {
                 throw .unresolvableVariable(
-                    name, line: line, text: text, reason: "QUERYPARAM names a query parameter the playlist URI does not have")
+                    name,
+                    line: line,
+                    text: text,
+                    reason: "QUERYPARAM names a query parameter the playlist URI does not have"
+                )
             }
             definition = VariableDefinition(source: .queryParameter, name: name, value: value)
         } else {
@@ -447,7 +483,11 @@ private struct ParserState {
         // attribute cannot, but a query parameter or a caller's imported variable can.
         if definition.source != .value, definition.value.contains(where: { $0 == "\"" || $0.isNewline }) {
             throw .unresolvableVariable(
-                definition.name, line: line, text: text, reason: "its value contains a quote or a line break")
+                definition.name,
+                line: line,
+                text: text,
+                reason: "its value contains a quote or a line break"
+            )
         }
         variables[definition.name] = definition.value
         definitions.append(definition)
@@ -471,8 +511,13 @@ private struct ParserState {
             throw .invalidAttributeValue("IV", line: line, text: text, reason: "an IV is 128 bits (at most 32 hex digits)")
         }
         return EncryptionKey(
-            method: method, uri: uri, iv: iv, keyFormat: keyFormat, keyFormatVersions: versions,
-            otherAttributes: attributes.unconsumed)
+            method: method,
+            uri: uri,
+            iv: iv,
+            keyFormat: keyFormat,
+            keyFormatVersions: versions,
+            otherAttributes: attributes.unconsumed
+        )
     }
 
     func rendition(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> Rendition {
@@ -482,14 +527,22 @@ private struct ParserState {
             throw .invalidAttributeValue("TYPE", line: line, text: text, reason: "expected AUDIO, VIDEO, SUBTITLES or CLOSED-CAPTIONS")
         }
         var rendition = Rendition(
-            type: type, uri: try attributes.quotedString("URI"), groupID: try attributes.requiredQuotedString("GROUP-ID"),
-            language: try attributes.quotedString("LANGUAGE"), associatedLanguage: try attributes.quotedString("ASSOC-LANGUAGE"),
+            type: type,
+            uri: try attributes.quotedString("URI"),
+            groupID: try attributes.requiredQuotedString("GROUP-ID"),
+            language: try attributes.quotedString("LANGUAGE"),
+            associatedLanguage: try attributes.quotedString("ASSOC-LANGUAGE"),
             name: try attributes.requiredQuotedString("NAME"),
             stableRenditionID: try attributes.quotedString("STABLE-RENDITION-ID"),
-            isDefault: try attributes.boolean("DEFAULT"), autoselect: try attributes.boolean("AUTOSELECT"),
-            forced: try attributes.boolean("FORCED"), instreamID: try attributes.quotedString("INSTREAM-ID"),
-            bitDepth: try attributes.integer("BIT-DEPTH"), sampleRate: try attributes.integer("SAMPLE-RATE"),
-            characteristics: try attributes.quotedString("CHARACTERISTICS"), channels: try attributes.quotedString("CHANNELS"))
+            isDefault: try attributes.boolean("DEFAULT"),
+            autoselect: try attributes.boolean("AUTOSELECT"),
+            forced: try attributes.boolean("FORCED"),
+            instreamID: try attributes.quotedString("INSTREAM-ID"),
+            bitDepth: try attributes.integer("BIT-DEPTH"),
+            sampleRate: try attributes.integer("SAMPLE-RATE"),
+            characteristics: try attributes.quotedString("CHARACTERISTICS"),
+            channels: try attributes.quotedString("CHANNELS")
+        )
         rendition.otherAttributes = attributes.unconsumed
         if type == .closedCaptions {
             guard rendition.uri == nil else {
@@ -503,16 +556,25 @@ private struct ParserState {
 
     func variantStream(_ attributes: inout AttributeList, uri: String) throws(PlaylistError) -> VariantStream {
         var variant = VariantStream(
-            uri: uri, bandwidth: try attributes.requiredInteger("BANDWIDTH"),
-            averageBandwidth: try attributes.integer("AVERAGE-BANDWIDTH"), score: try attributes.decimal("SCORE"),
-            codecs: try attributes.quotedString("CODECS"), supplementalCodecs: try attributes.quotedString("SUPPLEMENTAL-CODECS"),
-            resolution: try attributes.resolution("RESOLUTION"), frameRate: try attributes.decimal("FRAME-RATE"),
-            hdcpLevel: try attributes.enumeratedString("HDCP-LEVEL"), allowedCPC: try attributes.quotedString("ALLOWED-CPC"),
+            uri: uri,
+            bandwidth: try attributes.requiredInteger("BANDWIDTH"),
+            averageBandwidth: try attributes.integer("AVERAGE-BANDWIDTH"),
+            score: try attributes.decimal("SCORE"),
+            codecs: try attributes.quotedString("CODECS"),
+            supplementalCodecs: try attributes.quotedString("SUPPLEMENTAL-CODECS"),
+            resolution: try attributes.resolution("RESOLUTION"),
+            frameRate: try attributes.decimal("FRAME-RATE"),
+            hdcpLevel: try attributes.enumeratedString("HDCP-LEVEL"),
+            allowedCPC: try attributes.quotedString("ALLOWED-CPC"),
             videoRange: try attributes.enumeratedString("VIDEO-RANGE"),
             requiredVideoLayout: try attributes.quotedString("REQ-VIDEO-LAYOUT"),
-            stableVariantID: try attributes.quotedString("STABLE-VARIANT-ID"), audio: try attributes.quotedString("AUDIO"),
-            video: try attributes.quotedString("VIDEO"), subtitles: try attributes.quotedString("SUBTITLES"),
-            pathwayID: try attributes.quotedString("PATHWAY-ID"), programID: try attributes.integer("PROGRAM-ID"))
+            stableVariantID: try attributes.quotedString("STABLE-VARIANT-ID"),
+            audio: try attributes.quotedString("AUDIO"),
+            video: try attributes.quotedString("VIDEO"),
+            subtitles: try attributes.quotedString("SUBTITLES"),
+            pathwayID: try attributes.quotedString("PATHWAY-ID"),
+            programID: try attributes.integer("PROGRAM-ID")
+        )
         if let captions = attributes.attribute("CLOSED-CAPTIONS") {
             if captions.isQuoted {
                 variant.closedCaptions = .group(captions.value)
@@ -520,7 +582,11 @@ private struct ParserState {
                 variant.closedCaptions = .noClosedCaptions
             } else {
                 throw .invalidAttributeValue(
-                    "CLOSED-CAPTIONS", line: attributes.line, text: attributes.text, reason: "expected a quoted group ID or NONE")
+                    "CLOSED-CAPTIONS",
+                    line: attributes.line,
+                    text: attributes.text,
+                    reason: "expected a quoted group ID or NONE"
+                )
             }
         }
         variant.otherAttributes = attributes.unconsumed
@@ -530,10 +596,15 @@ private struct ParserState {
     func dateRange(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> DateRange {
         var attributes = try self.attributes(value, line, text)
         var range = DateRange(
-            id: try attributes.requiredQuotedString("ID"), classAttribute: try attributes.quotedString("CLASS"),
-            startDate: try attributes.quotedString("START-DATE"), cue: try attributes.quotedString("CUE"),
-            endDate: try attributes.quotedString("END-DATE"), duration: try attributes.decimal("DURATION"),
-            plannedDuration: try attributes.decimal("PLANNED-DURATION"), endOnNext: try attributes.boolean("END-ON-NEXT"))
+            id: try attributes.requiredQuotedString("ID"),
+            classAttribute: try attributes.quotedString("CLASS"),
+            startDate: try attributes.quotedString("START-DATE"),
+            cue: try attributes.quotedString("CUE"),
+            endDate: try attributes.quotedString("END-DATE"),
+            duration: try attributes.decimal("DURATION"),
+            plannedDuration: try attributes.decimal("PLANNED-DURATION"),
+            endOnNext: try attributes.boolean("END-ON-NEXT")
+        )
         for (name, date) in [("START-DATE", range.startDate), ("END-DATE", range.endDate)] {
             if let date, ProgramDateTime.parse(date) == nil {
                 throw .invalidAttributeValue(name, line: line, text: text, reason: "expected an ISO 8601 date-time")
@@ -586,8 +657,10 @@ private struct ParserState {
                 guard let previous = previousSegmentRange, let previousEnd = previous.rangeEnd, previous.uri == uri else {
                     let where_ = pendingByteRangeLine ?? (number, rawURI)
                     throw .invalidByteRange(
-                        line: where_.number, text: where_.text,
-                        reason: "a byte range without an offset must follow a sub-range of the same resource")
+                        line: where_.number,
+                        text: where_.text,
+                        reason: "a byte range without an offset must follow a sub-range of the same resource"
+                    )
                 }
                 offset = previousEnd
             }
@@ -615,8 +688,11 @@ private struct ParserState {
         case .multivariant:
             if let importLine {
                 throw .unresolvableVariable(
-                    "IMPORT", line: importLine.number, text: importLine.text,
-                    reason: "EXT-X-DEFINE IMPORT is allowed only in media playlists")
+                    "IMPORT",
+                    line: importLine.number,
+                    text: importLine.text,
+                    reason: "EXT-X-DEFINE IMPORT is allowed only in media playlists"
+                )
             }
             multivariant.version = version
             multivariant.independentSegments = independentSegments

@@ -19,5 +19,6 @@ public enum PlaylistURI {
 
     /// RFC 3986 reserved and unreserved characters, plus `%` so existing escapes stay as they are.
     private static let uriCharacters = CharacterSet(
-        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%")
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%"
+    )
 }

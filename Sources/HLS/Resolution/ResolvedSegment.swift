@@ -146,17 +146,29 @@ extension MediaPlaylist {
             let resolvedKeys = keyOrder.compactMap { keys[$0] }.map { resolve($0, sequence: sequence, baseURL: baseURL) }
             let resolvedInit = initSection.map { section in
                 ResolvedInitializationSection(
-                    uri: section.map.uri, url: PlaylistURI.resolve(section.map.uri, against: baseURL),
+                    uri: section.map.uri,
+                    url: PlaylistURI.resolve(section.map.uri, against: baseURL),
                     byteRange: section.map.byteRange.map { ResolvedByteRange(offset: $0.offset ?? 0, length: $0.length) },
-                    keys: section.keys.map { resolve($0, sequence: section.sequence, baseURL: baseURL) })
+                    keys: section.keys.map { resolve($0, sequence: section.sequence, baseURL: baseURL) }
+                )
             }
             result.append(
                 ResolvedSegment(
-                    index: index, uri: segment.uri, url: PlaylistURI.resolve(segment.uri, against: baseURL),
-                    byteRange: resolvedRange, duration: segment.duration, startTime: time, mediaSequence: sequence,
-                    discontinuitySequence: discontinuity, programDateTime: programDateTime, isGap: segment.isGap,
-                    bitrate: byteRange == nil ? segmentBitrate : nil, initializationSection: resolvedInit,
-                    keys: resolvedKeys))
+                    index: index,
+                    uri: segment.uri,
+                    url: PlaylistURI.resolve(segment.uri, against: baseURL),
+                    byteRange: resolvedRange,
+                    duration: segment.duration,
+                    startTime: time,
+                    mediaSequence: sequence,
+                    discontinuitySequence: discontinuity,
+                    programDateTime: programDateTime,
+                    isGap: segment.isGap,
+                    bitrate: byteRange == nil ? segmentBitrate : nil,
+                    initializationSection: resolvedInit,
+                    keys: resolvedKeys
+                )
+            )
             time += segment.duration
             sequence &+= 1
         }
@@ -166,10 +178,15 @@ extension MediaPlaylist {
     private func resolve(_ key: EncryptionKey, sequence: Int, baseURL: URL?) -> ResolvedKey {
         let explicit = key.ivBytes
         return ResolvedKey(
-            method: key.method, keyFormat: key.effectiveKeyFormat, keyFormatVersions: key.keyFormatVersions,
-            uri: key.uri ?? "", url: key.uri.flatMap { PlaylistURI.resolve($0, against: baseURL) },
+            method: key.method,
+            keyFormat: key.effectiveKeyFormat,
+            keyFormatVersions: key.keyFormatVersions,
+            uri: key.uri ?? "",
+            url: key.uri.flatMap { PlaylistURI.resolve($0, against: baseURL) },
             // RFC 8216bis 5.2: without an IV attribute, the Media Sequence Number is the IV.
-            iv: explicit ?? EncryptionKey.iv(forMediaSequence: sequence), ivIsExplicit: explicit != nil)
+            iv: explicit ?? EncryptionKey.iv(forMediaSequence: sequence),
+            ivIsExplicit: explicit != nil
+        )
     }
 
     /// Every distinct key (by KEYFORMAT and URI) the playlist uses, in order of first appearance.

@@ -119,8 +119,16 @@ public struct LeasePayload: Sendable, Codable, Hashable {
         public var requestNonce: String
 
         public init(
-            leaseId: String, assetId: String, deviceId: String, keyIds: [String], type: LeaseType, issuedAt: Int64,
-            storageExpiresAt: Int64, playbackDuration: Int64?, renewableUntil: Int64?, requestNonce: String
+            leaseId: String,
+            assetId: String,
+            deviceId: String,
+            keyIds: [String],
+            type: LeaseType,
+            issuedAt: Int64,
+            storageExpiresAt: Int64,
+            playbackDuration: Int64?,
+            renewableUntil: Int64?,
+            requestNonce: String
         ) {
             self.leaseId = leaseId
             self.assetId = assetId
