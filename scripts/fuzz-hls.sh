@@ -133,12 +133,26 @@ fileSequence266.mp4
 #EXT-X-PART:DURATION=1.002,URI="filePart267.1.mp4",BYTERANGE="100@0",GAP=NO
 #EXT-X-PRELOAD-HINT:TYPE=PART,URI="filePart267.2.mp4",BYTERANGE-START=0,BYTERANGE-LENGTH=4096
 #EXT-X-RENDITION-REPORT:URI="../1M/waitForMSN.php",LAST-MSN=273,LAST-PART=2'
+seed variables '#EXTM3U
+#EXT-X-TARGETDURATION:6
+#EXT-X-DEFINE:NAME="base",VALUE="https://cdn.example.com/v1"
+#EXT-X-DEFINE:NAME="iv",VALUE="00112233445566778899aabbccddeeff"
+#EXT-X-DEFINE:NAME="tok",VALUE="cafe"
+#EXT-X-DEFINE:QUERYPARAM="x"
+#EXT-X-KEY:METHOD=AES-128,URI="{$base}/key?x={$x}",IV=0x{$iv},X-TOKEN=0x{$tok}
+#EXT-X-MAP:URI="{$base}/init.mp4",BYTERANGE="1000@0"
+#EXT-X-DATERANGE:ID="{$x}",START-DATE="2024-01-01T00:00:00Z",X-CUSTOM="{$base}",X-HEX=0xAB{$tok}
+#EXTINF:6,
+{$base}/seg-{$x}.m4s
+#EXT-X-ENDLIST'
 seed quirks $'\xef\xbb\xbf#EXTM3U\r\n#EXT-X-TARGETDURATION:9.5\r\n#EXT-X-START:TIME-OFFSET=1e2\r\n#EXT-UNKNOWN:foo\r\n#EXTINF: 1.5e0 , title, with comma\r\nsegment with space.ts\r\n#EXT-X-DATERANGE:ID="x",CLASS="c",END-ON-NEXT=YES\r\n  #EXT-X-ENDLIST  '
 
 # --- Fuzz ------------------------------------------------------------------------------------------------------
 before="$(find "$CRASHES" -type f | wc -l)"
 echo "fuzz-hls: fuzzing for ${SECONDS_TO_RUN}s (corpus $CORPUS, seeds $SEEDS, crashes -> $CRASHES/)"
 status=0
+# Swift's own crash backtracer (swift-backtrace) deadlocks against ASan and would hide the crash from libFuzzer.
+export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
 "$BIN" \
     -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 -dict="$DICT" \
     -artifact_prefix="$CRASHES/" -print_final_stats=1 "$@" "$CORPUS" "$SEEDS" || status=$?
@@ -147,7 +161,8 @@ after="$(find "$CRASHES" -type f | wc -l)"
 if [[ $status -ne 0 || $after -gt $before ]]; then
     echo "fuzz-hls: FAILED (libFuzzer exit $status); new artifacts in $CRASHES/:" >&2
     find "$CRASHES" -type f -newer "$BIN" -print >&2 || true
-    echo "fuzz-hls: reproduce with: $BIN <file>   minimize with: $BIN -minimize_crash=1 -runs=100000 <file>" >&2
+    echo "fuzz-hls: reproduce with: SWIFT_BACKTRACE=enable=no $BIN <file>" >&2
+    echo "fuzz-hls: minimize with:  SWIFT_BACKTRACE=enable=no $BIN -minimize_crash=1 -runs=100000 <file>" >&2
     exit $((status == 0 ? 1 : status))
 fi
 echo "fuzz-hls: no crashes"

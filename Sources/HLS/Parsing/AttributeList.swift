@@ -30,47 +30,52 @@ struct AttributeList {
     init(parsing input: Substring, line: Int, text: String) throws(PlaylistError) {
         self.line = line
         self.text = text
+        // Scanned by Unicode scalar, not by Character: every delimiter is ASCII, and a Character can swallow one
+        // (U+0600 followed by "," is a single grapheme cluster), which would move attribute boundaries.
+        let scalars = input.unicodeScalars
         var attributes: [Attribute] = []
-        var index = input.startIndex
+        var index = scalars.startIndex
         func skipSpaces() {
-            while index < input.endIndex, input[index] == " " || input[index] == "\t" { index = input.index(after: index) }
+            while index < scalars.endIndex, scalars[index] == " " || scalars[index] == "\t" { index = scalars.index(after: index) }
         }
         while true {
             skipSpaces()
-            if index == input.endIndex { break }
+            if index == scalars.endIndex { break }
             let nameStart = index
-            while index < input.endIndex, input[index] != "=", input[index] != "," { index = input.index(after: index) }
-            let name = input[nameStart..<index].trimmingSpaces()
-            guard index < input.endIndex, input[index] == "=", !name.isEmpty else {
+            while index < scalars.endIndex, scalars[index] != "=", scalars[index] != "," { index = scalars.index(after: index) }
+            let name = String(scalars[nameStart..<index]).trimmingSpaces()
+            guard index < scalars.endIndex, scalars[index] == "=", !name.isEmpty else {
                 throw .malformedTag(line: line, text: text, reason: "expected NAME=VALUE in the attribute list")
             }
-            guard name.allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isLowercase || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+            guard name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") })
+            else {
                 throw .malformedTag(line: line, text: text, reason: "invalid attribute name \(name)")
             }
-            index = input.index(after: index)
+            index = scalars.index(after: index)
             skipSpaces()
-            if index < input.endIndex, input[index] == "\"" {
-                let valueStart = input.index(after: index)
-                guard let close = input[valueStart...].firstIndex(of: "\"") else {
+            if index < scalars.endIndex, scalars[index] == "\"" {
+                let valueStart = scalars.index(after: index)
+                guard let close = scalars[valueStart...].firstIndex(of: "\"") else {
                     throw .malformedTag(line: line, text: text, reason: "unterminated quoted string in attribute \(name)")
                 }
-                attributes.append(Attribute(name: String(name), value: String(input[valueStart..<close]), isQuoted: true))
-                index = input.index(after: close)
+                attributes.append(Attribute(name: name, value: String(scalars[valueStart..<close]), isQuoted: true))
+                index = scalars.index(after: close)
                 skipSpaces()
             } else {
                 let valueStart = index
-                while index < input.endIndex, input[index] != "," { index = input.index(after: index) }
+                while index < scalars.endIndex, scalars[index] != "," { index = scalars.index(after: index) }
                 // Trailing whitespace of any kind goes too: the writer may put this value last on its line, and line
                 // ends lose all Unicode whitespace.
-                var value = input[valueStart..<index].trimmingSpaces().unicodeScalars
+                var value = scalars[valueStart..<index]
+                while let first = value.first, first == " " || first == "\t" { value.removeFirst() }
                 while let last = value.last, CharacterSet.whitespacesAndNewlines.contains(last) { value.removeLast() }
-                attributes.append(Attribute(name: String(name), value: String(value), isQuoted: false))
+                attributes.append(Attribute(name: name, value: String(value), isQuoted: false))
             }
-            if index == input.endIndex { break }
-            guard input[index] == "," else {
+            if index == scalars.endIndex { break }
+            guard scalars[index] == "," else {
                 throw .malformedTag(line: line, text: text, reason: "expected a comma after attribute \(name)")
             }
-            index = input.index(after: index)
+            index = scalars.index(after: index)
         }
         self.attributes = attributes
     }
@@ -84,9 +89,22 @@ struct AttributeList {
     mutating func attribute(_ name: String) -> Attribute? { raw(name) }
 
     /// Replaces `{$name}` references in quoted-string and hexadecimal values (RFC 8216bis 4.3).
+    ///
+    /// A hexadecimal value must still be one after substitution (`0x` and hex digits only), or a variable could smuggle
+    /// a comma or a second attribute into an unquoted value.
     mutating func substituteVariables(_ substitute: (String) throws(PlaylistError) -> String) throws(PlaylistError) {
-        for index in attributes.indices where attributes[index].isQuoted || attributes[index].value.hasPrefix("0x") {
-            attributes[index].value = try substitute(attributes[index].value)
+        for index in attributes.indices {
+            let attribute = attributes[index]
+            let isHex = !attribute.isQuoted && (attribute.value.hasPrefix("0x") || attribute.value.hasPrefix("0X"))
+            guard attribute.isQuoted || isHex else { continue }
+            let substituted = try substitute(attribute.value)
+            if isHex, substituted != attribute.value {
+                let digits = substituted.unicodeScalars.dropFirst(2)
+                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && Character($0).isHexDigit }) else {
+                    throw invalid(attribute.name, "after variable substitution, expected 0x followed by hex digits")
+                }
+            }
+            attributes[index].value = substituted
         }
     }
 

@@ -106,6 +106,7 @@ private struct ParserState {
     /// The previous segment's URI and, when it had a byte range, the offset just past that range.
     var previousSegmentRange: (uri: String, rangeEnd: Int?)?
     var keysInEffect: [String: EncryptionKey] = [:]
+    static let maximumKeyFormats = 16
 
     init(url: URL?, importedVariables: [String: String]) {
         self.url = url
@@ -124,9 +125,11 @@ private struct ParserState {
         }
         // The tag name is what stands between `#` and the first colon.
         let tagText = line.dropFirst()
-        let colon = tagText.firstIndex(of: ":")
-        let name = String(colon.map { tagText[..<$0] } ?? tagText)
-        let value = colon.map { tagText[tagText.index(after: $0)...] } ?? ""
+        // By scalar: a combining mark after the colon would hide it from a Character search.
+        let scalars = tagText.unicodeScalars
+        let colon = scalars.firstIndex(of: ":")
+        let name = String(colon.map { scalars[..<$0] } ?? scalars[...])
+        let value = colon.map { Substring(scalars[scalars.index(after: $0)...]) } ?? ""
         try noteKind(of: name, line: number, text: line)
         // RFC 8216bis 4.4.6.2: the URI line follows EXT-X-STREAM-INF; unknown tags in between are tolerated.
         if let pendingVariant, multivariantOnlyTags.contains(name) || name == "EXT-X-DEFINE" {
@@ -247,9 +250,7 @@ private struct ParserState {
             }
             pendingInf = try extinf(value, number, line)
         case "EXT-X-BYTERANGE":
-            guard let range = ByteRange(value) else {
-                throw .malformedTag(line: number, text: line, reason: "expected <length>[@<offset>]")
-            }
+            let range = try byteRange(value, attribute: nil, number, line)
             pendingTags.append(.byteRange(range))
             pendingByteRangeLine = (number, line)
         case "EXT-X-DISCONTINUITY":
@@ -260,6 +261,14 @@ private struct ParserState {
                 keysInEffect = [:]
             } else {
                 keysInEffect[key.effectiveKeyFormat] = key
+                // Real playlists carry a handful of KEYFORMATs; hundreds would make every resolved segment huge.
+                guard keysInEffect.count <= Self.maximumKeyFormats else {
+                    throw .malformedTag(
+                        line: number,
+                        text: line,
+                        reason: "more than \(Self.maximumKeyFormats) KEYFORMATs in effect at once"
+                    )
+                }
                 if key.ivBytes != nil, let digits = key.iv, digits.count < 32 {
                     warn(
                         number,
@@ -273,10 +282,7 @@ private struct ParserState {
             let uri = try attributes.requiredQuotedString("URI")
             var range: ByteRange?
             if let text = try attributes.quotedString("BYTERANGE") {
-                guard let parsed = ByteRange(text) else {
-                    throw .invalidAttributeValue("BYTERANGE", line: number, text: line, reason: "expected <length>[@<offset>]")
-                }
-                range = parsed
+                range = try byteRange(text, attribute: "BYTERANGE", number, line)
             }
             if let key = keysInEffect[EncryptionKey.identityKeyFormat], key.method == .aes128 || key.method == .aes256,
                 key.iv == nil
@@ -306,10 +312,7 @@ private struct ParserState {
             }
             var range: ByteRange?
             if let text = try attributes.quotedString("BYTERANGE") {
-                guard let parsed = ByteRange(text) else {
-                    throw .invalidAttributeValue("BYTERANGE", line: number, text: line, reason: "expected <length>[@<offset>]")
-                }
-                range = parsed
+                range = try byteRange(text, attribute: "BYTERANGE", number, line)
             }
             pendingTags.append(
                 .part(
@@ -393,6 +396,21 @@ private struct ParserState {
         warnings.append(PlaylistWarning(line: line, message: message))
     }
 
+    /// A byte range `n[@o]` that is not empty and whose end fits in an Int (so resolved offsets and HTTP Range
+    /// headers never overflow).
+    func byteRange(_ value: some StringProtocol, attribute: String?, _ line: Int, _ text: String) throws(PlaylistError) -> ByteRange {
+        guard let range = ByteRange(value) else {
+            let reason = "expected <length>[@<offset>]"
+            throw attribute.map { .invalidAttributeValue($0, line: line, text: text, reason: reason) }
+                ?? .malformedTag(line: line, text: text, reason: reason)
+        }
+        guard range.length > 0 else { throw .invalidByteRange(line: line, text: text, reason: "a byte range cannot be empty") }
+        if let offset = range.offset, range.length > Int.max - offset {
+            throw .invalidByteRange(line: line, text: text, reason: "the range overflows")
+        }
+        return range
+    }
+
     func integer(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> Int {
         guard let integer = Int(value), integer >= 0 else {
             throw .malformedTag(line: line, text: text, reason: "expected a decimal integer")
@@ -419,29 +437,18 @@ private struct ParserState {
     }
 
     private func replaceReferences(_ value: String, _ line: Int, _ text: String) throws(PlaylistError) -> String {
-        var result = ""
-        var rest = Substring(value)
-        while let open = rest.range(of: "{$") {
-            result += rest[..<open.lowerBound]
-            let afterOpen = rest[open.upperBound...]
-            guard let close = afterOpen.firstIndex(of: "}") else {
-                result += rest[open.lowerBound...]
-                return result
+        var result = String.UnicodeScalarView()
+        var copied = value.unicodeScalars.startIndex
+        for reference in variableReferences(in: value) {
+            guard let replacement = variables[reference.name] else {
+                throw .undefinedVariable(reference.name, line: line, text: text)
             }
-            let name = afterOpen[..<close]
-            guard !name.isEmpty, name.allSatisfy(isVariableNameCharacter) else {
-                result += "{$"
-                rest = afterOpen
-                continue
-            }
-            guard let replacement = variables[String(name)] else {
-                throw .undefinedVariable(String(name), line: line, text: text)
-            }
-            result += replacement
-            rest = afterOpen[afterOpen.index(after: close)...]
+            result.append(contentsOf: value.unicodeScalars[copied..<reference.range.lowerBound])
+            result.append(contentsOf: replacement.unicodeScalars)
+            copied = reference.range.upperBound
         }
-        result += rest
-        return result
+        result.append(contentsOf: value.unicodeScalars[copied...])
+        return String(result)
     }
 
     mutating func define(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) {
@@ -618,14 +625,15 @@ private struct ParserState {
     }
 
     func extinf(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> (Double, String?, Int, String) {
-        let comma = value.firstIndex(of: ",")
-        let durationText = (comma.map { value[..<$0] } ?? value).trimmingSpaces()
+        let scalars = value.unicodeScalars
+        let comma = scalars.firstIndex(of: ",")
+        let durationText = String(comma.map { scalars[..<$0] } ?? scalars[...]).trimmingSpaces()
         guard let duration = Double(durationText), duration.isFinite, duration >= 0,
             durationText.allSatisfy(isDecimalCharacter)
         else {
             throw .malformedTag(line: line, text: text, reason: "EXTINF needs a duration in seconds")
         }
-        let title = comma.map { String(value[value.index(after: $0)...]) }.flatMap { $0.isEmpty ? nil : $0 }
+        let title = comma.map { String(scalars[scalars.index(after: $0)...]) }.flatMap { $0.isEmpty ? nil : $0 }
         return (duration, title, line, text)
     }
 
@@ -716,15 +724,45 @@ private struct ParserState {
 
 /// Whether the text holds a `{$name}` reference with a valid name.
 private func containsVariableReference(_ text: String) -> Bool {
-    var rest = Substring(text)
-    while let open = rest.range(of: "{$") {
-        let afterOpen = rest[open.upperBound...]
-        guard let close = afterOpen.firstIndex(of: "}") else { return false }
-        let name = afterOpen[..<close]
-        if !name.isEmpty, name.allSatisfy(isVariableNameCharacter) { return true }
-        rest = afterOpen
+    !variableReferences(in: text).isEmpty
+}
+
+/// The `{$name}` references in a text, in one linear pass over its Unicode scalars (RFC 8216bis 4.3: names are made
+/// of `[a-zA-Z0-9-_]`). A `{$` not followed by a name and `}` is literal text.
+private func variableReferences(in text: String) -> [(range: Range<String.Index>, name: String)] {
+    let scalars = text.unicodeScalars
+    var references: [(range: Range<String.Index>, name: String)] = []
+    var index = scalars.startIndex
+    while index < scalars.endIndex {
+        guard scalars[index] == "{" else {
+            index = scalars.index(after: index)
+            continue
+        }
+        let dollar = scalars.index(after: index)
+        guard dollar < scalars.endIndex, scalars[dollar] == "$" else {
+            index = dollar
+            continue
+        }
+        let nameStart = scalars.index(after: dollar)
+        var nameEnd = nameStart
+        while nameEnd < scalars.endIndex, isVariableNameScalar(scalars[nameEnd]) { nameEnd = scalars.index(after: nameEnd) }
+        if nameEnd > nameStart, nameEnd < scalars.endIndex, scalars[nameEnd] == "}" {
+            let close = scalars.index(after: nameEnd)
+            references.append((index..<close, String(scalars[nameStart..<nameEnd])))
+            index = close
+        } else {
+            // Name characters cannot start a reference, so scanning resumes after them.
+            index = nameEnd
+        }
     }
-    return false
+    return references
+}
+
+private func isVariableNameScalar(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar {
+    case "a"..."z", "A"..."Z", "0"..."9", "-", "_": true
+    default: false
+    }
 }
 
 private func isVariableNameCharacter(_ character: Character) -> Bool {

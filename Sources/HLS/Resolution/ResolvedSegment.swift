@@ -47,6 +47,16 @@ extension ResolvedKey {
     }
 }
 
+extension ResolvedKey {
+    /// The key with its IV for a segment: RFC 8216bis 5.2, without an IV attribute the Media Sequence Number is the IV.
+    fileprivate func withIV(forMediaSequence sequence: Int) -> ResolvedKey {
+        guard !ivIsExplicit else { return self }
+        var key = self
+        key.iv = EncryptionKey.iv(forMediaSequence: sequence)
+        return key
+    }
+}
+
 /// The Media Initialization Section in effect for a segment.
 public struct ResolvedInitializationSection: Hashable, Sendable, Codable {
     public var uri: String
@@ -97,11 +107,13 @@ extension MediaPlaylist {
         var sequence = (mediaSequence ?? 0) &+ (skip?.skippedSegments ?? 0)
         var discontinuity = discontinuitySequence ?? 0
         var time = 0.0
-        var keys: [String: EncryptionKey] = [:]
+        // Each key is resolved once, where its tag stands (its URL, its explicit IV); a segment only fills in the IV
+        // from its sequence number. Resolving per segment would cost keys x segments URL resolutions.
+        var keys: [String: ResolvedKey] = [:]
         var keyOrder: [String] = []
-        // The sequence number is that of the segment after the EXT-X-MAP: the IV of a key without IV attribute, so
-        // the section resolves to the same IV for every segment that uses it.
-        var initSection: (map: MediaInitializationSection, keys: [EncryptionKey], sequence: Int)?
+        // Resolved once where the EXT-X-MAP stands, with the sequence number of the segment after it: the IV of a key
+        // without IV attribute, so the section resolves to the same IV for every segment that uses it.
+        var resolvedInit: ResolvedInitializationSection?
         var bitrate: Int?
         var previousRangeEnd: (uri: String, end: Int)?
 
@@ -117,10 +129,15 @@ extension MediaPlaylist {
                         keyOrder = []
                     } else {
                         if keys[key.effectiveKeyFormat] == nil { keyOrder.append(key.effectiveKeyFormat) }
-                        keys[key.effectiveKeyFormat] = key
+                        keys[key.effectiveKeyFormat] = resolve(key, baseURL: baseURL)
                     }
                 case .map(let map):
-                    initSection = (map, keyOrder.compactMap { keys[$0] }, sequence)
+                    resolvedInit = ResolvedInitializationSection(
+                        uri: map.uri,
+                        url: PlaylistURI.resolve(map.uri, against: baseURL),
+                        byteRange: map.byteRange.map { ResolvedByteRange(offset: $0.offset ?? 0, length: $0.length) },
+                        keys: keyOrder.compactMap { keys[$0]?.withIV(forMediaSequence: sequence) }
+                    )
                 case .discontinuity:
                     discontinuity &+= 1
                 case .byteRange(let range):
@@ -143,15 +160,7 @@ extension MediaPlaylist {
             } else {
                 previousRangeEnd = nil
             }
-            let resolvedKeys = keyOrder.compactMap { keys[$0] }.map { resolve($0, sequence: sequence, baseURL: baseURL) }
-            let resolvedInit = initSection.map { section in
-                ResolvedInitializationSection(
-                    uri: section.map.uri,
-                    url: PlaylistURI.resolve(section.map.uri, against: baseURL),
-                    byteRange: section.map.byteRange.map { ResolvedByteRange(offset: $0.offset ?? 0, length: $0.length) },
-                    keys: section.keys.map { resolve($0, sequence: section.sequence, baseURL: baseURL) }
-                )
-            }
+            let resolvedKeys = keyOrder.compactMap { keys[$0]?.withIV(forMediaSequence: sequence) }
             result.append(
                 ResolvedSegment(
                     index: index,
@@ -175,7 +184,8 @@ extension MediaPlaylist {
         return result
     }
 
-    private func resolve(_ key: EncryptionKey, sequence: Int, baseURL: URL?) -> ResolvedKey {
+    /// A key as resolved where its tag stands; without an IV attribute its IV is filled in per segment.
+    private func resolve(_ key: EncryptionKey, baseURL: URL?) -> ResolvedKey {
         let explicit = key.ivBytes
         return ResolvedKey(
             method: key.method,
@@ -183,8 +193,7 @@ extension MediaPlaylist {
             keyFormatVersions: key.keyFormatVersions,
             uri: key.uri ?? "",
             url: key.uri.flatMap { PlaylistURI.resolve($0, against: baseURL) },
-            // RFC 8216bis 5.2: without an IV attribute, the Media Sequence Number is the IV.
-            iv: explicit ?? EncryptionKey.iv(forMediaSequence: sequence),
+            iv: explicit ?? [],
             ivIsExplicit: explicit != nil
         )
     }

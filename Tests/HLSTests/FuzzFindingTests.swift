@@ -1,0 +1,84 @@
+import Foundation
+import HLS
+import Testing
+
+/// Inputs found while fuzzing the parser (docs/fuzzing.md), kept as regression tests.
+@Suite("Fuzz findings")
+struct FuzzFindingTests {
+    private static func roundTrips(_ text: String) throws -> Playlist {
+        let parsed = try PlaylistParser.parse(text).playlist
+        #expect(try PlaylistParser.parse(PlaylistWriter.write(parsed)).playlist == parsed)
+        return parsed
+    }
+
+    @Test func aCharacterThatJoinsWithACommaDoesNotHideIt() throws {
+        // U+0600 followed by "," is one grapheme cluster; the attribute list is scanned by scalar.
+        let playlist = try Self.roundTrips("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-KEY:URI=\"k\",METHOD=\u{0600}\n#EXTINF:1,\na.ts\n")
+        guard case .media(let media) = playlist else {
+            Issue.record("expected a media playlist")
+            return
+        }
+        #expect(media.segments[0].keyTags.first?.method.rawValue == "\u{0600}")
+        #expect(media.segments[0].keyTags.first?.uri == "k")
+    }
+
+    @Test func aCombiningMarkAfterATagsColonOrEXTINFsCommaDoesNotHideIt() throws {
+        let playlist = try Self.roundTrips("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\u{0301}title\na.ts\n")
+        guard case .media(let media) = playlist else {
+            Issue.record("expected a media playlist")
+            return
+        }
+        #expect(media.segments[0].duration == 1)
+        #expect(media.segments[0].title == "\u{0301}title")
+    }
+
+    @Test(arguments: [",", "1,Y=2", "1 ", "zz"])
+    func aSubstitutedHexadecimalValueMustStayHexadecimal(value: String) {
+        let text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-DEFINE:NAME=\"a\",VALUE=\"\(value)\"\n#EXT-X-SERVER-CONTROL:X=0x{$a}\n"
+        #expect(throws: PlaylistError.self) { try PlaylistParser.parse(text) }
+        #expect(throws: Never.self) {
+            try PlaylistParser.parse("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-DEFINE:NAME=\"a\",VALUE=\"0f\"\n#EXT-X-SERVER-CONTROL:X=0x{$a}\n")
+        }
+    }
+
+    @Test(arguments: [
+        "#EXT-X-MAP:URI=\"i\",BYTERANGE=\"9223372036854775807@1\"",
+        "#EXT-X-MAP:URI=\"i\",BYTERANGE=\"0@5\"",
+        "#EXT-X-PART:DURATION=1,URI=\"p\",BYTERANGE=\"9223372036854775807@1\"",
+        "#EXT-X-BYTERANGE:9223372036854775807@1",
+        "#EXT-X-BYTERANGE:0@0",
+    ])
+    func byteRangesThatOverflowOrAreEmptyAreRefused(tag: String) throws {
+        do {
+            _ = try PlaylistParser.parse("#EXTM3U\n#EXT-X-TARGETDURATION:1\n\(tag)\n#EXTINF:1\na\n")
+            Issue.record("accepted \(tag)")
+        } catch {
+            #expect(error.code == "invalid_byte_range")
+            #expect(error.line == 3)
+        }
+    }
+
+    @Test func variableSubstitutionIsLinearInTheNumberOfOpeners() throws {
+        // 4,000 "{$" in a URI line: the old scanner searched for "}" from every one of them.
+        let text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\n" + String(repeating: "{$", count: 40_000) + "}\n"
+        let parsed = try PlaylistParser.parse(text)
+        guard case .media(let media) = parsed.playlist else {
+            Issue.record("expected a media playlist")
+            return
+        }
+        #expect(media.segments[0].uri.count == 80_001)
+    }
+
+    @Test func tooManyKeyFormatsAtOnceAreRefused() throws {
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n"
+        for index in 0..<17 { text += "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://a/\(index)\",KEYFORMAT=\"f\(index)\"\n" }
+        text += "#EXTINF:1,\na.ts\n"
+        do {
+            _ = try PlaylistParser.parse(text)
+            Issue.record("accepted 17 KEYFORMATs")
+        } catch {
+            #expect(error.code == "malformed_tag")
+            #expect(error.line == 19)
+        }
+    }
+}
