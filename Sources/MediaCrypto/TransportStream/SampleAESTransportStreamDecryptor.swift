@@ -1,0 +1,48 @@
+public import StowageCrypto
+
+/// Decrypts an HLS `METHOD=SAMPLE-AES` MPEG-2 transport stream segment (Apple, "MPEG-2 Stream Encryption Format
+/// for HTTP Live Streaming") into a clear transport stream that any demuxer reads.
+///
+/// Protected streams are found in the PMT by their stream types (0xDB H.264, 0xCF AAC in ADTS, 0xC1 AC-3, 0xC2
+/// E-AC-3). Their PES packets are reassembled per PID, decrypted (H.264 NAL units of type 1 and 5 after removing the
+/// outer layer of emulation prevention; every audio frame), and repacketized; the PMT gets the clear stream types
+/// back (0x1B, 0x0F, 0x81, 0x87) without the SAMPLE-AES descriptors and with a new CRC. PES_packet_length, PTS and
+/// DTS, PCRs and random-access flags are kept (PES_packet_length corrected where the payload shrank), continuity
+/// counters are renumbered without gaps, and every other PID passes through untouched.
+///
+/// Streaming: feed the segment in chunks of any size; memory stays at one PES packet per protected PID (at most
+/// 32 MiB each) plus the output waiting behind it. The segment must carry its PAT and PMT before the media (RFC 8216
+/// 3.2: for a segment that relies on `EXT-X-MAP`, feed the map's bytes first).
+///
+/// ```swift
+/// let decryptor = try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: "seg12.ts")
+/// for chunk in chunks { try decryptor.process(chunk) { try output.write($0) } }
+/// try decryptor.finish { try output.write($0) }
+/// ```
+public final class SampleAESTransportStreamDecryptor: SegmentTransform {
+    private let rewriter: SampleAESTransportStreamRewriter
+
+    /// - Parameters:
+    ///   - key: The 16-byte AES-128 key.
+    ///   - iv: 16 bytes: the IV attribute, or the media sequence number (RFC 8216bis 5.2).
+    ///   - segment: The segment's name, used in errors.
+    /// - Throws: ``SegmentCryptoError/invalidKey(segment:)``, ``SegmentCryptoError/invalidIV(segment:)`` or
+    ///   ``SegmentCryptoError/cryptoFailure(segment:)``.
+    public init(key: SecretBytes, iv: [UInt8], segment: String) throws(SegmentCryptoError) {
+        rewriter = try SampleAESTransportStreamRewriter(key: key, iv: iv, direction: .decrypt, segment: segment)
+    }
+
+    /// Decrypts the next chunk of the segment; clear output follows through `emit`, possibly later.
+    /// - Throws: ``SegmentCryptoError`` (`malformed_container`, `limit_exceeded`, `unsupported_stream`,
+    ///   `crypto_failure`) for a damaged or unsupported segment, or what `emit` throws.
+    public func process(_ chunk: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try rewriter.process(chunk, emit: emit)
+    }
+
+    /// Ends the segment: decrypts and emits the last PES packets.
+    /// - Throws: ``SegmentCryptoError/malformedContainer(segment:detail:)`` when the segment is truncated (a partial
+    ///   packet, a PES packet shorter than it declares) or lacks its PAT or PMT.
+    public func finish(emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try rewriter.finish(emit: emit)
+    }
+}

@@ -1,0 +1,631 @@
+import StowageCrypto
+
+/// The engine behind ``SampleAESTransportStreamDecryptor`` and ``SampleAESTransportStreamEncryptor``: a streaming
+/// rewrite of one MPEG-2 transport stream segment that reassembles the PES packets of the protected elementary
+/// streams, transforms their samples, rewrites the PMT signaling and repacketizes, passing everything else through.
+///
+/// Output keeps the input's order: each packet of the output goes into the slot of an input packet
+/// (``TransportPacketQueue``), so PIDs stay interleaved as they were and a PCR stays where it was in its stream.
+/// Memory is bounded by the largest PES packet (at most ``maximumPESSize``) and the output held behind it (at most
+/// ``maximumHeldBytes``).
+final class SampleAESTransportStreamRewriter {
+    enum Direction {
+        case decrypt
+        case encrypt
+    }
+
+    /// No PES packet of a real segment comes near this; a bigger one is refused rather than buffered.
+    static let maximumPESSize = 32 * 1024 * 1024
+    /// Output waiting behind an incomplete PES packet; beyond this the segment is refused.
+    static let maximumHeldBytes = 64 * 1024 * 1024
+    /// Output ready to go is emitted once this much has gathered (or at once when nothing is held back).
+    private static let emitThreshold = 256 * 1024
+
+    private enum Role {
+        case unknown
+        case programAssociation
+        case programMap(Int)
+        case protected(Int)
+        case passthrough
+    }
+
+    private let direction: Direction
+    private let segment: String
+    private let cipher: SampleAESBlockCipher
+    private var framer = TransportPacketFramer()
+    private let queue = TransportPacketQueue()
+    private var packetIndex = 0
+
+    private var roles = [Role](repeating: .unknown, count: 8192)
+    private var patAssembler = PSISectionAssembler()
+    private var sawPAT = false
+    private var programs: [ProgramMapRewrite] = []
+    private var unmappedPrograms = 0
+    private var streams: [ElementaryStreamRewrite] = []
+
+    /// Encryptor: the H.264 PES packet after encryption and escaping (it grows, so it cannot be done in place).
+    private let pesOutput = TransportStreamBuffer(capacity: 64 * 1024)
+    /// Decryptor: where the emulation prevention bytes of the NAL unit being decrypted are.
+    private var emulationPreventionPositions: [Int] = []
+    /// A packet that does not fit the slots of its PES packet, before it goes to the queue.
+    private let extraPacket = UnsafeMutablePointer<UInt8>.allocate(capacity: TransportPacketHeader.size)
+
+    /// Encryptor: PMTs waiting for the first frame of an audio stream, whose audio setup information they carry.
+    private struct PendingProgramMap {
+        let slot: Int
+        let pid: UInt16
+        let counter: UInt8
+        let adaptationStuffing: Bool
+        var table: ProgramMapTable
+    }
+    private var pendingProgramMaps: [PendingProgramMap] = []
+
+    /// The first error: once the segment is known to be damaged, every later call reports it again rather than
+    /// work on half-updated state.
+    private var failure: SegmentCryptoError?
+
+    init(key: SecretBytes, iv: [UInt8], direction: Direction, segment: String) throws(SegmentCryptoError) {
+        cipher = try SampleAESBlockCipher(key: key, iv: iv, direction: direction == .decrypt ? .decrypt : .encrypt, segment: segment)
+        self.direction = direction
+        self.segment = segment
+        roles[0] = .programAssociation
+    }
+
+    deinit {
+        extraPacket.deallocate()
+    }
+
+    // MARK: - Streaming
+
+    func process(_ chunk: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        if let failure { throw failure }
+        // A large chunk (a whole segment) goes in slices, so output leaves as it is ready and the queue stays small.
+        var offset = 0
+        repeat {
+            let slice = UnsafeRawBufferPointer(rebasing: chunk[offset..<min(chunk.count, offset + Self.emitThreshold)])
+            do throws(SegmentCryptoError) {
+                try framer.feed(slice) { (packet) throws(SegmentCryptoError) in
+                    try self.handle(packet)
+                    self.packetIndex += 1
+                }
+            } catch {
+                failure = error
+                throw error
+            }
+            try emitReady(emit, final: false)
+            offset += slice.count
+        } while offset < chunk.count
+    }
+
+    func finish(emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        if let failure { throw failure }
+        do throws(SegmentCryptoError) {
+            try finishSegment()
+        } catch {
+            failure = error
+            throw error
+        }
+        try emitReady(emit, final: true)
+    }
+
+    private func finishSegment() throws(SegmentCryptoError) {
+        guard framer.carriedCount == 0 else {
+            throw malformed("the segment ends \(framer.carriedCount) bytes into packet \(packetIndex): it is truncated")
+        }
+        guard sawPAT else { throw malformed("the segment has no PAT (program_association_section)") }
+        guard !programs.isEmpty else { throw malformed("the PAT lists no program") }
+        if let missing = programs.first(where: { !$0.mapped }) {
+            throw malformed("no PMT for program \(missing.programNumber) on PID \(TransportStreamText.pid(missing.pid))")
+        }
+        if patAssembler.hasIncompleteSection || programs.contains(where: { $0.assembler.hasIncompleteSection }) {
+            throw malformed("the segment ends inside a PSI section: it is truncated")
+        }
+        for stream in streams.filter(\.inPES).sorted(by: { $0.slots[0] < $1.slots[0] }) {
+            try completePES(stream)
+        }
+        try resolvePendingProgramMaps(final: true)
+    }
+
+    private func emitReady(_ emit: (UnsafeRawBufferPointer) throws -> Void, final: Bool) throws {
+        var limit = queue.nextSequence
+        for stream in streams where stream.inPES { limit = min(limit, stream.slots[0]) }
+        for pending in pendingProgramMaps { limit = min(limit, pending.slot) }
+        let ready = limit - queue.firstSequence
+        if ready > 0 && (final || limit == queue.nextSequence || ready * TransportPacketHeader.size >= Self.emitThreshold) {
+            try queue.emit(before: limit, emit)
+        }
+        guard queue.heldByteCount <= Self.maximumHeldBytes else {
+            let error = SegmentCryptoError.limitExceeded(
+                segment: segment,
+                detail: "more than \(Self.maximumHeldBytes >> 20) MiB of output wait behind an incomplete PES packet or PMT"
+            )
+            failure = error
+            throw error
+        }
+    }
+
+    // MARK: - Packets
+
+    private func handle(_ packet: UnsafePointer<UInt8>) throws(SegmentCryptoError) {
+        let header = try TransportPacketHeader(parsing: packet, packetIndex: packetIndex, segment: segment)
+        switch roles[Int(header.pid)] {
+        case .protected(let index):
+            try handleProtected(streams[index], packet, header)
+        case .passthrough:
+            queue.appendCopy(of: packet)
+        case .programAssociation:
+            queue.appendCopy(of: packet)
+            try handleProgramAssociation(packet, header)
+        case .programMap(let index):
+            try handleProgramMap(programs[index], packet, header)
+        case .unknown:
+            // PIDs 0x0000-0x001F are reserved for PSI and SI (CAT, SDT, EIT...), 0x1FFF is the null packet.
+            guard header.pid < 0x20 || header.pid == TransportPacketHeader.nullPID || (sawPAT && unmappedPrograms == 0) else {
+                throw malformed(
+                    "packet \(packetIndex) on PID \(TransportStreamText.pid(header.pid)) comes before the PAT and PMT that describe it"
+                )
+            }
+            queue.appendCopy(of: packet)
+        }
+    }
+
+    private func payload(_ packet: UnsafePointer<UInt8>, _ header: TransportPacketHeader) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: packet + header.payloadOffset, count: TransportPacketHeader.size - header.payloadOffset)
+    }
+
+    // MARK: - PSI
+
+    private func handleProgramAssociation(_ packet: UnsafePointer<UInt8>, _ header: TransportPacketHeader) throws(SegmentCryptoError) {
+        guard header.hasPayload else { return }
+        try patAssembler.feed(payload(packet, header), unitStart: header.payloadUnitStart, packetIndex: packetIndex, segment: segment) {
+            (section) throws(SegmentCryptoError) in
+            let table = try ProgramAssociationTable(section: section, packetIndex: packetIndex, segment: segment)
+            sawPAT = true
+            for program in table.programs {
+                guard program.pmtPID != TransportPacketHeader.nullPID else {
+                    throw malformed("the PAT puts the PMT of program \(program.number) on the null packet PID 0x1fff")
+                }
+                switch roles[Int(program.pmtPID)] {
+                case .programMap:
+                    continue
+                case .unknown:
+                    roles[Int(program.pmtPID)] = .programMap(programs.count)
+                    programs.append(ProgramMapRewrite(programNumber: program.number, pid: program.pmtPID))
+                    unmappedPrograms += 1
+                default:
+                    throw malformed(
+                        "the PAT puts the PMT of program \(program.number) on PID \(TransportStreamText.pid(program.pmtPID)), which carries something else"
+                    )
+                }
+            }
+        }
+    }
+
+    /// What a PMT section becomes on output.
+    private enum ProgramMapOutput {
+        /// Nothing to rewrite: no protected stream.
+        case unchanged([UInt8])
+        case rewritten([UInt8])
+        /// Encryptor: an audio stream's setup information is not known yet.
+        case pending(ProgramMapTable)
+    }
+
+    private func handleProgramMap(
+        _ program: ProgramMapRewrite,
+        _ packet: UnsafePointer<UInt8>,
+        _ header: TransportPacketHeader
+    ) throws(SegmentCryptoError) {
+        if program.nextOutputCounter < 0 { program.nextOutputCounter = Int(header.continuityCounter) }
+        guard header.hasPayload else { return }
+        if header.payloadUnitStart { program.stuffsWithAdaptationField = header.hasAdaptationField }
+        let startedHere = !program.assembler.hasIncompleteSection
+        var outputs: [ProgramMapOutput] = []
+        try program.assembler.feed(payload(packet, header), unitStart: header.payloadUnitStart, packetIndex: packetIndex, segment: segment) {
+            (section) throws(SegmentCryptoError) in
+            outputs.append(try rewriteProgramMap(section, program: program))
+        }
+        for output in outputs {
+            switch output {
+            case .unchanged(let section):
+                if outputs.count == 1 && startedHere && header.payloadUnitStart && !program.assembler.hasIncompleteSection {
+                    // The whole section is in this packet: pass the packet on as it is.
+                    queue.appendCopy(of: packet)
+                    program.nextOutputCounter = Int((header.continuityCounter + 1) & 0x0F)
+                } else {
+                    writeSection(section, pid: program.pid, program: program)
+                }
+            case .rewritten(let section):
+                try checkEncryptedProgramMapSize(section.count)
+                writeSection(section, pid: program.pid, program: program)
+            case .pending(let table):
+                pendingProgramMaps.append(
+                    PendingProgramMap(
+                        slot: queue.reserve(),
+                        pid: program.pid,
+                        counter: program.takeOutputCounter(),
+                        adaptationStuffing: program.stuffsWithAdaptationField,
+                        table: table
+                    )
+                )
+            }
+        }
+    }
+
+    private func rewriteProgramMap(_ section: UnsafeRawBufferPointer, program: ProgramMapRewrite) throws(SegmentCryptoError) -> ProgramMapOutput {
+        var table = try ProgramMapTable(section: section, packetIndex: packetIndex, segment: segment)
+        if !program.mapped {
+            program.mapped = true
+            unmappedPrograms -= 1
+        }
+        var changed = false
+        var waitsForAudio = false
+        for index in table.streams.indices {
+            let entry = table.streams[index]
+            let codec: SampleAESCodec?
+            switch direction {
+            case .decrypt:
+                codec = SampleAESCodec(encryptedStreamType: entry.streamType)
+            case .encrypt:
+                codec = SampleAESCodec(clearStreamType: entry.streamType)
+                if codec == nil && SampleAESCodec.isUnprotectableMediaStreamType(entry.streamType) {
+                    throw .unsupportedStream(
+                        segment: segment,
+                        detail:
+                            "PID \(TransportStreamText.pid(entry.pid)) has stream_type 0x\(TransportStreamText.hex(entry.streamType)), which SAMPLE-AES cannot protect in a transport stream"
+                    )
+                }
+            }
+            let stream = try assignRole(pid: entry.pid, codec: codec)
+            guard let codec, let stream else { continue }
+            changed = true
+            switch direction {
+            case .decrypt:
+                // 3.0: back to the clear stream_type, without the SAMPLE-AES signaling descriptors.
+                table.streams[index].streamType = codec.clearStreamType
+                table.streams[index].descriptors = ProgramMapTable.filterDescriptors(entry.descriptors) { tag, value in
+                    !SampleAESCodec.isEncryptionDescriptor(tag: tag, value: value)
+                }
+            case .encrypt:
+                // 3.0: the encrypted stream_type, a private data indicator descriptor, and for audio the audio setup
+                // information in an 'apad' registration descriptor.
+                table.streams[index].streamType = codec.encryptedStreamType
+                table.streams[index].descriptors += [SampleAESCodec.privateDataIndicatorTag, 4] + codec.privateDataIndicator
+                if codec.isAudio {
+                    if let setup = stream.audioSetup {
+                        table.streams[index].descriptors += setup.registrationDescriptor
+                    } else {
+                        waitsForAudio = true
+                    }
+                }
+            }
+        }
+        if !changed { return .unchanged(Array(section)) }
+        if waitsForAudio { return .pending(table) }
+        return .rewritten(table.serialized())
+    }
+
+    /// Gives a PID listed in a PMT its role; returns its stream state when it is protected.
+    private func assignRole(pid: UInt16, codec: SampleAESCodec?) throws(SegmentCryptoError) -> ElementaryStreamRewrite? {
+        guard TransportPacketHeader.isElementaryPID(pid) else {
+            throw malformed("the PMT lists PID \(TransportStreamText.pid(pid)) as an elementary stream, but it is reserved")
+        }
+        switch roles[Int(pid)] {
+        case .programAssociation, .programMap:
+            throw malformed("the PMT lists PID \(TransportStreamText.pid(pid)) as an elementary stream, but it carries PSI")
+        case .protected(let index) where streams[index].codec == codec:
+            return streams[index]
+        case .protected(let index) where streams[index].inPES:
+            throw .unsupportedStream(
+                segment: segment,
+                detail: "a PMT changes the stream type of PID \(TransportStreamText.pid(pid)) in the middle of a PES packet"
+            )
+        case .unknown, .passthrough, .protected:
+            guard let codec else {
+                roles[Int(pid)] = .passthrough
+                return nil
+            }
+            let stream = ElementaryStreamRewrite(pid: pid, codec: codec)
+            roles[Int(pid)] = .protected(streams.count)
+            streams.append(stream)
+            return stream
+        }
+    }
+
+    /// 3.0: "The PMT must fit into a single transport stream packet; it must not be fragmented."
+    private func checkEncryptedProgramMapSize(_ sectionSize: Int) throws(SegmentCryptoError) {
+        guard direction == .encrypt, sectionSize > TransportStreamBuffer.singlePacketSectionCapacity else { return }
+        throw .unsupportedStream(
+            segment: segment,
+            detail: "the encrypted PMT would need \(sectionSize) bytes, more than one packet holds (SAMPLE-AES requires an unfragmented PMT)"
+        )
+    }
+
+    /// Writes a section as new packets on `pid` (pointer_field 0), padding the last one as the input did.
+    private func writeSection(_ section: [UInt8], pid: UInt16, program: ProgramMapRewrite) {
+        let payload = [0] + section
+        var offset = 0
+        while offset < payload.count {
+            let count = min(184, payload.count - offset)
+            writeSectionPacket(
+                into: queue.slot(queue.reserve()),
+                payload[offset..<(offset + count)],
+                pid: pid,
+                unitStart: offset == 0,
+                counter: program.takeOutputCounter(),
+                adaptationStuffing: program.stuffsWithAdaptationField
+            )
+            offset += count
+        }
+    }
+
+    /// One packet of a PSI section: stuffed with an adaptation field, or with 0xFF after the section (2.4.4: the
+    /// stuffing_bytes after the last section of a packet).
+    private func writeSectionPacket(
+        into packet: UnsafeMutablePointer<UInt8>,
+        _ bytes: ArraySlice<UInt8>,
+        pid: UInt16,
+        unitStart: Bool,
+        counter: UInt8,
+        adaptationStuffing: Bool
+    ) {
+        let padded = adaptationStuffing ? Array(bytes) : Array(bytes) + [UInt8](repeating: 0xFF, count: 184 - bytes.count)
+        padded.withUnsafeBytes { payload in
+            TransportPacketWriter.write(
+                into: packet,
+                pid: pid,
+                unitStart: unitStart,
+                continuityCounter: counter,
+                adaptation: UnsafeRawBufferPointer(start: nil, count: 0),
+                payload: payload
+            )
+        }
+    }
+
+    /// Encryptor: writes the PMTs whose audio setup information is now known; at the end of the segment, writes the
+    /// rest without it (an audio stream with no frame in the segment).
+    private func resolvePendingProgramMaps(final: Bool) throws(SegmentCryptoError) {
+        guard !pendingProgramMaps.isEmpty else { return }
+        var stillPending: [PendingProgramMap] = []
+        for var pending in pendingProgramMaps {
+            var complete = true
+            for index in pending.table.streams.indices {
+                let entry = pending.table.streams[index]
+                guard let codec = SampleAESCodec(encryptedStreamType: entry.streamType), codec.isAudio,
+                    !SampleAESCodec.containsAudioSetup(entry.descriptors),
+                    case .protected(let streamIndex) = roles[Int(entry.pid)]
+                else { continue }
+                if let setup = streams[streamIndex].audioSetup {
+                    pending.table.streams[index].descriptors += setup.registrationDescriptor
+                } else {
+                    complete = complete && final
+                }
+            }
+            guard complete else {
+                stillPending.append(pending)
+                continue
+            }
+            let section = pending.table.serialized()
+            try checkEncryptedProgramMapSize(section.count)
+            writeSectionPacket(
+                into: queue.slot(pending.slot),
+                ([0] + section)[...],
+                pid: pending.pid,
+                unitStart: true,
+                counter: pending.counter,
+                adaptationStuffing: pending.adaptationStuffing
+            )
+        }
+        pendingProgramMaps = stillPending
+    }
+
+    // MARK: - PES
+
+    private func handleProtected(
+        _ stream: ElementaryStreamRewrite,
+        _ packet: UnsafePointer<UInt8>,
+        _ header: TransportPacketHeader
+    ) throws(SegmentCryptoError) {
+        if header.hasPayload {
+            let counter = Int(header.continuityCounter)
+            if stream.lastInputCounter >= 0 && !header.discontinuity {
+                if counter == stream.lastInputCounter {
+                    // 2.4.3.3: a packet may be sent twice; the copy adds nothing.
+                    guard !stream.sawDuplicate else {
+                        throw malformed("packet \(packetIndex) on PID \(TransportStreamText.pid(stream.pid)) repeats a packet a second time")
+                    }
+                    stream.sawDuplicate = true
+                    return
+                }
+                guard counter == (stream.lastInputCounter + 1) & 0x0F else {
+                    throw malformed(
+                        "continuity_counter on PID \(TransportStreamText.pid(stream.pid)) jumps from \(stream.lastInputCounter) to \(counter) at packet \(packetIndex): packets are missing"
+                    )
+                }
+            }
+            stream.lastInputCounter = counter
+            stream.sawDuplicate = false
+            if stream.nextOutputCounter < 0 { stream.nextOutputCounter = counter }
+        }
+        guard header.scramblingControl == 0 else {
+            throw .unsupportedStream(
+                segment: segment,
+                detail: "PID \(TransportStreamText.pid(stream.pid)) is scrambled at the transport level (transport_scrambling_control)"
+            )
+        }
+        if header.payloadUnitStart && header.hasPayload {
+            if stream.inPES { try completePES(stream) }
+            stream.begin(packetIndex: packetIndex)
+        }
+        guard stream.inPES else {
+            guard !header.hasPayload else {
+                throw malformed(
+                    "packet \(packetIndex) on PID \(TransportStreamText.pid(stream.pid)) continues a PES packet that began before the segment or was already complete"
+                )
+            }
+            // An adaptation field alone (a PCR, say) between PES packets: pass it on, in our counter sequence.
+            let slot = queue.slot(queue.appendCopy(of: packet))
+            if stream.nextOutputCounter >= 0 { slot[3] = (slot[3] & 0xF0) | stream.repeatedOutputCounter }
+            return
+        }
+        let ordinal = stream.addSlot(queue.reserve())
+        let adaptationCount = try header.meaningfulAdaptationLength(in: packet, packetIndex: packetIndex, segment: segment)
+        if adaptationCount > 0 {
+            stream.recordAdaptation(ordinal: ordinal, bytes: packet + header.adaptationFieldStart, count: adaptationCount)
+        }
+        guard header.hasPayload else { return }
+        let pes = stream.pes
+        var count = TransportPacketHeader.size - header.payloadOffset
+        if stream.declaredSize > 0 && pes.count + count > stream.declaredSize {
+            // Bytes after the declared end of the PES: only 0xFF stuffing is tolerated (and dropped).
+            let excess = pes.count + count - stream.declaredSize
+            let tail = packet + TransportPacketHeader.size - excess
+            guard excess < count, (0..<excess).allSatisfy({ tail[$0] == 0xFF }) else {
+                throw malformed(
+                    "packet \(packetIndex) on PID \(TransportStreamText.pid(stream.pid)) carries more bytes than the PES packet's PES_packet_length"
+                )
+            }
+            count -= excess
+        }
+        guard pes.count + count <= Self.maximumPESSize else {
+            throw .limitExceeded(
+                segment: segment,
+                detail:
+                    "the PES packet on PID \(TransportStreamText.pid(stream.pid)) starting at packet \(stream.firstPacketIndex) exceeds \(Self.maximumPESSize >> 20) MiB"
+            )
+        }
+        pes.append(packet + header.payloadOffset, count: count)
+        if stream.declaredSize < 0 && pes.count >= 6 {
+            stream.declaredSize = try PESHeader.declaredSize(pes.base, pid: stream.pid, packetIndex: stream.firstPacketIndex, segment: segment)
+        }
+        if stream.declaredSize > 0 && pes.count == stream.declaredSize {
+            try completePES(stream)
+        }
+    }
+
+    /// Transforms the collected PES packet and writes it into its slots.
+    private func completePES(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
+        let pes = stream.pes
+        guard stream.declaredSize >= 0 else {
+            throw malformed(
+                "the PES packet on PID \(TransportStreamText.pid(stream.pid)) starting at packet \(stream.firstPacketIndex) ends after \(pes.count) bytes, inside its header"
+            )
+        }
+        guard stream.declaredSize == 0 || pes.count == stream.declaredSize else {
+            throw malformed(
+                "the PES packet on PID \(TransportStreamText.pid(stream.pid)) starting at packet \(stream.firstPacketIndex) ends after \(pes.count) of the \(stream.declaredSize) bytes its PES_packet_length declares"
+            )
+        }
+        let headerSize = try PESHeader.headerSize(pes.base, count: pes.count, pid: stream.pid, packetIndex: stream.firstPacketIndex, segment: segment)
+        let payload = pes.base + headerSize
+        let payloadCount = pes.count - headerSize
+        var output = pes
+        switch (stream.codec, direction) {
+        case (.h264, .decrypt):
+            let decryptedCount = try SampleAESH264Transform.decrypt(
+                payload,
+                count: payloadCount,
+                cipher: cipher,
+                emulationPrevention: &emulationPreventionPositions,
+                segment: segment,
+                pid: stream.pid
+            )
+            pes.count = headerSize + decryptedCount
+        case (.h264, .encrypt):
+            pesOutput.removeAll()
+            pesOutput.append(pes.base, count: headerSize)
+            try SampleAESH264Transform.encrypt(payload, count: payloadCount, into: pesOutput, cipher: cipher, segment: segment, pid: stream.pid)
+            output = pesOutput
+        case (_, _):
+            let wantsSetup = direction == .encrypt && stream.audioSetup == nil
+            try SampleAESAudioTransform.transform(
+                payload,
+                count: payloadCount,
+                codec: stream.codec,
+                cipher: cipher,
+                segment: segment,
+                pid: stream.pid
+            ) {
+                (header, frame) throws(SegmentCryptoError) in
+                guard wantsSetup else { return }
+                guard let setup = AudioSetupInformation.derive(codec: stream.codec, header: header, frame: frame) else {
+                    // 2.3.2.1: only AAC-LC (with or without implicit SBR/PS) has an audio_type; an AC-3 frame is
+                    // always longer than the 10 bytes of its setup data.
+                    throw .unsupportedStream(
+                        segment: segment,
+                        detail:
+                            "PID \(TransportStreamText.pid(stream.pid)) carries \(stream.codec.frameName) audio (ADTS profile \(header.adtsProfile)) that SAMPLE-AES defines no audio setup for"
+                    )
+                }
+                stream.audioSetup = setup
+            }
+        }
+        try fixPESPacketLength(output, stream: stream)
+        packetize(stream, output)
+        stream.end()
+        if direction == .encrypt && stream.codec.isAudio { try resolvePendingProgramMaps(final: false) }
+    }
+
+    /// 2.4.3.7: a bounded PES_packet_length counts the bytes after it; the payload may have shrunk (decryption
+    /// removes emulation prevention bytes) or grown (encryption adds them).
+    private func fixPESPacketLength(_ output: TransportStreamBuffer, stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
+        let bytes = output.base
+        guard bytes[4] != 0 || bytes[5] != 0 else { return }
+        var length = output.count - 6
+        if length > 0xFFFF {
+            guard PESHeader.isVideo(streamID: bytes[3]) else {
+                throw .limitExceeded(
+                    segment: segment,
+                    detail: "the PES packet on PID \(TransportStreamText.pid(stream.pid)) grows past the 65535 bytes PES_packet_length can express"
+                )
+            }
+            length = 0
+        }
+        bytes[4] = UInt8(length >> 8)
+        bytes[5] = UInt8(length & 0xFF)
+    }
+
+    /// Cuts a PES packet into transport packets written into the stream's slots, carrying each kept adaptation
+    /// field in the packet at the same position as on input; empties the slots left over, or adds packets after
+    /// the last slot when more are needed.
+    private func packetize(_ stream: ElementaryStreamRewrite, _ output: TransportStreamBuffer) {
+        let slots = stream.slots
+        let records = stream.adaptationRecords
+        let total = output.count
+        var offset = 0
+        var ordinal = 0
+        var recordIndex = 0
+        var unitStartPending = true
+        while offset < total || recordIndex < records.count {
+            var adaptation = UnsafeRawBufferPointer(start: nil, count: 0)
+            if recordIndex < records.count && (records[recordIndex].ordinal == ordinal || offset >= total) {
+                adaptation = stream.adaptation(records[recordIndex])
+                recordIndex += 1
+            }
+            let payloadCount = min(TransportPacketWriter.payloadCapacity(adaptationCount: adaptation.count), total - offset)
+            let isExtra = ordinal >= slots.count
+            let destination = isExtra ? extraPacket : queue.slot(slots[ordinal])
+            TransportPacketWriter.write(
+                into: destination,
+                pid: stream.pid,
+                unitStart: payloadCount > 0 && unitStartPending,
+                continuityCounter: payloadCount > 0 ? stream.takeOutputCounter() : stream.repeatedOutputCounter,
+                adaptation: adaptation,
+                payload: UnsafeRawBufferPointer(start: output.base + offset, count: payloadCount)
+            )
+            if payloadCount > 0 { unitStartPending = false }
+            if isExtra { queue.appendExtra(after: slots[slots.count - 1], packet: extraPacket) }
+            offset += payloadCount
+            ordinal += 1
+        }
+        for index in ordinal..<max(ordinal, slots.count) { queue.markEmpty(slots[index]) }
+    }
+
+    private func malformed(_ detail: String) -> SegmentCryptoError {
+        .malformedContainer(segment: segment, detail: detail)
+    }
+}
+
+extension TransportStreamBuffer {
+    /// The longest section one packet carries after its pointer_field.
+    static let singlePacketSectionCapacity = TransportPacketHeader.size - 5
+}
