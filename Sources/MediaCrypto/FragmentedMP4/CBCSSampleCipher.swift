@@ -1,0 +1,164 @@
+import StowageCrypto
+
+/// Applies `cbcs` (ISO/IEC 23001-7 10.4) to the samples of one movie fragment as the bytes of its `mdat` pass by in
+/// windows, in either direction.
+///
+/// In each subsample's protected range (the whole sample without subsamples) the 16-byte blocks follow the pattern:
+/// `crypt` blocks encrypted, `skip` blocks clear, repeated; a pattern of 0:0 (or `skip` 0) encrypts every whole block;
+/// a partial block at the end stays clear (ISO/IEC 23001-7 9.6, 10.4.2). The encrypted blocks of one subsample form
+/// one CBC chain, restarted with the sample's IV (the constant IV) at the start of every subsample.
+///
+/// A window holds consecutive bytes of the segment. The cipher transforms, in place, every encrypted block that lies
+/// wholly inside it, gathering the blocks of a subsample into scratch memory for one OpenSSL call and scattering them
+/// back; it reports how far the window is final, which stops before an encrypted block cut by the window's end. The
+/// caller carries those (at most 15) bytes into the next window.
+final class CBCSSampleCipher {
+    private let cipher: AESCBCCipher
+    private let segment: String
+    /// Gathered blocks; never more than one window.
+    private let scratch: UnsafeMutableRawBufferPointer
+    let windowCapacity: Int
+
+    private var fragment: MovieFragment?
+    private var order: [Int] = []
+    /// Cursor: the protected sample in stream order, its subsample, and the next block of that subsample's range.
+    private var sampleCursor = 0
+    private var subsampleCursor = 0
+    private var blockCursor = 0
+    /// Position of the current subsample's first byte.
+    private var subsampleStart = 0
+    /// Whether the chain of the current subsample has been started with the IV.
+    private var chainStarted = false
+    /// Window-relative runs of encrypted bytes gathered for the current subsample.
+    private var runs: [(offset: Int, count: Int)] = []
+
+    init(key: SecretBytes, direction: AESCBCCipher.Direction, windowCapacity: Int, segment: String) throws(SegmentCryptoError) {
+        guard key.count == 16 else { throw .invalidKey(segment: segment) }
+        do {
+            // cbcs is AES-128-CBC without padding (ISO/IEC 23001-7 10.4); the IV is set per subsample.
+            cipher = try AESCBCCipher(key: key, iv: [UInt8](repeating: 0, count: 16), direction: direction, padding: false)
+        } catch {
+            throw .cryptoFailure(segment: segment)
+        }
+        self.segment = segment
+        self.windowCapacity = windowCapacity
+        scratch = .allocate(byteCount: windowCapacity, alignment: 16)
+        scratch.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+
+    deinit {
+        // Clear media passes through the scratch buffer.
+        scratch.initializeMemory(as: UInt8.self, repeating: 0)
+        scratch.deallocate()
+    }
+
+    /// Starts on a new fragment's samples.
+    func load(_ fragment: MovieFragment) {
+        order = fragment.samplesInStreamOrder.filter { fragment.samples[$0].isProtected }
+        self.fragment = fragment
+        sampleCursor = 0
+        subsampleCursor = 0
+        blockCursor = 0
+        chainStarted = false
+        subsampleStart = order.first.map { fragment.samples[$0].offset } ?? 0
+    }
+
+    /// Whether every protected sample of the fragment has been transformed.
+    var isComplete: Bool { sampleCursor >= order.count }
+
+    /// Transforms the encrypted blocks lying wholly inside `window`, whose first byte is at position `start`.
+    ///
+    /// - Returns: the position up to which the window is final: its end, or the start of an encrypted block the
+    ///   window cuts. Bytes from there on must be presented again at the start of the next window.
+    func transform(_ window: UnsafeMutableRawBufferPointer, at start: Int) throws(SegmentCryptoError) -> Int {
+        guard let fragment else { return start + window.count }
+        let end = start + window.count
+        while sampleCursor < order.count {
+            let sample = fragment.samples[order[sampleCursor]]
+            guard sample.offset < end else { break }
+            let subsamples = fragment.subsamples(of: sample)
+            let subsampleCount = max(subsamples.count, 1)
+            while subsampleCursor < subsampleCount {
+                let range =
+                    subsamples.isEmpty
+                    ? Subsample(clearBytes: 0, protectedBytes: sample.size)
+                    : subsamples[subsamples.startIndex + subsampleCursor]
+                let protectedStart = subsampleStart + range.clearBytes
+                let blocks = range.protectedBytes / 16
+                let crypt = Int(sample.cryptByteBlock)
+                let skip = Int(sample.skipByteBlock)
+                // Pattern 0:0, or no skip, encrypts every whole block (ISO/IEC 23001-7 9.6).
+                let period = skip == 0 ? blocks : crypt + skip
+                let encryptedPerPeriod = skip == 0 ? blocks : crypt
+                var block = blockCursor
+                while block < blocks {
+                    let phase = block % period
+                    if phase >= encryptedPerPeriod {
+                        block += period - phase
+                        continue
+                    }
+                    let runEnd = min(block - phase + encryptedPerPeriod, blocks)
+                    let byteStart = protectedStart + block * 16
+                    if byteStart >= end { break }
+                    let available = min(runEnd - block, (end - byteStart) / 16)
+                    if available > 0 {
+                        runs.append((byteStart - start, available * 16))
+                        block += available
+                    }
+                    if block < runEnd {
+                        // The window cuts this block: transform what is gathered, resume here with the next window.
+                        blockCursor = block
+                        try flush(window, iv: sample.ivIndex)
+                        return protectedStart + block * 16
+                    }
+                }
+                if block < blocks || protectedStart + range.protectedBytes > end {
+                    // The window ends inside this subsample on a block boundary or in its clear tail.
+                    blockCursor = block
+                    try flush(window, iv: sample.ivIndex)
+                    return end
+                }
+                try flush(window, iv: sample.ivIndex)
+                subsampleStart = protectedStart + range.protectedBytes
+                subsampleCursor += 1
+                blockCursor = 0
+                chainStarted = false
+            }
+            sampleCursor += 1
+            subsampleCursor = 0
+            if sampleCursor < order.count { subsampleStart = fragment.samples[order[sampleCursor]].offset }
+        }
+        return end
+    }
+
+    /// Transforms the runs gathered for the current subsample in one OpenSSL call.
+    private func flush(_ window: UnsafeMutableRawBufferPointer, iv ivIndex: Int32) throws(SegmentCryptoError) {
+        guard !runs.isEmpty, let fragment else { return }
+        defer { runs.removeAll(keepingCapacity: true) }
+        do {
+            if !chainStarted {
+                // ISO/IEC 23001-7 10.4.2: every subsample's chain starts from the IV.
+                let ivStart = Int(ivIndex) * 16
+                try fragment.ivTable.withUnsafeBytes { try cipher.reset(iv: UnsafeRawBufferPointer(rebasing: $0[ivStart..<(ivStart + 16)])) }
+                chainStarted = true
+            }
+            if runs.count == 1 {
+                try cipher.transformBlocksInPlace(UnsafeMutableRawBufferPointer(rebasing: window[runs[0].offset..<(runs[0].offset + runs[0].count)]))
+                return
+            }
+            var gathered = 0
+            for run in runs {
+                scratch.baseAddress!.advanced(by: gathered).copyMemory(from: window.baseAddress!.advanced(by: run.offset), byteCount: run.count)
+                gathered += run.count
+            }
+            try cipher.transformBlocksInPlace(UnsafeMutableRawBufferPointer(rebasing: scratch[0..<gathered]))
+            var scattered = 0
+            for run in runs {
+                window.baseAddress!.advanced(by: run.offset).copyMemory(from: scratch.baseAddress!.advanced(by: scattered), byteCount: run.count)
+                scattered += run.count
+            }
+        } catch {
+            throw .cryptoFailure(segment: segment)
+        }
+    }
+}
