@@ -98,7 +98,11 @@ let package = Package(
         .testTarget(name: "HLSTests", dependencies: ["HLS"], resources: [.copy("Playlists")], swiftSettings: swiftSettings),
         .testTarget(name: "MediaCryptoTests", dependencies: ["MediaCrypto", "StowageCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "KeyDeliveryTests", dependencies: ["KeyDelivery", "StowageCrypto"], swiftSettings: swiftSettings),
-        .testTarget(name: "OfflinePackageTests", dependencies: ["OfflinePackage"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "OfflinePackageTests",
+            dependencies: ["OfflinePackage", "HLS", "MediaCrypto", "StowageCrypto"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "PlaybackTests", dependencies: ["Playback"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeyServerTests",

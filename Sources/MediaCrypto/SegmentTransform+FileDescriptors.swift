@@ -11,6 +11,11 @@ public struct SegmentIOError: Error, Hashable, Sendable, CustomStringConvertible
     /// The `errno` value.
     public let code: Int32
 
+    public init(operation: String, code: Int32) {
+        self.operation = operation
+        self.code = code
+    }
+
     public var description: String {
         "\(operation) failed: \(String(cString: strerror(code)))"
     }

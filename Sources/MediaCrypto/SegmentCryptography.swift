@@ -1,0 +1,106 @@
+public import StowageCrypto
+
+/// The container of a segment, detected from its first bytes.
+public enum SegmentContainer: String, Sendable, Hashable, CaseIterable {
+    /// MPEG-2 transport stream (`.ts`).
+    case transportStream = "ts"
+    /// Fragmented MP4 (`.mp4`, `.m4s`), an init section or a fragment.
+    case fragmentedMP4 = "fmp4"
+    /// Anything else (packed audio, WebVTT, unknown).
+    case other
+
+    /// How many leading bytes ``detect(_:)`` wants to see when the segment is that long.
+    public static let detectionLength = 376
+
+    /// Detects the container from the first bytes of a segment.
+    public static func detect(_ prefix: [UInt8]) -> SegmentContainer {
+        if TransportStreamDetection.looksLikeTransportStream(prefix) { return .transportStream }
+        if FragmentedMP4Detection.looksLikeFragmentedMP4(prefix) { return .fragmentedMP4 }
+        return .other
+    }
+}
+
+/// The HLS encryption methods Stowage can decrypt and produce.
+public enum SegmentEncryptionMethod: String, Sendable, Hashable, CaseIterable {
+    /// Whole-segment AES-128-CBC with PKCS#7 padding.
+    case aes128 = "AES-128"
+    /// Whole-segment AES-256-CBC with PKCS#7 padding.
+    case aes256 = "AES-256"
+    /// Sample encryption: Apple's SAMPLE-AES for MPEG-TS, `cbcs` for fMP4.
+    case sampleAES = "SAMPLE-AES"
+
+    /// The method named by an EXT-X-KEY METHOD value or a command-line spelling (`aes-128`, `sample-aes`).
+    public init?(name: String) {
+        self.init(rawValue: name.uppercased())
+    }
+
+    /// The key length the method takes.
+    public var keyLength: Int { self == .aes256 ? 32 : 16 }
+}
+
+/// Builds the streaming decryptor or encryptor for a segment from its method, container and key.
+public enum SegmentCryptography {
+    /// A decryptor for one media segment.
+    /// - Parameters:
+    ///   - initSection: for SAMPLE-AES fMP4, the rendition's protected init section (as parsed, or as made by
+    ///     `CBCSInitSection.encrypting(clearInit:keyID:constantIV:segment:)` for encryption); required there.
+    ///   - segment: the segment's name, used in errors.
+    public static func decryptor(
+        method: SegmentEncryptionMethod,
+        container: SegmentContainer,
+        key: SecretBytes,
+        iv: [UInt8],
+        initSection: CBCSInitSection? = nil,
+        segment: String
+    ) throws(SegmentCryptoError) -> any SegmentTransform {
+        try transform(.decrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
+    }
+
+    /// An encryptor for one media segment (the inverse of ``decryptor(method:container:key:iv:initSection:segment:)``).
+    public static func encryptor(
+        method: SegmentEncryptionMethod,
+        container: SegmentContainer,
+        key: SecretBytes,
+        iv: [UInt8],
+        initSection: CBCSInitSection? = nil,
+        segment: String
+    ) throws(SegmentCryptoError) -> any SegmentTransform {
+        try transform(.encrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
+    }
+
+    private static func transform(
+        _ direction: AESCBCCipher.Direction,
+        method: SegmentEncryptionMethod,
+        container: SegmentContainer,
+        key: SecretBytes,
+        iv: [UInt8],
+        initSection: CBCSInitSection?,
+        segment: String
+    ) throws(SegmentCryptoError) -> any SegmentTransform {
+        switch method {
+        case .aes128:
+            return try WholeSegmentCipher(method: .aes128, key: key, iv: iv, direction: direction, segment: segment)
+        case .aes256:
+            return try WholeSegmentCipher(method: .aes256, key: key, iv: iv, direction: direction, segment: segment)
+        case .sampleAES:
+            switch container {
+            case .transportStream:
+                return direction == .decrypt
+                    ? try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment)
+                    : try SampleAESTransportStreamEncryptor(key: key, iv: iv, segment: segment)
+            case .fragmentedMP4:
+                guard let initSection else {
+                    throw .unsupportedStream(segment: segment, detail: "SAMPLE-AES fMP4 needs the rendition's init section (--init)")
+                }
+                return direction == .decrypt
+                    ? try CBCSFragmentDecryptor(initSection: initSection, key: key, iv: iv, segment: segment)
+                    : try CBCSFragmentEncryptor(initSection: initSection, key: key, segment: segment)
+            case .other:
+                throw .unsupportedStream(
+                    segment: segment,
+                    detail: "SAMPLE-AES is supported for MPEG-TS and fMP4 segments; this is neither (packed audio is not supported yet)"
+                )
+            }
+        }
+    }
+}

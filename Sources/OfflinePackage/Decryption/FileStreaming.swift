@@ -1,0 +1,135 @@
+import Foundation
+import HLS
+import MediaCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Streams (part of) a file through a segment transform into another file: one buffer of memory, the output written
+/// under a temporary name, fsynced and renamed into place only when whole.
+enum FileStreaming {
+    static let bufferSize = 1 << 20
+
+    static func read(_ url: URL, range: ResolvedByteRange?) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        try forEachChunk(of: url, range: range) { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    static func detectContainer(of url: URL, range: ResolvedByteRange?) throws -> SegmentContainer {
+        let limited =
+            range.map { ResolvedByteRange(offset: $0.offset, length: min($0.length, SegmentContainer.detectionLength)) }
+            ?? ResolvedByteRange(offset: 0, length: SegmentContainer.detectionLength)
+        var prefix: [UInt8] = []
+        try forEachChunk(of: url, range: limited, allowShort: true) { prefix.append(contentsOf: $0) }
+        return SegmentContainer.detect(prefix)
+    }
+
+    static func copy(
+        from source: URL,
+        range: ResolvedByteRange?,
+        to output: URL,
+        report: inout PlaylistDecryption.Report
+    )
+        throws
+    {
+        var read = 0
+        report.bytesWritten += try write(to: output) { emit in
+            try forEachChunk(of: source, range: range) { chunk in
+                read += chunk.count
+                try emit(chunk)
+            }
+        }
+        report.bytesRead += read
+    }
+
+    static func transform(
+        from source: URL,
+        range: ResolvedByteRange?,
+        through transform: any SegmentTransform,
+        to output: URL,
+        report: inout PlaylistDecryption.Report
+    ) throws {
+        var read = 0
+        report.bytesWritten += try write(to: output) { emit in
+            try forEachChunk(of: source, range: range) { chunk in
+                read += chunk.count
+                try transform.process(chunk) { try emit($0) }
+            }
+            try transform.finish { try emit($0) }
+        }
+        report.bytesRead += read
+    }
+
+    /// Calls `body` with consecutive chunks of the file (or of the byte range).
+    private static func forEachChunk(
+        of url: URL,
+        range: ResolvedByteRange?,
+        allowShort: Bool = false,
+        _ body: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw PlaylistDecryptionError.unreadable(path: url.path, reason: String(cString: strerror(errno)))
+        }
+        defer { close(descriptor) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset = range?.offset ?? 0
+        var remaining = range?.length ?? Int.max
+        while remaining > 0 {
+            let count = pread(descriptor, buffer.baseAddress, min(bufferSize, remaining), off_t(offset))
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw PlaylistDecryptionError.unreadable(path: url.path, reason: String(cString: strerror(errno)))
+            }
+            if count == 0 {
+                if range != nil, !allowShort {
+                    throw PlaylistDecryptionError.unreadable(path: url.path, reason: "the file ends before the byte range \(range!) does")
+                }
+                break
+            }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            offset += count
+            remaining -= count
+        }
+    }
+
+    /// Writes through `produce` into a temporary file beside `output`, then fsyncs and renames it into place.
+    /// - Returns: the number of bytes written.
+    private static func write(
+        to output: URL,
+        _ produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws -> Int {
+        let temporary = output.deletingLastPathComponent().appendingPathComponent(".\(output.lastPathComponent).partial")
+        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno))) }
+        var written = 0
+        do {
+            try produce { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                    if count < 0 {
+                        if errno == EINTR { continue }
+                        throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno)))
+                    }
+                    offset += count
+                }
+                written += bytes.count
+            }
+            guard fsync(descriptor) == 0 else { throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno))) }
+        } catch {
+            close(descriptor)
+            unlink(temporary.path)
+            throw error
+        }
+        close(descriptor)
+        guard rename(temporary.path, output.path) == 0 else {
+            unlink(temporary.path)
+            throw PlaylistDecryptionError.output(path: output.path, reason: String(cString: strerror(errno)))
+        }
+        return written
+    }
+}

@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import OfflinePackage
+import StowageCrypto
+
+/// `stowage decrypt PLAYLIST [--key HEX | --key-file FILE] --out DIR`
+struct DecryptCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decrypt",
+        abstract: "Decrypt a local HLS media playlist and its segments into a clear HLS copy.",
+        discussion: """
+            File names are kept; EXT-X-KEY tags are dropped; encrypted EXT-X-MAP init sections are decrypted too.
+            Keys come from --key / --key-file (one key for every EXT-X-KEY), or else from the playlist's own key URIs
+            when they name local files (as with key rotation).
+            Example:
+              stowage decrypt Fixtures/media/fmp4-aes128-openssl/index.m3u8 --out /tmp/clear
+            """
+    )
+
+    @Argument(help: "A media playlist on disk.")
+    var playlist: String
+
+    @Option(help: "The key for every EXT-X-KEY, in hex.")
+    var key: String?
+
+    @Option(help: "A file holding the key: raw bytes, or hex text.")
+    var keyFile: String?
+
+    @Option(help: "The output directory (created if needed).")
+    var out: String
+
+    @Flag(help: "Print the report (or the error) as JSON.")
+    var json = false
+
+    func run() throws {
+        var secret: SecretBytes?
+        if let key {
+            guard let bytes = Hex.decode(key), bytes.count == 16 || bytes.count == 32 else {
+                throw ValidationError("--key must be 32 or 64 hex digits")
+            }
+            secret = SecretBytes(bytes)
+        } else if let keyFile {
+            guard let raw = FileManager.default.contents(atPath: keyFile) else { throw ValidationError("cannot read --key-file \(keyFile)") }
+            if raw.count == 16 || raw.count == 32 {
+                secret = SecretBytes(raw)
+            } else if let bytes = Hex.decode(String(decoding: raw, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+                bytes.count == 16 || bytes.count == 32
+            {
+                secret = SecretBytes(bytes)
+            } else {
+                throw ValidationError("--key-file must hold 16 or 32 raw bytes, or that many as hex")
+            }
+        }
+        let report: PlaylistDecryption.Report
+        do {
+            report = try PlaylistDecryption(key: secret).decrypt(
+                playlistAt: URL(fileURLWithPath: playlist),
+                to: URL(fileURLWithPath: out, isDirectory: true)
+            )
+        } catch {
+            CommandOutput.fail(code: error.code, message: error.description, json: json)
+        }
+        do {
+            if json {
+                let object: [String: Any] = [
+                    "playlist": report.playlist.path, "segments": report.segments,
+                    "initializationSections": report.initializationSections, "bytesRead": report.bytesRead,
+                    "bytesWritten": report.bytesWritten,
+                ]
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                print(String(decoding: data, as: UTF8.self))
+            } else {
+                print("decrypted \(report.segments) segment(s) and \(report.initializationSections) init section(s) into \(report.playlist.path)")
+            }
+        }
+    }
+}
