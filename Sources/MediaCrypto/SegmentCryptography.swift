@@ -26,6 +26,8 @@ public enum SegmentEncryptionMethod: String, Sendable, Hashable, CaseIterable {
     case aes128 = "AES-128"
     /// Whole-segment AES-256-CBC with PKCS#7 padding.
     case aes256 = "AES-256"
+    /// Whole-segment AES-256-CTR, the IV being the initial counter block (as Shaka Player accepts it).
+    case aes256CTR = "AES-256-CTR"
     /// Sample encryption: Apple's SAMPLE-AES for MPEG-TS, `cbcs` for fMP4.
     case sampleAES = "SAMPLE-AES"
 
@@ -35,7 +37,7 @@ public enum SegmentEncryptionMethod: String, Sendable, Hashable, CaseIterable {
     }
 
     /// The key length the method takes.
-    public var keyLength: Int { self == .aes256 ? 32 : 16 }
+    public var keyLength: Int { self == .aes256 || self == .aes256CTR ? 32 : 16 }
 }
 
 /// Builds the streaming decryptor or encryptor for a segment from its method, container and key.
@@ -82,6 +84,8 @@ public enum SegmentCryptography {
             return try WholeSegmentCipher(method: .aes128, key: key, iv: iv, direction: direction, segment: segment)
         case .aes256:
             return try WholeSegmentCipher(method: .aes256, key: key, iv: iv, direction: direction, segment: segment)
+        case .aes256CTR:
+            return try WholeSegmentCipher(method: .aes256CTR, key: key, iv: iv, direction: direction, segment: segment)
         case .sampleAES:
             switch container {
             case .transportStream:

@@ -16,7 +16,7 @@ struct SegmentCommand: ParsableCommand {
     )
 
     struct Options: ParsableArguments {
-        @Option(help: "aes-128, aes-256 or sample-aes.")
+        @Option(help: "aes-128, aes-256, aes-256-ctr or sample-aes.")
         var method: String
 
         @Option(help: "The content key in hex (32 digits; 64 for aes-256).")
@@ -28,7 +28,10 @@ struct SegmentCommand: ParsableCommand {
         )
         var iv: String?
 
-        @Option(help: "For SAMPLE-AES fMP4: the rendition's init section (the protected one for decrypt, the clear one for encrypt).")
+        @Option(
+            name: .customLong("init"),
+            help: "For SAMPLE-AES fMP4: the rendition's init section (the protected one for decrypt, the clear one for encrypt)."
+        )
         var initSection: String?
 
         @Option(help: "For SAMPLE-AES fMP4 encryption: the key ID written in the init section's tenc box (32 hex digits; default all zeros).")
@@ -51,7 +54,7 @@ struct SegmentCommand: ParsableCommand {
                 Examples:
                   stowage segment decrypt --method aes-128 --key 000102030405060708090a0b0c0d0e0f \\
                     --iv 00000000000000000000000000000007 seg_0.ts clear_0.ts
-                  stowage segment decrypt --method sample-aes --key ... --init-section init.mp4 seg_1.m4s -
+                  stowage segment decrypt --method sample-aes --key ... --init init.mp4 seg_1.m4s -
                 """
         )
         @OptionGroup var options: Options
@@ -73,7 +76,7 @@ struct SegmentCommand: ParsableCommand {
 
     static func run(_ options: Options, direction: AESCBCCipher.Direction) throws {
         guard let method = SegmentEncryptionMethod(name: options.method) else {
-            throw ValidationError("--method must be aes-128, aes-256 or sample-aes")
+            throw ValidationError("--method must be aes-128, aes-256, aes-256-ctr or sample-aes")
         }
         guard let keyBytes = Hex.decode(options.key), keyBytes.count == method.keyLength else {
             throw ValidationError("--key must be \(method.keyLength * 2) hex digits for \(method.rawValue)")
@@ -101,7 +104,7 @@ struct SegmentCommand: ParsableCommand {
             guard let path = options.initSection else {
                 CommandOutput.fail(
                     code: "missing_init_section",
-                    message: "SAMPLE-AES fMP4 needs the rendition's init section: pass --init-section FILE",
+                    message: "SAMPLE-AES fMP4 needs the rendition's init section: pass --init FILE",
                     json: false
                 )
             }

@@ -1,5 +1,6 @@
 import Foundation
 import HLS
+import MediaCrypto
 import OfflinePackage
 import StowageCrypto
 import Testing
@@ -134,7 +135,9 @@ struct SampleAESPlaylistDecryptionTests {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-sa-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: out) }
         let report = try PlaylistDecryption().decrypt(
-            playlistAt: Self.shaka.appendingPathComponent("ts-sample-aes-\(codec)/\(stream).m3u8"), to: out)
+            playlistAt: Self.shaka.appendingPathComponent("ts-sample-aes-\(codec)/\(stream).m3u8"),
+            to: out
+        )
         #expect(report.segments == 3)
         for index in 1...3 {
             let name = "\(stream)_\(index).ts"
@@ -149,13 +152,16 @@ struct SampleAESPlaylistDecryptionTests {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-cbcs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: out) }
         let report = try PlaylistDecryption().decrypt(
-            playlistAt: Self.shaka.appendingPathComponent("fmp4-cbcs/\(stream).m3u8"), to: out)
+            playlistAt: Self.shaka.appendingPathComponent("fmp4-cbcs/\(stream).m3u8"),
+            to: out
+        )
         #expect(report.segments == 3)
         #expect(report.initializationSections == 1)
         // The clear init section is the twin's, byte for byte.
         #expect(
             try Data(contentsOf: out.appendingPathComponent("\(stream)_init.mp4"))
-                == Data(contentsOf: Self.shaka.appendingPathComponent("fmp4-clear/\(stream)_init.mp4")))
+                == Data(contentsOf: Self.shaka.appendingPathComponent("fmp4-clear/\(stream)_init.mp4"))
+        )
         let ours = try FFmpeg.frameHashes(of: out.appendingPathComponent("\(stream).m3u8"))
         let twin = try FFmpeg.frameHashes(of: Self.shaka.appendingPathComponent("fmp4-clear/\(stream).m3u8"))
         #expect(ours.count > 50)
@@ -186,5 +192,36 @@ enum FFmpeg {
     struct FFmpegError: Error, CustomStringConvertible {
         let message: String
         var description: String { message }
+    }
+}
+
+/// Shaka Player's AES-256 and AES-256-CTR test stream (Fixtures/golden/shaka-player-hls-aes-256).
+struct AES256PlaylistDecryptionTests {
+    private static let golden = PlaylistDecryptionTests.media.deletingLastPathComponent()
+        .appendingPathComponent("golden/shaka-player-hls-aes-256")
+
+    @Test func decryptsCBCAndCTRSegmentsAndTheEncryptedInitSection() throws {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-aes256-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let report = try PlaylistDecryption().decrypt(playlistAt: Self.golden.appendingPathComponent("media.m3u8"), to: out)
+        #expect(report.segments == 5)
+        #expect(report.initializationSections == 1)
+        let initSection = Array(try Data(contentsOf: out.appendingPathComponent("init.mp4")))
+        #expect(Array(initSection[4..<8]) == Array("ftyp".utf8))
+        let parsedInit = try CBCSInitSection.parse(initSection, segment: "init.mp4")
+        for index in 0..<5 {
+            let name = "segment_\(index).m4s"
+            let bytes = Array(try Data(contentsOf: out.appendingPathComponent(name)))
+            // A segment type box may come first; then moof + mdat.
+            #expect(["styp", "moof"].contains(String(decoding: bytes[4..<8], as: UTF8.self)), "\(name)")
+            let summary = try FragmentedMP4Validator.validate(bytes, initSection: parsedInit, segment: name)
+            #expect(summary.fragmentCount >= 1)
+            #expect(summary.topLevelBoxes["mdat"] == summary.fragmentCount)
+            #expect(summary.sampleCount > 0)
+            #expect(summary.sampleBytes == summary.mediaDataBytes)
+        }
+        // And ffmpeg plays the clear copy from start to end.
+        let frames = try FFmpeg.frameHashes(of: out.appendingPathComponent("media.m3u8"))
+        #expect(frames.count > 100)
     }
 }

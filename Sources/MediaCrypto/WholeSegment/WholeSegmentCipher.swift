@@ -1,7 +1,8 @@
 public import StowageCrypto
 
 /// Whole-segment encryption, METHOD=AES-128 (RFC 8216bis 5.2) or AES-256: AES-CBC over the entire segment with
-/// PKCS#7 padding, the chain restarted for every segment (and for an encrypted EXT-X-MAP).
+/// PKCS#7 padding, the chain restarted for every segment (and for an encrypted EXT-X-MAP); or AES-256-CTR (as Shaka
+/// Player accepts it): the IV is the initial counter block, no padding.
 ///
 /// Streaming: feed chunks as they arrive and receive output through `emit`; memory stays at one internal buffer
 /// of ``chunkSize`` bytes whatever the segment's size.
@@ -16,15 +17,22 @@ public final class WholeSegmentCipher: SegmentTransform {
     public enum Method: String, Sendable, CaseIterable {
         case aes128 = "AES-128"
         case aes256 = "AES-256"
+        case aes256CTR = "AES-256-CTR"
 
         /// The key length the method needs.
         public var keyLength: Int { self == .aes128 ? 16 : 32 }
     }
 
+    /// The OpenSSL cipher behind the method.
+    private enum Engine {
+        case cbc(AESCBCCipher)
+        case ctr(AESCTRCipher)
+    }
+
     /// Input is processed in pieces of at most this many bytes, which bounds the output buffer.
     public static let chunkSize = 256 * 1024
 
-    private let cipher: AESCBCCipher
+    private let engine: Engine
     private let segment: String
     private let output: UnsafeMutableRawBufferPointer
 
@@ -36,7 +44,10 @@ public final class WholeSegmentCipher: SegmentTransform {
         guard key.count == method.keyLength else { throw .invalidKey(segment: segment) }
         guard iv.count == 16 else { throw .invalidIV(segment: segment) }
         do {
-            cipher = try AESCBCCipher(key: key, iv: iv, direction: direction, padding: true)
+            engine =
+                method == .aes256CTR
+                ? .ctr(try AESCTRCipher(key: key, iv: iv))
+                : .cbc(try AESCBCCipher(key: key, iv: iv, direction: direction, padding: true))
         } catch {
             throw .cryptoFailure(segment: segment)
         }
@@ -57,7 +68,10 @@ public final class WholeSegmentCipher: SegmentTransform {
             let piece = UnsafeRawBufferPointer(rebasing: chunk[offset..<min(chunk.count, offset + Self.chunkSize)])
             let written: Int
             do {
-                written = try cipher.update(piece, into: output)
+                switch engine {
+                case .cbc(let cipher): written = try cipher.update(piece, into: output)
+                case .ctr(let cipher): written = try cipher.update(piece, into: output)
+                }
             } catch {
                 throw SegmentCryptoError.cryptoFailure(segment: segment)
             }
@@ -69,6 +83,7 @@ public final class WholeSegmentCipher: SegmentTransform {
     /// Ends the segment: checks (decrypt) or adds (encrypt) the padding.
     /// - Throws: ``SegmentCryptoError/badPadding(segment:)`` or ``SegmentCryptoError/truncatedSegment(segment:)``.
     public func finish(emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard case .cbc(let cipher) = engine else { return }  // CTR has no padding and nothing held back.
         let written: Int
         do {
             written = try cipher.finish(into: output)

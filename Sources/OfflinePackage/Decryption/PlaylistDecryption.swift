@@ -147,7 +147,7 @@ public struct PlaylistDecryption {
         let output = directory.appendingPathComponent(name)
         // RFC 8216bis 4.4.4.5: an EXT-X-MAP under an AES-128 key is itself encrypted with that key.
         var bytes: [UInt8]
-        if let key = section.keys.first, key.method == .aes128 || key.method == .aes256 {
+        if let key = section.keys.first, [.aes128, .aes256, .aes256CTR].contains(key.method) {
             let whole = try supportedMethod(key.method, segment: section.uri)
             let cipher: any SegmentTransform
             do {

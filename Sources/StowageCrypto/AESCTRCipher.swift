@@ -1,0 +1,60 @@
+import COpenSSL
+
+/// Streaming AES-256-CTR (NIST SP 800-38A section 6.5) over one OpenSSL `EVP_CIPHER_CTX`: the IV is the initial
+/// 128-bit counter block, incremented big-endian for each block.
+///
+/// HLS `METHOD=AES-256-CTR`, as Shaka Player accepts it, encrypts a whole segment this way: no padding, so the
+/// output has the input's length and encryption and decryption are the same operation.
+public final class AESCTRCipher {
+    private let context: OpaquePointer
+
+    /// - Parameters:
+    ///   - key: 32 bytes.
+    ///   - iv: the 16-byte initial counter block.
+    /// - Throws: ``CryptoError/invalidKeyLength``, ``CryptoError/invalidIVLength``, ``CryptoError/openSSLFailure``.
+    public init(key: SecretBytes, iv: [UInt8]) throws {
+        guard key.count == 32 else { throw CryptoError.invalidKeyLength }
+        guard iv.count == 16 else { throw CryptoError.invalidIVLength }
+        let cipher = try CipherAlgorithm.aes256CTR.cipher()
+        guard let context = EVP_CIPHER_CTX_new() else { throw LibCrypto.failure(.openSSLFailure) }
+        do {
+            let result = key.withUnsafeBytes { keyBytes in
+                iv.withUnsafeBytes { ivBytes in
+                    EVP_CipherInit_ex(
+                        context,
+                        cipher,
+                        nil,
+                        keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                        ivBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                        1
+                    )
+                }
+            }
+            try LibCrypto.check(result)
+        } catch {
+            EVP_CIPHER_CTX_free(context)
+            throw error
+        }
+        self.context = context
+    }
+
+    deinit {
+        EVP_CIPHER_CTX_free(context)
+    }
+
+    /// Transforms the next bytes of the stream into `output` (at least `input.count` bytes); returns the count written,
+    /// always `input.count`.
+    public func update(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int {
+        precondition(output.count >= input.count, "AESCTRCipher.update needs input.count bytes of output")
+        guard let inputBase = input.baseAddress, let outputBase = output.baseAddress, !input.isEmpty else { return 0 }
+        return try LibCrypto.cipherUpdate(context, input: inputBase, count: input.count, output: outputBase)
+    }
+
+    /// Transforms the next bytes of the stream.
+    public func update(_ input: [UInt8]) throws -> [UInt8] {
+        try [UInt8](unsafeUninitializedCapacity: input.count) { buffer, initializedCount in
+            initializedCount = 0
+            initializedCount = try input.withUnsafeBytes { try update($0, into: UnsafeMutableRawBufferPointer(buffer)) }
+        }
+    }
+}
