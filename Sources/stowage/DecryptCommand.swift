@@ -29,6 +29,9 @@ struct DecryptCommand: ParsableCommand {
     @Option(help: "The output directory (created if needed).")
     var out: String
 
+    @Flag(help: "Flush each written file to disk before renaming it into place (slower).")
+    var sync = false
+
     @Flag(help: "Print the report (or the error) as JSON.")
     var json = false
 
@@ -53,7 +56,7 @@ struct DecryptCommand: ParsableCommand {
         }
         let report: PlaylistDecryption.Report
         do {
-            report = try PlaylistDecryption(key: secret).decrypt(
+            report = try PlaylistDecryption(key: secret, durable: sync).decrypt(
                 playlistAt: URL(fileURLWithPath: playlist),
                 to: URL(fileURLWithPath: out, isDirectory: true)
             )

@@ -7,17 +7,21 @@ import Glibc
 #endif
 
 /// Streams (part of) a file through a segment transform into another file: one buffer of memory, the output written
-/// under a temporary name, fsynced and renamed into place only when whole.
-enum FileStreaming {
+/// under a temporary name and renamed into place only when whole (fsynced first when `durable`).
+struct FileStreaming {
     static let bufferSize = 1 << 20
 
-    static func read(_ url: URL, range: ResolvedByteRange?) throws -> [UInt8] {
+    /// Flush each file to disk before renaming it into place: one disk flush per file, which on ordinary disks costs
+    /// more than the decryption itself.
+    var durable: Bool
+
+    func read(_ url: URL, range: ResolvedByteRange?) throws -> [UInt8] {
         var bytes: [UInt8] = []
         try forEachChunk(of: url, range: range) { bytes.append(contentsOf: $0) }
         return bytes
     }
 
-    static func detectContainer(of url: URL, range: ResolvedByteRange?) throws -> SegmentContainer {
+    func detectContainer(of url: URL, range: ResolvedByteRange?) throws -> SegmentContainer {
         let limited =
             range.map { ResolvedByteRange(offset: $0.offset, length: min($0.length, SegmentContainer.detectionLength)) }
             ?? ResolvedByteRange(offset: 0, length: SegmentContainer.detectionLength)
@@ -26,7 +30,7 @@ enum FileStreaming {
         return SegmentContainer.detect(prefix)
     }
 
-    static func copy(
+    func copy(
         from source: URL,
         range: ResolvedByteRange?,
         to output: URL,
@@ -44,7 +48,7 @@ enum FileStreaming {
         report.bytesRead += read
     }
 
-    static func transform(
+    func transform(
         from source: URL,
         range: ResolvedByteRange?,
         through transform: any SegmentTransform,
@@ -63,7 +67,7 @@ enum FileStreaming {
     }
 
     /// Calls `body` with consecutive chunks of the file (or of the byte range).
-    private static func forEachChunk(
+    private func forEachChunk(
         of url: URL,
         range: ResolvedByteRange?,
         allowShort: Bool = false,
@@ -74,12 +78,12 @@ enum FileStreaming {
             throw PlaylistDecryptionError.unreadable(path: url.path, reason: String(cString: strerror(errno)))
         }
         defer { close(descriptor) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 16)
         defer { buffer.deallocate() }
         var offset = range?.offset ?? 0
         var remaining = range?.length ?? Int.max
         while remaining > 0 {
-            let count = pread(descriptor, buffer.baseAddress, min(bufferSize, remaining), off_t(offset))
+            let count = pread(descriptor, buffer.baseAddress, min(Self.bufferSize, remaining), off_t(offset))
             if count < 0 {
                 if errno == EINTR { continue }
                 throw PlaylistDecryptionError.unreadable(path: url.path, reason: String(cString: strerror(errno)))
@@ -96,9 +100,10 @@ enum FileStreaming {
         }
     }
 
-    /// Writes through `produce` into a temporary file beside `output`, then fsyncs and renames it into place.
+    /// Writes through `produce` into a temporary file beside `output`, then (fsyncs it when `durable` and) renames it
+    /// into place.
     /// - Returns: the number of bytes written.
-    private static func write(
+    private func write(
         to output: URL,
         _ produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws -> Int {
@@ -119,7 +124,9 @@ enum FileStreaming {
                 }
                 written += bytes.count
             }
-            guard fsync(descriptor) == 0 else { throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno))) }
+            guard !durable || fsync(descriptor) == 0 else {
+                throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno)))
+            }
         } catch {
             close(descriptor)
             unlink(temporary.path)

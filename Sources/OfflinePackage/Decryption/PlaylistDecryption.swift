@@ -12,7 +12,7 @@ import Glibc
 /// Segments and init sections keep their file names; the written playlist is the original with its EXT-X-KEY tags
 /// dropped. Keys come from the caller (one key for every EXT-X-KEY), or from the playlist's own key URIs when they
 /// name local files (as with key rotation). Each output file is streamed through the segment's decryptor with one
-/// buffer of memory, written under a temporary name and renamed into place when whole.
+/// buffer of memory, written under a temporary name and renamed into place when whole (see ``durable``).
 public struct PlaylistDecryption {
     /// What was written.
     public struct Report: Sendable, Hashable {
@@ -25,10 +25,16 @@ public struct PlaylistDecryption {
 
     /// The key for every EXT-X-KEY, or nil to read each key from its local key URI.
     public var key: SecretBytes?
+    /// Whether each file is flushed to disk (fsync) before it is renamed into place. Off by default: a clear copy
+    /// can be made again, and a flush per file costs more than decrypting it.
+    public var durable: Bool
 
-    public init(key: SecretBytes? = nil) {
+    public init(key: SecretBytes? = nil, durable: Bool = false) {
         self.key = key
+        self.durable = durable
     }
+
+    private var files: FileStreaming { FileStreaming(durable: durable) }
 
     /// Decrypts the media playlist at `playlistURL` into `directory` (created if needed).
     public func decrypt(playlistAt playlistURL: URL, to directory: URL) throws(PlaylistDecryptionError) -> Report {
@@ -69,12 +75,12 @@ public struct PlaylistDecryption {
                 throw .notLocal(uri: segment.uri)
             }
             if segment.keys.isEmpty {
-                try Self.mapping(output) { try FileStreaming.copy(from: source, range: segment.byteRange, to: output, report: &report) }
+                try Self.mapping(output) { try files.copy(from: source, range: segment.byteRange, to: output, report: &report) }
             } else {
                 let resolvedKey = try primaryKey(of: segment.keys, uri: segment.uri)
                 let method = try supportedMethod(resolvedKey.method, segment: segment.uri)
                 let content = try contentKey(for: resolvedKey, method: method)
-                let container = try Self.mapping(source) { try FileStreaming.detectContainer(of: source, range: segment.byteRange) }
+                let container = try Self.mapping(source) { try files.detectContainer(of: source, range: segment.byteRange) }
                 let transform: any SegmentTransform
                 do {
                     transform = try SegmentCryptography.decryptor(
@@ -89,7 +95,7 @@ public struct PlaylistDecryption {
                     throw .segment(error)
                 }
                 try Self.mapping(output) {
-                    try FileStreaming.transform(from: source, range: segment.byteRange, through: transform, to: output, report: &report)
+                    try files.transform(from: source, range: segment.byteRange, through: transform, to: output, report: &report)
                 }
             }
             segmentNames.append(name)
@@ -158,7 +164,7 @@ public struct PlaylistDecryption {
                     iv: key.iv,
                     segment: section.uri
                 )
-                bytes = try cipher.transform(try FileStreaming.read(source, range: section.byteRange))
+                bytes = try cipher.transform(try files.read(source, range: section.byteRange))
             } catch let error as SegmentCryptoError {
                 throw .segment(error)
             } catch let error as PlaylistDecryptionError {
@@ -167,7 +173,7 @@ public struct PlaylistDecryption {
                 throw .unreadable(path: source.path, reason: "\(error)")
             }
         } else {
-            bytes = try Self.mapping(source) { try FileStreaming.read(source, range: section.byteRange) }
+            bytes = try Self.mapping(source) { try files.read(source, range: section.byteRange) }
         }
         report.bytesRead += bytes.count
         var protection: CBCSInitSection?
