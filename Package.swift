@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.24.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
         // The C surface of OpenSSL 3's libcrypto; every call into it sits in StowageCrypto.
@@ -44,9 +45,9 @@ let package = Package(
         .target(name: "MediaCrypto", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
         .target(
             name: "KeyDelivery",
-            dependencies: ["StowageCrypto", "HLS"],
-            // INTEGRATION-PENDING: Lease/, Audit/, Store/, Crypto/ are being written in dev packages; listed here when they land.
-            sources: ["Protocol", "Device/DeviceIdentifier.swift"],
+            dependencies: ["StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift")],
+            // INTEGRATION-PENDING: Crypto/ is being written in a dev package; listed here when it lands.
+            sources: ["Protocol", "Device", "Lease", "Audit", "Store"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -109,7 +110,7 @@ let package = Package(
         .testTarget(
             name: "KeyDeliveryTests",
             dependencies: ["KeyDelivery", "StowageCrypto"],
-            sources: ["KeyProtocolMessagesTests.swift"],  // INTEGRATION-PENDING
+            sources: ["KeyProtocolMessagesTests.swift", "Lease", "Audit", "Store", "Device"],  // INTEGRATION-PENDING: Crypto/
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -111,19 +111,37 @@ struct FileStreaming {
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno))) }
         var written = 0
+        // Output is gathered into one buffer and written a megabyte at a time: a SAMPLE-AES transport stream is
+        // emitted packet by packet, and a system call per 188 bytes would cost more than the decryption.
+        let pending = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 16)
+        defer { pending.deallocate() }
+        var pendingCount = 0
+        func flush() throws {
+            var offset = 0
+            while offset < pendingCount {
+                let count = Glibc.write(descriptor, pending.baseAddress! + offset, pendingCount - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno)))
+                }
+                offset += count
+            }
+            pendingCount = 0
+        }
         do {
             try produce { bytes in
                 var offset = 0
                 while offset < bytes.count {
-                    let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                    if count < 0 {
-                        if errno == EINTR { continue }
-                        throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno)))
-                    }
+                    let count = min(bytes.count - offset, Self.bufferSize - pendingCount)
+                    UnsafeMutableRawBufferPointer(rebasing: pending[pendingCount..<pendingCount + count])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
+                    pendingCount += count
                     offset += count
+                    if pendingCount == Self.bufferSize { try flush() }
                 }
                 written += bytes.count
             }
+            try flush()
             guard !durable || fsync(descriptor) == 0 else {
                 throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno)))
             }

@@ -1,0 +1,181 @@
+/// Why a lease does not allow playback, or why a lease operation was refused, with a stable code.
+///
+/// Modelled on async-http-client's `HTTPClientError`: a private code enum behind static constructors, so callers
+/// compare ``reason`` and tools read ``code`` (stable snake_case, for JSON and the CLI). The message names the asset
+/// and lease and says what to do; it never contains key material.
+///
+/// ```swift
+/// let evaluation = try store.authorizePlayback(assetId: "movie-1", at: clock.now)
+/// if let error = evaluation.error, error.reason == .clockRollbackDetected { ... }
+/// ```
+public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of refusal. The Swift names match DESIGN.md's codes; ``code`` gives the snake_case form.
+    public enum Reason: String, Sendable, Hashable, CaseIterable {
+        /// The lease ended (its key material was erased after a window closed).
+        case leaseExpired = "lease_expired"
+        /// Playback started and the playback window (`firstPlayedAt + playbackDuration`) has closed, or the lease's
+        /// playback window is empty so playback can never start.
+        case playbackWindowExpired = "playback_window_expired"
+        /// `now >= storageExpiresAt`.
+        case storageWindowExpired = "storage_window_expired"
+        /// The clock is more than 300 s behind the time high-water mark, or was once and no renewal has re-anchored it.
+        case clockRollbackDetected = "clock_rollback_detected"
+        /// `now < issuedAt - 300`.
+        case notYetValid = "not_yet_valid"
+        /// The server confirmed the release of the lease.
+        case released = "released"
+        /// The lease was returned on this device.
+        case returned = "returned"
+        /// No lease on this device covers the asset.
+        case noLease = "no_lease"
+        /// The lease is valid now but ends before the requested duration is over (`verify --for`).
+        case expiresTooSoon = "expires_too_soon"
+        /// A life-cycle event that is not allowed in the lease's state (renewing a returned lease, say).
+        case invalidTransition = "invalid_lease_transition"
+    }
+
+    /// The kind of refusal.
+    public let reason: Reason
+    /// The asset concerned, when known.
+    public let assetId: String?
+    /// The lease concerned, when known.
+    public let leaseId: String?
+    /// The moment the refusal is about (the window's end, the high-water mark, the start of validity), when there is one.
+    public let time: Int64?
+    /// What happened and what to do.
+    public let message: String
+
+    private init(_ reason: Reason, assetId: String?, leaseId: String?, time: Int64?, message: String) {
+        self.reason = reason
+        self.assetId = assetId
+        self.leaseId = leaseId
+        self.time = time
+        self.message = message
+    }
+
+    /// The stable snake_case code, e.g. `clock_rollback_detected`.
+    public var code: String { reason.rawValue }
+
+    public var description: String { "\(code): \(message)" }
+
+    private static func subject(_ lease: LeaseRecord) -> String {
+        "lease \(lease.leaseId) for asset \(lease.assetId)"
+    }
+
+    /// The lease's key material was erased when a window closed.
+    public static func leaseExpired(_ lease: LeaseRecord) -> Self {
+        .init(
+            .leaseExpired,
+            assetId: lease.assetId,
+            leaseId: lease.leaseId,
+            time: nil,
+            message: "The \(subject(lease)) has expired and its keys were erased. Download the keys again while online."
+        )
+    }
+
+    /// The storage window closed at `end`.
+    public static func storageWindowExpired(_ lease: LeaseRecord, end: Int64) -> Self {
+        .init(
+            .storageWindowExpired,
+            assetId: lease.assetId,
+            leaseId: lease.leaseId,
+            time: end,
+            message: "The storage window of the \(subject(lease)) ended at \(end) (Unix time). Renew the lease or download "
+                + "the keys again while online."
+        )
+    }
+
+    /// The playback window closed at `end`.
+    public static func playbackWindowExpired(_ lease: LeaseRecord, end: Int64) -> Self {
+        .init(
+            .playbackWindowExpired,
+            assetId: lease.assetId,
+            leaseId: lease.leaseId,
+            time: end,
+            message: "The playback window of the \(subject(lease)) ended at \(end) (Unix time). Get a new lease while online."
+        )
+    }
+
+    /// The clock reads `now`, more than the leeway behind the high-water mark `mark`, or a rollback found earlier
+    /// (`latched`) has not been cleared by a renewal yet.
+    public static func clockRollbackDetected(_ lease: LeaseRecord?, now: Int64, mark: Int64, latched: Bool = false) -> Self {
+        let what =
+            latched
+            ? "The system clock was set back earlier (this device has seen \(mark)) and time has not been re-anchored since."
+            : "The system clock (\(now)) is behind a time this device has already seen (\(mark)), so it was set back."
+        return .init(
+            .clockRollbackDetected,
+            assetId: lease?.assetId,
+            leaseId: lease?.leaseId,
+            time: mark,
+            message: what + " Correct the clock and renew a lease while online to re-anchor time."
+        )
+    }
+
+    /// The lease starts at `start` (`issuedAt - 300`), later than `now`.
+    public static func notYetValid(_ lease: LeaseRecord, start: Int64) -> Self {
+        .init(
+            .notYetValid,
+            assetId: lease.assetId,
+            leaseId: lease.leaseId,
+            time: start,
+            message: "The \(subject(lease)) is not valid before \(start) (Unix time). Check that the system clock is right."
+        )
+    }
+
+    /// The server confirmed the lease's release.
+    public static func released(_ lease: LeaseRecord) -> Self {
+        .init(
+            .released,
+            assetId: lease.assetId,
+            leaseId: lease.leaseId,
+            time: nil,
+            message: "The \(subject(lease)) was released; its keys are gone. Download the keys again while online."
+        )
+    }
+
+    /// The lease was returned on this device.
+    public static func returned(_ lease: LeaseRecord) -> Self {
+        .init(
+            .returned,
+            assetId: lease.assetId,
+            leaseId: lease.leaseId,
+            time: nil,
+            message: "The \(subject(lease)) was returned; its keys were erased. Download the keys again while online."
+        )
+    }
+
+    /// No lease on this device covers `assetId`.
+    public static func noLease(assetId: String) -> Self {
+        .init(
+            .noLease,
+            assetId: assetId,
+            leaseId: nil,
+            time: nil,
+            message: "No lease on this device covers asset \(assetId). Download its keys while online."
+        )
+    }
+
+    /// The lease ends at `end`, before `required`.
+    public static func expiresTooSoon(_ lease: LeaseRecord, end: Int64, required: Int64) -> Self {
+        .init(
+            .expiresTooSoon,
+            assetId: lease.assetId,
+            leaseId: lease.leaseId,
+            time: end,
+            message: "The \(subject(lease)) ends at \(end) (Unix time), \(required - end) s before the requested time "
+                + "\(required), counting playback as starting now. Renew the lease while online."
+        )
+    }
+
+    /// `event` is not allowed while the lease is in `state`.
+    public static func invalidTransition(leaseId: String, assetId: String?, state: LeaseState, event: String) -> Self {
+        .init(
+            .invalidTransition,
+            assetId: assetId,
+            leaseId: leaseId,
+            time: nil,
+            message: "Cannot \(event) lease \(leaseId) in state \(state.rawValue)."
+        )
+    }
+}

@@ -1,0 +1,127 @@
+/// Where a lease is in its life on this device (see ``LeaseLifecycle`` for the transitions).
+public enum LeaseState: String, Sendable, Codable, Hashable, CaseIterable {
+    /// Received from the key server and verified, not stored yet.
+    case acquired
+    /// Stored for offline playback; playback has not started, so the playback window has not started either.
+    case persisted
+    /// Playback was authorized at least once: `firstPlayedAt` is recorded and the playback window runs.
+    case playing
+    /// A window closed; the key material is erased and a release is queued.
+    case expired
+    /// The user gave the lease back early; the key material is erased and a release is queued.
+    case returned
+    /// The key server confirmed the release. Only the record is left, for the audit journal.
+    case released
+
+    /// Whether the lease still holds key material (the signed payload) on this device.
+    public var holdsKeyMaterial: Bool {
+        switch self {
+        case .acquired, .persisted, .playing: true
+        case .expired, .returned, .released: false
+        }
+    }
+}
+
+/// The terms the key server granted, as in the signed payload (shared/KEY-PROTOCOL.md, `POST /v1/keys`).
+public struct LeaseTerms: Sendable, Hashable, Codable {
+    public var leaseId: String
+    public var assetId: String
+    public var deviceId: String
+    public var keyIds: [String]
+    public var type: LeaseType
+    /// When the server issued the lease; valid from `issuedAt - 300` to allow for clock skew.
+    public var issuedAt: Int64
+    /// End of the storage window (exclusive).
+    public var storageExpiresAt: Int64
+    /// Length of the playback window that starts at first play; nil: no playback window.
+    public var playbackDuration: Int64?
+    /// Last moment a renewal may be asked for; nil: not renewable.
+    public var renewableUntil: Int64?
+
+    public init(
+        leaseId: String,
+        assetId: String,
+        deviceId: String,
+        keyIds: [String],
+        type: LeaseType,
+        issuedAt: Int64,
+        storageExpiresAt: Int64,
+        playbackDuration: Int64?,
+        renewableUntil: Int64?
+    ) {
+        self.leaseId = leaseId
+        self.assetId = assetId
+        self.deviceId = deviceId
+        self.keyIds = keyIds
+        self.type = type
+        self.issuedAt = issuedAt
+        self.storageExpiresAt = storageExpiresAt
+        self.playbackDuration = playbackDuration
+        self.renewableUntil = renewableUntil
+    }
+
+    /// The terms of a decoded payload's lease.
+    public init(_ lease: LeasePayload.Lease) {
+        self.init(
+            leaseId: lease.leaseId,
+            assetId: lease.assetId,
+            deviceId: lease.deviceId,
+            keyIds: lease.keyIds,
+            type: lease.type,
+            issuedAt: lease.issuedAt,
+            storageExpiresAt: lease.storageExpiresAt,
+            playbackDuration: lease.playbackDuration,
+            renewableUntil: lease.renewableUntil
+        )
+    }
+}
+
+/// A lease as the rules see it: the server's terms plus what happened on this device.
+public struct LeaseRecord: Sendable, Hashable {
+    public var terms: LeaseTerms
+    public var state: LeaseState
+    /// When playback was first authorized; nil until then.
+    public var firstPlayedAt: Int64?
+
+    public init(terms: LeaseTerms, state: LeaseState, firstPlayedAt: Int64? = nil) {
+        self.terms = terms
+        self.state = state
+        self.firstPlayedAt = firstPlayedAt
+    }
+
+    public var leaseId: String { terms.leaseId }
+    public var assetId: String { terms.assetId }
+
+    /// End of the playback window (exclusive), once playback has started and if the lease has a playback window.
+    public var playbackEndsAt: Int64? {
+        guard let firstPlayedAt, let duration = terms.playbackDuration else { return nil }
+        return firstPlayedAt.addingClamped(duration)
+    }
+
+    /// When the lease stops being valid as things stand: the earlier of the storage window's end and, once playback
+    /// has started, the playback window's end (dual expiry). Before first play only the storage window bounds it.
+    public var expiresAt: Int64 {
+        min(terms.storageExpiresAt, playbackEndsAt ?? .max)
+    }
+
+    /// When the lease would stop being valid if playback started at `start` (or already started earlier).
+    public func expiresAt(ifFirstPlayedAt start: Int64) -> Int64 {
+        var started = self
+        started.firstPlayedAt = firstPlayedAt ?? start
+        return started.expiresAt
+    }
+
+    /// Whether a renewal may still be asked for at `now`.
+    public func isRenewable(at now: Int64) -> Bool {
+        guard let until = terms.renewableUntil, state.holdsKeyMaterial else { return false }
+        return now < until
+    }
+}
+
+extension Int64 {
+    /// Addition that saturates instead of trapping, since terms come from outside.
+    func addingClamped(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
+    }
+}

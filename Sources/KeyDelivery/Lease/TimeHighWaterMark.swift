@@ -1,0 +1,74 @@
+/// The clock-rollback defence (shared/KEY-PROTOCOL.md, "Client-side lease rules"), as a pure state machine.
+///
+/// The mark is the largest of every `serverTime` received and every local time observed. A local time more than
+/// `leeway` (300 s) below the mark means the clock was set back: that is latched in ``rollbackDetectedAt`` and
+/// playback stays refused, even if the clock is moved forward again, until ``reanchor(serverTime:localTime:)`` runs
+/// after a successful renewal.
+///
+/// ```swift
+/// var mark = TimeHighWaterMark()
+/// mark.observe(serverTime: payload.serverTime)
+/// if mark.observe(localTime: clock.now) == .rollbackDetected { ... }
+/// ```
+public struct TimeHighWaterMark: Sendable, Hashable, Codable {
+    /// What an observation of local time found.
+    public enum Observation: Sendable, Hashable {
+        /// The time is plausible; the mark moved up if the time was later.
+        case consistent
+        /// This observation found the rollback (the first time; it is latched from now on).
+        case rollbackDetected
+        /// A rollback was already latched.
+        case rollbackStillLatched
+    }
+
+    /// The highest trusted time seen so far; nil before the first observation.
+    public private(set) var mark: Int64?
+    /// The local time at which a rollback was found, while it is latched; nil otherwise.
+    public private(set) var rollbackDetectedAt: Int64?
+    /// The leeway below the mark, 300 s by the protocol.
+    public let leeway: Int64
+
+    public init(mark: Int64? = nil, rollbackDetectedAt: Int64? = nil, leeway: Int64 = KeyProtocol.clockLeeway) {
+        self.mark = mark
+        self.rollbackDetectedAt = rollbackDetectedAt
+        self.leeway = leeway
+    }
+
+    /// Whether a rollback is latched.
+    public var isRollbackLatched: Bool { rollbackDetectedAt != nil }
+
+    /// Whether `now` would be refused: a rollback is latched, or `now` is more than `leeway` below the mark.
+    public func isRolledBack(at now: Int64) -> Bool {
+        if isRollbackLatched { return true }
+        guard let mark else { return false }
+        return now < mark.addingClamped(-leeway)
+    }
+
+    /// Records a local clock reading: raises the mark, or latches a rollback if the reading is too far below it.
+    @discardableResult
+    public mutating func observe(localTime now: Int64) -> Observation {
+        if isRollbackLatched { return .rollbackStillLatched }
+        if let mark, now < mark.addingClamped(-leeway) {
+            rollbackDetectedAt = now
+            return .rollbackDetected
+        }
+        mark = max(mark ?? now, now)
+        return .consistent
+    }
+
+    /// Records a `serverTime` from a verified payload: raises the mark. It does not clear a latched rollback; only
+    /// ``reanchor(serverTime:localTime:)`` does.
+    public mutating func observe(serverTime: Int64) {
+        mark = max(mark ?? serverTime, serverTime)
+    }
+
+    /// Re-anchors time after a successful renewal: the mark becomes the server's time (dropping any higher mark a
+    /// clock set into the future left behind), the latch is cleared, and then `localTime` is observed, so a clock
+    /// that is still far behind the server is caught again at once.
+    @discardableResult
+    public mutating func reanchor(serverTime: Int64, localTime: Int64) -> Observation {
+        mark = serverTime
+        rollbackDetectedAt = nil
+        return observe(localTime: localTime)
+    }
+}

@@ -1,0 +1,229 @@
+public import Foundation
+import GRDB
+import StowageCrypto
+
+/// The client key store: leases and their signed payloads, sealed identity keys, the release queue, the time
+/// high-water mark and the audit journal, in the shared `stowage.sqlite` (WAL) of the data directory.
+///
+/// Every operation is one SQLite transaction (`BEGIN IMMEDIATE`, so two processes serialize) that also appends its
+/// audit entries and records the local time it was given (shared/KEY-PROTOCOL.md, "Client-side lease rules": every
+/// local time observed raises the high-water mark). Operations take `now` from the caller's ``Clock``.
+///
+/// No content key is ever written in the clear: lease payloads hold keys wrapped to the device, identity keys are
+/// sealed with AES-256-GCM under a key-encryption key derived from `key-store.secret` (mode 0600) and the machine ID,
+/// erased rows are overwritten (`PRAGMA secure_delete`) and the WAL is checkpointed after an erase.
+///
+/// ```swift
+/// let store = try KeyStore(dataDirectory: home)
+/// _ = try store.persist(VerifiedLeasePayload(response, verifier: verifier), at: clock.now)
+/// let evaluation = try store.authorizePlayback(assetId: "movie-1", at: clock.now)
+/// guard evaluation.isValid else { throw evaluation.error! }
+/// ```
+public final class KeyStore: Sendable {
+    /// The database file, shared with the other modules.
+    public static let databaseFileName = "stowage.sqlite"
+    /// The random 32-byte secret that, with the machine ID, gives the key-encryption key.
+    public static let secretFileName = "key-store.secret"
+
+    /// The data directory.
+    public let dataDirectory: URL
+    let pool: DatabasePool
+    /// The sealer for identity keys, or why there is none (a missing machine ID or secret, another machine). Lease
+    /// operations work either way.
+    private let sealing: Result<LocalKeySealer, any Error>
+
+    /// Opens (creating if needed) the key store in `dataDirectory`.
+    ///
+    /// - Parameters:
+    ///   - dataDirectory: created with mode 0700 if missing; refused if open to group or others.
+    ///   - machineID: the machine's ID; nil reads ``MachineID/system()``.
+    /// - Throws: ``PrivateFileError`` for an unsafe directory, ``KeyStoreError`` if the database cannot be opened.
+    ///   Problems with sealing (no machine ID, a missing secret, another machine) do not throw here but from the
+    ///   identity-key operations, so leases stay usable.
+    public init(dataDirectory: URL, machineID: MachineID? = nil) throws {
+        self.dataDirectory = dataDirectory
+        try PrivateFile.prepareDirectory(dataDirectory.path)
+        let databasePath = dataDirectory.appendingPathComponent(Self.databaseFileName).path
+        var configuration = Configuration()
+        configuration.label = "KeyStore"
+        configuration.busyMode = .timeout(30)
+        configuration.prepareDatabase { db in
+            // Deleted content (erased payloads and sealed keys) is overwritten with zeros, not left in free pages.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: databasePath, configuration: configuration)
+            try KeyStoreSchema.migrator.migrate(pool)
+        } catch let error as DatabaseError {
+            throw KeyStoreError.databaseFailure(error.message ?? "SQLite error \(error.resultCode.rawValue)")
+        }
+        self.pool = pool
+        for suffix in ["", "-wal", "-shm"] { PrivateFile.restrict(databasePath + suffix) }
+        sealing = Result {
+            try Self.makeSealer(
+                secretPath: dataDirectory.appendingPathComponent(Self.secretFileName).path,
+                machineID: machineID,
+                pool: pool
+            )
+        }
+    }
+
+    /// Finds or creates the key-store secret and checks the derived key against the check value stored when the store
+    /// was first set up.
+    private static func makeSealer(secretPath: String, machineID: MachineID?, pool: DatabasePool) throws -> LocalKeySealer {
+        let machine = try machineID ?? MachineID.system()
+        let check = try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT value FROM key_store_meta WHERE name = 'kek_check'")
+                .map { row -> LocalKeySealer.Sealed in
+                    let bytes = [UInt8](row["value"] as Data)
+                    return LocalKeySealer.Sealed(nonce: Array(bytes.prefix(12)), ciphertext: [], tag: Array(bytes.dropFirst(12)))
+                }
+        }
+        var secret = try PrivateFile.readSecret(secretPath, count: LocalKeySealer.secretByteCount)
+        if secret == nil {
+            // Keys were sealed here with a secret that is gone: never make a new one silently.
+            guard check == nil else { throw KeyStoreError.sealingSecretMissing(path: secretPath) }
+            let fresh = try SecretBytes.random(count: LocalKeySealer.secretByteCount)
+            secret =
+                try PrivateFile.createExclusively(secretPath, contents: fresh)
+                ? fresh : PrivateFile.readSecret(secretPath, count: LocalKeySealer.secretByteCount)
+        }
+        guard let secret else { throw KeyStoreError.sealingSecretMissing(path: secretPath) }
+        let sealer = try LocalKeySealer(secret: secret, machineID: machine)
+        if let check {
+            guard sealer.matches(check) else { throw KeyStoreError.sealingKeyMismatch }
+        } else {
+            let value = try sealer.makeCheckValue()
+            try pool.write { db in
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO key_store_meta (name, value) VALUES ('kek_check', ?)",
+                    arguments: [Data(value.nonce + value.tag)]
+                )
+            }
+            // Another process may have set up the store at the same moment with the same secret file.
+            let stored = try pool.read { db in
+                try Row.fetchOne(db, sql: "SELECT value FROM key_store_meta WHERE name = 'kek_check'")
+                    .map { [UInt8]($0["value"] as Data) }
+            }
+            if let stored, !sealer.matches(.init(nonce: Array(stored.prefix(12)), ciphertext: [], tag: Array(stored.dropFirst(12)))) {
+                throw KeyStoreError.sealingKeyMismatch
+            }
+        }
+        return sealer
+    }
+
+    func sealer() throws -> LocalKeySealer {
+        try sealing.get()
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in one `BEGIN IMMEDIATE` transaction, mapping SQLite failures to ``KeyStoreError``.
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.writeWithoutTransaction { db in
+                var result: T?
+                try db.inTransaction(.immediate) {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
+        } catch let error as DatabaseError {
+            throw KeyStoreError.databaseFailure(error.message ?? "SQLite error \(error.resultCode.rawValue)")
+        }
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.read { db in try body(db) }
+        } catch let error as DatabaseError {
+            throw KeyStoreError.databaseFailure(error.message ?? "SQLite error \(error.resultCode.rawValue)")
+        }
+    }
+
+    /// Moves the WAL's content into the database file and truncates the WAL, so erased material does not linger in
+    /// old WAL frames. Best effort: a reader holding an old snapshot can keep frames until it is done.
+    func checkpoint() {
+        _ = try? pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+    }
+
+    /// Runs raw SQL outside the store's rules. For tests that tamper with the tables (the audit journal, say).
+    func executeUncheckedForTesting(_ sql: String) throws {
+        try pool.writeWithoutTransaction { db in try db.execute(sql: sql) }
+    }
+
+    // MARK: - Time
+
+    /// The device's time high-water mark and rollback latch.
+    public func timeHighWaterMark() throws -> TimeHighWaterMark {
+        try read { db in try Self.loadMark(db) }
+    }
+
+    /// Records a local clock reading (raising the mark, or latching a rollback and journaling it).
+    @discardableResult
+    public func observe(localTime now: Int64) throws -> TimeHighWaterMark.Observation {
+        try write { db in try Self.observe(localTime: now, db) }
+    }
+
+    static func loadMark(_ db: Database) throws -> TimeHighWaterMark {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM key_time_anchor WHERE id = 1") else {
+            return TimeHighWaterMark()
+        }
+        return TimeHighWaterMark(mark: row["high_water_mark"], rollbackDetectedAt: row["rollback_detected_at"])
+    }
+
+    static func saveMark(_ mark: TimeHighWaterMark, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO key_time_anchor (id, high_water_mark, rollback_detected_at) VALUES (1, ?, ?) "
+                + "ON CONFLICT(id) DO UPDATE SET high_water_mark = excluded.high_water_mark, "
+                + "rollback_detected_at = excluded.rollback_detected_at",
+            arguments: [mark.mark, mark.rollbackDetectedAt]
+        )
+    }
+
+    @discardableResult
+    static func observe(localTime now: Int64, _ db: Database) throws -> TimeHighWaterMark.Observation {
+        var mark = try loadMark(db)
+        let previous = mark.mark
+        let observation = mark.observe(localTime: now)
+        try saveMark(mark, db)
+        if observation == .rollbackDetected {
+            try AuditJournal.append(
+                db,
+                kind: .rollbackDetected,
+                assetId: nil,
+                leaseId: nil,
+                detail: ["localTime": .integer(now), "highWaterMark": .integer(previous ?? now)],
+                at: now
+            )
+        }
+        return observation
+    }
+
+    // MARK: - Audit journal
+
+    /// Appends an entry for an event the store does not see itself (a streaming lease acquired, say).
+    @discardableResult
+    public func appendAuditEntry(
+        _ kind: AuditEventKind,
+        assetId: String?,
+        leaseId: String?,
+        detail: AuditDetail = [:],
+        at now: Int64
+    ) throws -> AuditEntry {
+        try write { db in try AuditJournal.append(db, kind: kind, assetId: assetId, leaseId: leaseId, detail: detail, at: now) }
+    }
+
+    /// The journal's entries in order, optionally only those about one asset or lease.
+    public func auditEntries(assetId: String? = nil, leaseId: String? = nil) throws -> [AuditEntry] {
+        try read { db in try AuditJournal.entries(db, assetId: assetId, leaseId: leaseId) }
+    }
+
+    /// Checks the whole hash chain; reports the first bad sequence number if an entry was edited, inserted, deleted
+    /// or moved.
+    public func verifyAuditJournal() throws -> AuditVerification {
+        try read { db in try AuditJournal.verify(db) }
+    }
+}

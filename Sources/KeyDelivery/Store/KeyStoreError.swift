@@ -1,0 +1,104 @@
+/// A key store operation that failed, with a stable snake_case code and a message that names the lease, asset or key
+/// URI concerned and says what to do. Messages never contain key material.
+public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    private enum Code: String, Sendable {
+        case machineIDUnavailable = "machine_id_unavailable"
+        case sealingSecretMissing = "sealing_secret_missing"
+        case sealingKeyMismatch = "sealing_key_mismatch"
+        case unknownLease = "unknown_lease"
+        case leaseAlreadyStored = "lease_already_stored"
+        case notPersistent = "lease_not_persistent"
+        case noKeyMaterial = "no_key_material"
+        case identityKeyNotFound = "identity_key_not_found"
+        case identityKeyExpired = "identity_key_expired"
+        case identityKeyDamaged = "identity_key_damaged"
+        case invalidKeyLength = "invalid_key_length"
+        case databaseFailure = "database_failure"
+    }
+
+    private let _code: Code
+    /// What happened and what to do.
+    public let message: String
+
+    private init(_ code: Code, _ message: String) {
+        self._code = code
+        self.message = message
+    }
+
+    /// The stable code, e.g. `sealing_key_mismatch`.
+    public var code: String { _code.rawValue }
+
+    public var description: String { "\(code): \(message)" }
+
+    /// No machine ID could be read.
+    public static func machineIDUnavailable(paths: [String]) -> Self {
+        .init(
+            .machineIDUnavailable,
+            "No machine ID in \(paths.joined(separator: " or ")); sealed keys cannot be used. Run `systemd-machine-id-setup` "
+                + "or create /etc/machine-id."
+        )
+    }
+
+    /// The data directory's key-store secret is gone although keys were sealed with it (a copied directory, say).
+    public static func sealingSecretMissing(path: String) -> Self {
+        .init(
+            .sealingSecretMissing,
+            "The key store secret \(path) is missing, so the keys sealed in this data directory cannot be opened. A data "
+                + "directory does not work when copied without it or to another machine; download the keys again."
+        )
+    }
+
+    /// The key-encryption key derived here is not the one the keys were sealed with: another machine ID or secret.
+    public static var sealingKeyMismatch: Self {
+        .init(
+            .sealingKeyMismatch,
+            "The sealed keys in this data directory were sealed on another machine (or with another key store secret) and "
+                + "do not open here. Download the keys again on this machine."
+        )
+    }
+
+    /// No lease with this ID is stored.
+    public static func unknownLease(_ leaseId: String) -> Self {
+        .init(.unknownLease, "No lease \(leaseId) is stored on this device.")
+    }
+
+    /// A different payload for this lease is already stored; renew it instead.
+    public static func leaseAlreadyStored(_ leaseId: String) -> Self {
+        .init(.leaseAlreadyStored, "Lease \(leaseId) is already stored; a new payload for it must come through a renewal.")
+    }
+
+    /// A streaming lease is kept in memory only and never stored.
+    public static func notPersistent(_ leaseId: String) -> Self {
+        .init(.notPersistent, "Lease \(leaseId) is a streaming lease; only persistent leases are stored for offline playback.")
+    }
+
+    /// The lease's key material was erased.
+    public static func noKeyMaterial(_ leaseId: String) -> Self {
+        .init(.noKeyMaterial, "The key material of lease \(leaseId) was erased; download the keys again while online.")
+    }
+
+    /// No sealed key is stored for this URI.
+    public static func identityKeyNotFound(uri: String) -> Self {
+        .init(.identityKeyNotFound, "No key is stored for \(uri); download the asset's keys again while online.")
+    }
+
+    /// The sealed key's local lifetime ended.
+    public static func identityKeyExpired(uri: String, expiresAt: Int64) -> Self {
+        .init(.identityKeyExpired, "The stored key for \(uri) expired at \(expiresAt) (Unix time); download it again while online.")
+    }
+
+    /// The sealed key does not open although the key-encryption key is right: its row was altered.
+    public static func identityKeyDamaged(uri: String) -> Self {
+        .init(.identityKeyDamaged, "The stored key for \(uri) is damaged or was altered; download it again while online.")
+    }
+
+    /// A content key of another length than 16 or 32 bytes.
+    public static func invalidKeyLength(uri: String, count: Int) -> Self {
+        .init(.invalidKeyLength, "The key for \(uri) has \(count) bytes; content keys have 16 (or 32) bytes.")
+    }
+
+    /// SQLite failed.
+    public static func databaseFailure(_ detail: String) -> Self {
+        .init(.databaseFailure, "The key store database failed: \(detail). Check free disk space and the data directory's permissions.")
+    }
+}

@@ -1,0 +1,57 @@
+/// A lease as the key store keeps it: the record the rules judge, plus what the store knows about its history.
+public struct StoredLease: Sendable, Hashable {
+    /// Terms, state and `firstPlayedAt`.
+    public var record: LeaseRecord
+    /// Whether the signed payload (the keys wrapped to this device) is still stored.
+    public var hasKeyMaterial: Bool
+    /// When the lease was first stored (local time).
+    public var persistedAt: Int64
+    /// When the last renewal was stored; nil if never renewed.
+    public var renewedAt: Int64?
+    /// How many renewals were stored.
+    public var renewalCount: Int
+    /// When the key material was erased (expiry or return); nil while it is held.
+    public var endedAt: Int64?
+    /// When the server confirmed the release; nil until then.
+    public var releasedAt: Int64?
+
+    public var leaseId: String { record.leaseId }
+    public var assetId: String { record.assetId }
+    public var state: LeaseState { record.state }
+}
+
+/// A release waiting to be sent (`POST /v1/leases/LEASE_ID/release`), kept until the server confirms it.
+public struct PendingRelease: Sendable, Hashable {
+    public var leaseId: String
+    public var assetId: String
+    /// The device the lease was issued to, for the request body.
+    public var deviceId: String
+    /// When the key material was erased: the request's `deletedAt`.
+    public var deletedAt: Int64
+    /// When the release was queued.
+    public var queuedAt: Int64
+    /// How many sends failed so far.
+    public var attempts: Int
+    /// The last failure, as text.
+    public var lastError: String?
+    /// When the last send was tried.
+    public var lastAttemptAt: Int64?
+
+    /// The request body to send, with a fresh `nonce` (base64 of 16 random bytes) from the caller.
+    public func request(nonce: String) -> ReleaseRequest {
+        ReleaseRequest(leaseId: leaseId, deviceId: deviceId, nonce: nonce, deletedAt: deletedAt)
+    }
+}
+
+/// What ``KeyStore/purgeExpired(at:)`` erased.
+public struct PurgeReport: Sendable, Hashable {
+    /// Leases whose key material was erased because a window closed (their releases are queued).
+    public var expiredLeaseIds: [String]
+    /// Key URIs whose sealed keys reached the end of their local lifetime.
+    public var erasedIdentityKeyURIs: [String]
+
+    public init(expiredLeaseIds: [String], erasedIdentityKeyURIs: [String]) {
+        self.expiredLeaseIds = expiredLeaseIds
+        self.erasedIdentityKeyURIs = erasedIdentityKeyURIs
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import StowageCrypto
+import Testing
+
+@testable import KeyDelivery
+
+struct IdentityKeySealingTests {
+    let key = SecretBytes(Hex.decode("00112233445566778899aabbccddeeff")!)
+
+    @Test func aSealedKeyOpensWithTheRightMachineID() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", at: 1_000)
+        #expect(try store.identityKey(uri: "https://keys.example/k1", at: 1_000) == key)
+        // Default local lifetime: no expiry.
+        #expect(try store.identityKey(uri: "https://keys.example/k1", at: .max) == key)
+        let reopened = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        #expect(try reopened.identityKey(uri: "https://keys.example/k1", at: 2_000) == key)
+        #expect(try reopened.identityKeyURIs(assetId: "movie-1") == ["https://keys.example/k1"])
+        let secret = temporary.dataDirectory.appendingPathComponent(KeyStore.secretFileName)
+        #expect(try mode(of: secret) == 0o600)
+        #expect(try Data(contentsOf: secret).count == 32)
+    }
+
+    @Test func anotherMachineIDDoesNotOpenIt() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+            .storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", at: 1_000)
+        let elsewhere = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: MachineID("ffffffffffffffffffffffffffffffff"))
+        let error = #expect(throws: KeyStoreError.self) { try elsewhere.identityKey(uri: "https://keys.example/k1", at: 1_000) }
+        #expect(error?.code == "sealing_key_mismatch")
+        #expect(throws: KeyStoreError.self) { try elsewhere.storeIdentityKey(key, uri: "https://keys.example/k2", assetId: "m", at: 1_000) }
+        // Leases still work there.
+        #expect(try elsewhere.leases().isEmpty)
+    }
+
+    @Test func aDirectoryCopiedWithoutItsSecretDoesNotOpen() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+            .storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", at: 1_000)
+        let copy = temporary.url.appendingPathComponent("copy", isDirectory: true)
+        try FileManager.default.copyItem(at: temporary.dataDirectory, to: copy)
+        try FileManager.default.removeItem(at: copy.appendingPathComponent(KeyStore.secretFileName))
+        let copied = try KeyStore(dataDirectory: copy, machineID: testMachineID)
+        let error = #expect(throws: KeyStoreError.self) { try copied.identityKey(uri: "https://keys.example/k1", at: 1_000) }
+        #expect(error?.code == "sealing_secret_missing")
+        // No new secret is made behind the user's back.
+        #expect(!FileManager.default.fileExists(atPath: copy.appendingPathComponent(KeyStore.secretFileName).path))
+        // With the secret but on another machine: still no.
+        let fullCopy = temporary.url.appendingPathComponent("full-copy", isDirectory: true)
+        try FileManager.default.copyItem(at: temporary.dataDirectory, to: fullCopy)
+        let otherMachine = try KeyStore(dataDirectory: fullCopy, machineID: MachineID("another-machine"))
+        #expect(throws: KeyStoreError.self) { try otherMachine.identityKey(uri: "https://keys.example/k1", at: 1_000) }
+    }
+
+    @Test func aSecretFileOpenToOthersIsRefused() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        _ = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let secret = temporary.dataDirectory.appendingPathComponent(KeyStore.secretFileName)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: secret.path)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let error = #expect(throws: PrivateFileError.self) { try store.storeIdentityKey(key, uri: "u", assetId: "a", at: 1) }
+        #expect(error?.code == "insecure_permissions")
+    }
+
+    @Test func localLifetimeIsEnforced() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", expiresAt: 5_000, at: 1_000)
+        #expect(try store.identityKey(uri: "https://keys.example/k1", at: 4_999) == key)
+        let error = #expect(throws: KeyStoreError.self) { try store.identityKey(uri: "https://keys.example/k1", at: 5_000) }
+        #expect(error?.code == "identity_key_expired")
+        // A clock set back cannot stretch a local lifetime.
+        try store.observe(localTime: 6_000)
+        try store.observe(localTime: 4_000)
+        #expect(throws: LeaseError.self) { try store.identityKey(uri: "https://keys.example/k1", at: 4_000) }
+        #expect(throws: KeyStoreError.self) { try store.identityKey(uri: "https://keys.example/none", at: 4_000) }
+    }
+
+    @Test func anAlteredRowDoesNotOpen() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", expiresAt: 5_000, at: 1_000)
+        // Stretching the local lifetime in the database breaks the seal (the expiry is associated data).
+        try store.executeUncheckedForTesting("UPDATE key_identity_keys SET expires_at = 9000")
+        let error = #expect(throws: KeyStoreError.self) { try store.identityKey(uri: "https://keys.example/k1", at: 6_000) }
+        #expect(error?.code == "identity_key_damaged")
+    }
+
+    @Test func onlyContentKeyLengthsAreAccepted() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let error = #expect(throws: KeyStoreError.self) { try store.storeIdentityKey(SecretBytes([1, 2, 3]), uri: "u", assetId: "a", at: 1) }
+        #expect(error?.code == "invalid_key_length")
+    }
+
+    @Test func theSystemMachineIDIsReadWhenPresent() throws {
+        guard MachineID.systemPaths.contains(where: { FileManager.default.fileExists(atPath: $0) }) else { return }
+        let id = try MachineID.system()
+        #expect(!id.value.isEmpty && !id.value.contains("\n"))
+    }
+}
