@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
     ],
     targets: [
         // The C surface of OpenSSL 3's libcrypto; every call into it sits in StowageCrypto.
@@ -46,8 +47,6 @@ let package = Package(
         .target(
             name: "KeyDelivery",
             dependencies: ["StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift")],
-            // INTEGRATION-PENDING: Crypto/ is being written in a dev package; listed here when it lands.
-            sources: ["Protocol", "Device", "Lease", "Audit", "Store"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -76,9 +75,12 @@ let package = Package(
             dependencies: [
                 "KeyDelivery", "StowageCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            // INTEGRATION-PENDING: the server is being written in a dev package; listed here when it lands.
-            sources: ["KeyServerError.swift"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -101,7 +103,6 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["KeyServerCommand.swift"],  // INTEGRATION-PENDING
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "StowageCryptoTests", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
@@ -110,7 +111,6 @@ let package = Package(
         .testTarget(
             name: "KeyDeliveryTests",
             dependencies: ["KeyDelivery", "StowageCrypto"],
-            sources: ["KeyProtocolMessagesTests.swift", "Lease", "Audit", "Store", "Device"],  // INTEGRATION-PENDING: Crypto/
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -126,8 +126,10 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "StowageCrypto",
             ],
-            sources: ["KeyServerErrorTests.swift"],  // INTEGRATION-PENDING
             swiftSettings: swiftSettings
         ),
         // End to end: the origin over loopback, inspection over HTTP, and the `stowage` executable as a user runs it.

@@ -10,6 +10,8 @@ struct Stowage: AsyncParsableCommand {
             Data directory: $STOWAGE_HOME, else $XDG_DATA_HOME/stowage, else ~/.local/share/stowage.
             Documentation: README.md and docs/ in the source tree.
             """,
-        subcommands: [InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self]
+        subcommands: [
+            InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self,
+        ]
     )
 }

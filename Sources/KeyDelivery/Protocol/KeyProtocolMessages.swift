@@ -33,6 +33,11 @@ public enum KeyProtocol {
     public static func isValidKeyID(_ id: String) -> Bool {
         id.utf8.count == 32 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
+
+    /// Whether a string is a device ID as the protocol writes it: 32 lowercase hex digits ("Device identity").
+    public static func isValidDeviceID(_ id: String) -> Bool {
+        isValidKeyID(id)
+    }
 }
 
 /// A lease type: kept for offline playback, or in memory only for streaming.
@@ -206,6 +211,13 @@ public struct ReleaseRequest: Sendable, Codable, Hashable {
         self.nonce = nonce
         self.deletedAt = deletedAt
     }
+}
+
+/// `POST /v1/leases/LEASE_ID/release` response: `{"released": true}`, also for a lease released before.
+public struct ReleaseResponse: Sendable, Codable, Hashable {
+    public var released: Bool
+
+    public init(released: Bool = true) { self.released = released }
 }
 
 /// `GET /v1/server-key` response.

@@ -1,0 +1,167 @@
+import Foundation
+import KeyDelivery
+public import StowageCrypto
+
+/// The key server's data directory: its keys, its configuration and its database.
+///
+/// | file | holds |
+/// |---|---|
+/// | `signing-key.ed25519` | the Ed25519 seed that signs lease payloads: 32 raw bytes, mode 0600 |
+/// | `master-key` | the key content keys are sealed under at rest: 32 raw bytes, mode 0600 |
+/// | `token-secret` | the HS256 key of entitlement tokens (its exact bytes), mode 0600 |
+/// | `config.json` | policies, the default policy, rate limits (docs/key-server.md) |
+/// | `keyserver.sqlite` | assets and sealed keys, devices, leases, nonces, audit log (WAL) |
+///
+/// ```swift
+/// let directory = try KeyServerDataDirectory.initialize(at: "/var/lib/stowage-keys")
+/// try await directory.addAsset(id: "movie-1", keyID: "000102030405060708090a0b0c0d0e0f", key: contentKey)
+/// let token = try await directory.makeToken(subject: "alice", assets: ["movie-1"], ttl: 3600)
+/// ```
+public struct KeyServerDataDirectory: Sendable {
+    public static let signingKeyFile = "signing-key.ed25519"
+    public static let masterKeyFile = "master-key"
+    public static let tokenSecretFile = "token-secret"
+    public static let configurationFile = "config.json"
+    public static let databaseFile = "keyserver.sqlite"
+
+    /// The directory.
+    public let path: String
+
+    /// A data directory at `path` (not checked until used).
+    public init(path: String) {
+        self.path = path
+    }
+
+    /// The path of a file of the directory.
+    public func path(of file: String) -> String {
+        (path as NSString).appendingPathComponent(file)
+    }
+
+    /// Creates the directory (mode 0700) with fresh random keys (mode 0600), a `config.json` holding the default
+    /// policy (storage 30 days, playback 48 hours, renewable, 3 devices) and an empty database.
+    ///
+    /// Files that already exist are kept, never overwritten, so running it again is harmless.
+    ///
+    /// - Returns: The directory.
+    /// - Throws: ``KeyServerSetupError`` or a file system error.
+    @discardableResult
+    public static func initialize(at path: String) throws -> KeyServerDataDirectory {
+        let directory = KeyServerDataDirectory(path: path)
+        let fileManager = FileManager.default
+        var isDirectory: ObjCBool = false
+        if !fileManager.fileExists(atPath: path, isDirectory: &isDirectory) {
+            try fileManager.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } else if !isDirectory.boolValue {
+            throw KeyServerSetupError.notInitialized(path)
+        }
+        for file in [signingKeyFile, masterKeyFile, tokenSecretFile] where !fileManager.fileExists(atPath: directory.path(of: file)) {
+            try SecretFile.create(directory.path(of: file), bytes: SecretBytes.random(count: 32))
+        }
+        let configurationPath = directory.path(of: configurationFile)
+        if !fileManager.fileExists(atPath: configurationPath) {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try (encoder.encode(KeyServerConfiguration()) + Data("\n".utf8)).write(to: URL(fileURLWithPath: configurationPath))
+        }
+        _ = try directory.openStore()
+        return directory
+    }
+
+    /// Reads and checks `config.json`.
+    ///
+    /// - Throws: ``KeyServerSetupError`` (`not_initialized`, `invalid_configuration`).
+    public func loadConfiguration() throws -> KeyServerConfiguration {
+        let file = path(of: Self.configurationFile)
+        guard let data = FileManager.default.contents(atPath: file) else { throw KeyServerSetupError.notInitialized(path) }
+        let configuration: KeyServerConfiguration
+        do {
+            configuration = try JSONDecoder().decode(KeyServerConfiguration.self, from: data)
+        } catch {
+            throw KeyServerSetupError.invalidConfiguration("\(error)")
+        }
+        try configuration.validate()
+        return configuration
+    }
+
+    /// The payload signing key from `signing-key.ed25519`.
+    ///
+    /// - Throws: ``KeyServerSetupError`` when it is missing, readable by others, or not 32 bytes.
+    public func loadSigningKey() throws -> Ed25519.PrivateKey {
+        let file = path(of: Self.signingKeyFile)
+        do {
+            return try Ed25519.PrivateKey(rawRepresentation: SecretFile.read(file, byteCount: 32, directory: path))
+        } catch let error as CryptoError {
+            throw KeyServerSetupError.invalidKeyFile(file, error.description)
+        }
+    }
+
+    func loadMasterKey() throws -> SecretBytes {
+        try SecretFile.read(path(of: Self.masterKeyFile), byteCount: 32, directory: path)
+    }
+
+    func loadTokenSecret() throws -> SecretBytes {
+        try SecretFile.read(path(of: Self.tokenSecretFile), directory: path)
+    }
+
+    /// Opens the SQLite store, creating and migrating it if needed.
+    public func openStore() throws -> SQLiteKeyServerStore {
+        try SQLiteKeyServerStore(path: path(of: Self.databaseFile))
+    }
+
+    /// Adds a content key to an asset (creating the asset), sealed under the master key.
+    ///
+    /// Adding the same key again is harmless; giving a key ID of the asset another key is refused, since clients may
+    /// already hold content encrypted with the first. A `policy` changes the asset's policy; nil keeps it (or, for a new
+    /// asset, takes the default policy).
+    ///
+    /// - Parameters:
+    ///   - id: The asset ID, `[A-Za-z0-9._-]{1,128}`.
+    ///   - keyID: 32 lowercase hex digits.
+    ///   - key: The 16-byte content key.
+    ///   - policy: A policy name of `config.json`.
+    ///   - clock: Gives the asset's creation time.
+    /// - Throws: ``KeyServerSetupError`` (`invalid_asset_id`, `invalid_key_id`, `invalid_content_key`, `unknown_policy`,
+    ///   `key_conflict`, or a file error), or the database's error.
+    public func addAsset(id: String, keyID: String, key: SecretBytes, policy: String? = nil, clock: KeyServerClock = .system) async throws {
+        guard KeyProtocol.isValidAssetID(id) else {
+            throw KeyServerSetupError(.invalidAssetID, "asset ID \"\(id)\" must match [A-Za-z0-9._-]{1,128}")
+        }
+        guard KeyProtocol.isValidKeyID(keyID) else {
+            throw KeyServerSetupError(.invalidKeyID, "key ID \"\(keyID)\" must be 32 lowercase hex digits (16 bytes)")
+        }
+        guard key.count == KeyWrapping.contentKeyByteCount else {
+            throw KeyServerSetupError(.invalidContentKey, "the content key must be 16 bytes (32 hex digits), not \(key.count)")
+        }
+        let configuration = try loadConfiguration()
+        if let policy, configuration.policies[policy] == nil {
+            throw KeyServerSetupError.unknownPolicy(policy, known: Array(configuration.policies.keys))
+        }
+        let sealer = try ContentKeySealer(masterKey: loadMasterKey())
+        let store = try openStore()
+        let existing = try await store.asset(id: id)
+        if let stored = try await store.contentKeys(assetID: id, keyIDs: [keyID]).first {
+            guard (try? sealer.open(stored)) == key else {
+                throw KeyServerSetupError(.keyConflict, "asset \(id) already has a different key \(keyID); choose a new key ID")
+            }
+        }
+        let asset = AssetRecord(
+            id: id,
+            policy: policy ?? existing?.policy ?? configuration.defaultPolicy,
+            createdAt: existing?.createdAt ?? clock.now
+        )
+        try await store.saveAsset(asset, keys: [sealer.seal(key, assetID: id, keyID: keyID)])
+    }
+
+    /// Signs an entitlement token with `token-secret`, as the service that sells the content would.
+    ///
+    /// - Parameters:
+    ///   - subject: The account (`sub`).
+    ///   - assets: The asset IDs it may play, or `["*"]`.
+    ///   - ttl: Seconds until it expires (`exp`).
+    ///   - clock: Gives the current time.
+    /// - Returns: The compact JWT.
+    public func makeToken(subject: String, assets: [String], ttl: Int64, clock: KeyServerClock = .system) async throws -> String {
+        let verifier = await EntitlementVerifier(secret: try loadTokenSecret())
+        return try await verifier.makeToken(subject: subject, assets: assets, ttl: ttl, now: clock.now)
+    }
+}

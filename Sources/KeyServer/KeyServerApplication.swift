@@ -1,0 +1,134 @@
+public import Foundation
+public import Hummingbird
+public import Logging
+import NIOCore
+import ServiceLifecycle
+public import StowageCrypto
+
+/// The key server: the Stowage Key Delivery Protocol (shared/KEY-PROTOCOL.md) over HTTP, on Hummingbird 2.
+///
+/// It binds 127.0.0.1 by default and an OS-assigned port when `port` is 0; ``run(host:port:onListening:)`` reports the
+/// address once the socket is bound and serves until the calling task is cancelled, then shuts down gracefully.
+///
+/// ```swift
+/// let directory = try KeyServerDataDirectory.initialize(at: "/var/lib/stowage-keys")
+/// let server = try await KeyServerApplication(dataDirectory: directory)
+/// try await server.run { address in print("listening on \(address.baseURL)") }
+/// ```
+public struct KeyServerApplication: Sendable {
+    /// The address the server listens on.
+    public struct Address: Sendable, Hashable {
+        public var host: String
+        public var port: Int
+
+        /// `http://HOST:PORT`
+        public var baseURL: URL { URL(string: "http://\(host):\(port)")! }
+    }
+
+    let service: KeyService
+    private let logger: Logger
+
+    /// Opens a data directory made by ``KeyServerDataDirectory/initialize(at:)``: its keys, `config.json` and database.
+    ///
+    /// - Parameters:
+    ///   - dataDirectory: The key server's data directory.
+    ///   - clock: Where the server reads the time; tests pass a clock they can move.
+    ///   - logger: The server's logger; by default only warnings and errors are logged.
+    /// - Throws: ``KeyServerSetupError`` when a file is missing, unreadable, too open or invalid; the database's error.
+    public init(dataDirectory: KeyServerDataDirectory, clock: KeyServerClock = .system, logger: Logger? = nil) async throws {
+        // The configuration first: it says "not initialized" when the directory is not a key server's.
+        let configuration = try dataDirectory.loadConfiguration()
+        try await self.init(
+            store: dataDirectory.openStore(),
+            configuration: configuration,
+            signingKey: dataDirectory.loadSigningKey(),
+            masterKey: dataDirectory.loadMasterKey(),
+            tokenSecret: dataDirectory.loadTokenSecret(),
+            clock: clock,
+            logger: logger
+        )
+    }
+
+    /// A server over any store and explicit secrets (for another database, or tests).
+    ///
+    /// - Parameters:
+    ///   - store: Where assets, devices, leases, nonces and the audit log live.
+    ///   - configuration: Policies, rate limit, request size limit.
+    ///   - signingKey: The Ed25519 key that signs lease payloads.
+    ///   - masterKey: The 32-byte key content keys are sealed under in `store`.
+    ///   - tokenSecret: The HS256 key of entitlement tokens.
+    ///   - clock: Where the server reads the time.
+    ///   - logger: The server's logger.
+    /// - Throws: ``KeyServerSetupError`` for an invalid configuration or master key.
+    public init(
+        store: any KeyServerStore,
+        configuration: KeyServerConfiguration,
+        signingKey: Ed25519.PrivateKey,
+        masterKey: SecretBytes,
+        tokenSecret: SecretBytes,
+        clock: KeyServerClock = .system,
+        logger: Logger? = nil
+    ) async throws {
+        try configuration.validate()
+        var fallback = Logger(label: "stowage.keyserver")
+        fallback.logLevel = .warning
+        let logger = logger ?? fallback
+        let sealer: ContentKeySealer
+        do {
+            sealer = try ContentKeySealer(masterKey: masterKey)
+        } catch {
+            throw KeyServerSetupError.invalidKeyFile(KeyServerDataDirectory.masterKeyFile, "the master key must be 32 bytes")
+        }
+        self.logger = logger
+        self.service = KeyService(
+            store: CachingKeyServerStore(store, clock: clock),
+            configuration: configuration,
+            signingKey: signingKey,
+            sealer: sealer,
+            entitlement: await EntitlementVerifier(secret: tokenSecret),
+            rateLimiter: RequestRateLimiter(configuration.rateLimit),
+            clock: clock,
+            logger: logger
+        )
+    }
+
+    /// The public key clients pin to verify lease payloads (also served at `GET /v1/server-key`).
+    public var serverPublicKey: Ed25519.PublicKey { service.signingKey.publicKey }
+
+    /// The protocol's routes, for running in another Hummingbird application or in `HummingbirdTesting`.
+    public func makeRouter() -> Router<BasicRequestContext> {
+        KeyServerRoutes.makeRouter(service: service)
+    }
+
+    /// Serves until the calling task is cancelled, then shuts down gracefully (open requests finish).
+    ///
+    /// - Parameters:
+    ///   - host: The address to bind; loopback by default (plain HTTP belongs on loopback only: put TLS in front
+    ///     otherwise).
+    ///   - port: The port; 0 lets the OS pick a free one.
+    ///   - onListening: Called once with the bound address (with the real port when 0 was asked for).
+    /// - Throws: The server's error when it cannot bind.
+    public func run(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        onListening: @escaping @Sendable (Address) async -> Void = { _ in }
+    ) async throws {
+        let app = Application(
+            router: makeRouter(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "stowage-keyserver"),
+            onServerRunning: { channel in
+                await onListening(Address(host: host, port: channel.localAddress?.port ?? 0))
+            },
+            logger: logger
+        )
+        // The service group runs in its own task so that cancelling the caller becomes a graceful shutdown rather than
+        // a cancellation of every open connection (the pattern of OriginServer's Origin).
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+        let runner = Task { try await group.run() }
+        try await withTaskCancellationHandler {
+            try await runner.value
+        } onCancel: {
+            Task { await group.triggerGracefulShutdown() }
+        }
+    }
+}

@@ -1,0 +1,405 @@
+import Foundation
+import KeyDelivery
+import Logging
+import StowageCrypto
+
+/// The protocol's operations, free of HTTP: each takes the request as received (body bytes, signature header, bearer
+/// token) and returns the answer or throws a ``KeyServerError`` (shared/KEY-PROTOCOL.md).
+///
+/// Every operation writes one audit record: the issuance, renewal or release in the same transaction as the lease, or
+/// the refusal with its code.
+struct KeyService: Sendable {
+    /// shared/KEY-PROTOCOL.md, "Authentication": a nonce seen in the last 24 hours is a replay.
+    static let replayWindow: Int64 = 86_400
+    /// Bounds the work one request can ask for.
+    static let maxKeysPerRequest = 64
+
+    let store: any KeyServerStore
+    let configuration: KeyServerConfiguration
+    let signingKey: Ed25519.PrivateKey
+    let sealer: ContentKeySealer
+    let entitlement: EntitlementVerifier
+    let rateLimiter: RequestRateLimiter
+    let clock: KeyServerClock
+    let logger: Logger
+
+    /// `GET /v1/server-key`.
+    var serverKey: ServerKeyResponse { ServerKeyResponse(signingKey: StrictBase64.encode(signingKey.publicKey.rawRepresentation)) }
+
+    // MARK: POST /v1/keys
+
+    /// Issues a lease on the requested keys, wrapped to the requesting device and signed.
+    func requestKeys(body: [UInt8], signature: String?, authorization: String?) async throws -> SignedPayload {
+        let now = clock.now
+        return try await audited("keys", at: now) { record in
+            let request = try decode(KeyRequest.self, from: body)
+            record.deviceID = String(request.device.id.prefix(64))
+            record.assetID = String(request.assetId.prefix(128))
+            try checkVersion(request.version)
+            guard KeyProtocol.isValidAssetID(request.assetId) else { throw malformed("assetId must match [A-Za-z0-9._-]{1,128}") }
+            guard !request.keyIds.isEmpty, request.keyIds.count <= Self.maxKeysPerRequest else {
+                throw malformed("keyIds must list 1 to \(Self.maxKeysPerRequest) key IDs")
+            }
+            guard request.keyIds.allSatisfy(KeyProtocol.isValidKeyID) else { throw malformed("every key ID must be 32 lowercase hex digits") }
+            guard Set(request.keyIds).count == request.keyIds.count else { throw malformed("keyIds lists a key ID twice") }
+            let nonce = try decodeNonce(request.nonce)
+            guard KeyProtocol.isValidDeviceID(request.device.id) else { throw malformed("device.id must be 32 lowercase hex digits") }
+            guard let signingKey = StrictBase64.decode(request.device.signingKey, byteCount: 32),
+                let agreementKey = StrictBase64.decode(request.device.agreementKey, byteCount: 32),
+                let devicePublicKey = try? Ed25519.PublicKey(rawRepresentation: signingKey)
+            else { throw malformed("device.signingKey and device.agreementKey must be base64 of 32-byte public keys") }
+
+            try admit("device:" + request.device.id)
+            let claims = try await entitlement.claims(authorization: authorization, now: now)
+            record.account = claims.account
+            try verifyDeviceSignature(signature, body: body, key: devicePublicKey)
+            let device = try await bindDevice(id: request.device.id, signingKey: signingKey, agreementKey: agreementKey, now: now)
+
+            guard claims.allows(request.assetId) else {
+                throw KeyServerError(.notEntitled, "the entitlement token does not list asset \(request.assetId)")
+            }
+            let (asset, policy) = try await assetAndPolicy(request.assetId)
+            let keys = try await openKeys(of: asset, keyIDs: request.keyIds)
+            if request.lease == .persistent && !policy.persistentAllowed {
+                throw KeyServerError(.notEntitled, "asset \(asset.id) may only be streamed: request a streaming lease")
+            }
+
+            let leaseID = UUID().uuidString.lowercased()
+            record.leaseID = leaseID
+            let persistent = request.lease == .persistent
+            let lease = IssuedLease(
+                id: leaseID,
+                account: claims.account,
+                assetID: asset.id,
+                deviceID: device.id,
+                keyIDs: request.keyIds,
+                type: request.lease,
+                createdAt: now,
+                issuedAt: now,
+                storageExpiresAt: now + (persistent ? policy.storageDuration : policy.streamingDuration),
+                playbackDuration: policy.playbackDuration,
+                renewableUntil: persistent && policy.renewable ? now + policy.renewableFor : nil
+            )
+            // Wrapped and signed before the lease is stored, so a lease is never stored without its payload.
+            let signed = try makePayload(for: lease, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
+            record.event = .issued
+            try await save(lease, policy: policy, limitDevices: persistent, nonce: nonce, now: now, audit: record)
+            return signed
+        }
+    }
+
+    // MARK: POST /v1/leases/LEASE_ID/renew
+
+    /// Renews a persistent lease: same lease ID, keys wrapped afresh, a later `storageExpiresAt`.
+    func renew(leaseID: String, body: [UInt8], signature: String?, authorization: String?) async throws -> SignedPayload {
+        let now = clock.now
+        return try await audited("renew", at: now) { record in
+            record.leaseID = String(leaseID.prefix(64))
+            let request = try decode(RenewRequest.self, from: body)
+            record.deviceID = String(request.deviceId.prefix(64))
+            try checkVersion(request.version)
+            guard request.leaseId == leaseID else { throw malformed("the body's leaseId is not the lease in the URL") }
+            guard KeyProtocol.isValidDeviceID(request.deviceId) else { throw malformed("deviceId must be 32 lowercase hex digits") }
+            let nonce = try decodeNonce(request.nonce)
+
+            try admit("device:" + request.deviceId)
+            let device = try await registeredDevice(request.deviceId, signature: signature, body: body)
+            let claims = try await entitlement.claims(authorization: authorization, now: now)
+            record.account = claims.account
+
+            guard var lease = try await store.lease(id: leaseID), lease.deviceID == device.id else {
+                throw KeyServerError(.unknownLease, "device \(device.id) holds no lease \(leaseID)")
+            }
+            record.assetID = lease.assetID
+            guard claims.account == lease.account, claims.allows(lease.assetID) else {
+                throw KeyServerError(.notEntitled, "the entitlement token does not cover asset \(lease.assetID) for this lease's account")
+            }
+            if let releasedAt = lease.releasedAt {
+                throw KeyServerError(.leaseExpired, "lease \(leaseID) was released at \(releasedAt); request new keys")
+            }
+            guard lease.type == .persistent, let renewableUntil = lease.renewableUntil else {
+                throw KeyServerError(.renewalNotAllowed, "lease \(leaseID) is not renewable; request new keys")
+            }
+            guard now <= renewableUntil else {
+                throw KeyServerError(.leaseExpired, "lease \(leaseID) could be renewed until \(renewableUntil); request new keys")
+            }
+            let (asset, policy) = try await assetAndPolicy(lease.assetID)
+            guard policy.renewable else {
+                throw KeyServerError(.renewalNotAllowed, "asset \(asset.id)'s policy no longer allows renewals; request new keys")
+            }
+            let keys = try await openKeys(of: asset, keyIDs: lease.keyIDs)
+
+            lease.issuedAt = now
+            lease.storageExpiresAt = max(lease.storageExpiresAt, now + policy.renewalExtension)
+            lease.renewalCount += 1
+            let signed = try makePayload(for: lease, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
+            record.event = .renewed
+            // A lease that had expired takes a device slot again, so the limit applies as at issuance.
+            try await save(lease, policy: policy, limitDevices: true, nonce: nonce, now: now, audit: record)
+            return signed
+        }
+    }
+
+    // MARK: POST /v1/leases/LEASE_ID/release
+
+    /// Marks a lease released (idempotent): the client has erased its keys, and the device slot is freed.
+    func release(leaseID: String, body: [UInt8], signature: String?) async throws {
+        let now = clock.now
+        try await audited("release", at: now) { record in
+            record.leaseID = String(leaseID.prefix(64))
+            let request = try decode(ReleaseRequest.self, from: body)
+            record.deviceID = String(request.deviceId.prefix(64))
+            try checkVersion(request.version)
+            guard request.leaseId == leaseID else { throw malformed("the body's leaseId is not the lease in the URL") }
+            guard KeyProtocol.isValidDeviceID(request.deviceId) else { throw malformed("deviceId must be 32 lowercase hex digits") }
+            let nonce = try decodeNonce(request.nonce)
+
+            try admit("device:" + request.deviceId)
+            let device = try await registeredDevice(request.deviceId, signature: signature, body: body)
+            guard let lease = try await store.lease(id: leaseID), lease.deviceID == device.id else {
+                throw KeyServerError(.unknownLease, "device \(device.id) holds no lease \(leaseID)")
+            }
+            record.account = lease.account
+            record.assetID = lease.assetID
+            record.event = .released
+            record.detail = "deletedAt \(request.deletedAt)"
+            if let releasedAt = lease.releasedAt { record.detail = "already released at \(releasedAt)" }
+            // Releasing a released lease changes nothing but is answered the same (idempotent).
+            let recorded = try await store.releaseLease(
+                id: leaseID,
+                at: now,
+                deletedAt: request.deletedAt,
+                nonce: RequestNonce(nonce, window: Self.replayWindow),
+                audit: record
+            )
+            guard recorded else { throw replayed }
+        }
+    }
+
+    // MARK: GET /v1/identity/ASSET_ID/KEY_ID
+
+    /// The 16 raw bytes of a content key, for ordinary HLS players streaming online with a bearer token.
+    func identityKey(assetID: String, keyID: String, authorization: String?) async throws -> SecretBytes {
+        let now = clock.now
+        return try await audited("identity", at: now) { record in
+            record.assetID = String(assetID.prefix(128))
+            guard KeyProtocol.isValidAssetID(assetID), KeyProtocol.isValidKeyID(keyID) else {
+                throw malformed("the URL must be /v1/identity/ASSET_ID/KEY_ID with KEY_ID as 32 lowercase hex digits")
+            }
+            let claims = try await entitlement.claims(authorization: authorization, now: now)
+            record.account = claims.account
+            try admit("account:" + claims.account)
+            guard claims.allows(assetID) else { throw KeyServerError(.notEntitled, "the entitlement token does not list asset \(assetID)") }
+            let (asset, _) = try await assetAndPolicy(assetID)
+            let key = try await openKeys(of: asset, keyIDs: [keyID])[0].key
+            record.event = .identityKeyServed
+            record.detail = "key \(keyID)"
+            try await store.appendAudit(record)
+            return key
+        }
+    }
+
+    /// Records a request refused before the service read it (a body over the size limit).
+    func recordRefusal(_ operation: String, _ error: KeyServerError) async {
+        await appendRefusal(
+            AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code.rawValue, detail: error.message)
+        )
+    }
+
+    // MARK: Steps
+
+    /// Runs one operation and audits its refusal; any error that is not a protocol error becomes `500 internal`.
+    private func audited<Result>(
+        _ operation: String,
+        at now: Int64,
+        _ body: (inout AuditRecord) async throws -> Result
+    ) async throws -> Result {
+        var record = AuditRecord(time: now, event: .refused, operation: operation)
+        do {
+            return try await body(&record)
+        } catch let error as KeyServerError {
+            record.event = .refused
+            record.code = error.code.rawValue
+            record.detail = error.message
+            await appendRefusal(record)
+            throw error
+        } catch {
+            logger.error("key server failure", metadata: ["operation": "\(operation)", "error": "\(error)"])
+            record.event = .refused
+            record.code = KeyProtocolErrorCode.internal.rawValue
+            record.detail = "\(error)"
+            await appendRefusal(record)
+            throw KeyServerError(.internal, "the key server failed to answer; try again later")
+        }
+    }
+
+    private func appendRefusal(_ record: AuditRecord) async {
+        do {
+            try await store.appendAudit(record)
+        } catch {
+            logger.error("cannot write the audit log", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func malformed(_ message: String) -> KeyServerError { KeyServerError(.malformedRequest, message) }
+
+    private func decode<Message: Decodable>(_ type: Message.Type, from body: [UInt8]) throws -> Message {
+        do {
+            return try JSONDecoder().decode(Message.self, from: Data(body))
+        } catch DecodingError.keyNotFound(let key, let context) {
+            throw malformed("missing member \((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))")
+        } catch DecodingError.valueNotFound(_, let context), DecodingError.typeMismatch(_, let context) {
+            throw malformed("member \(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type or is null")
+        } catch DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty {
+            throw malformed("member \(context.codingPath.map(\.stringValue).joined(separator: ".")) has an invalid value")
+        } catch {
+            throw malformed("the body is not a JSON object of this request")
+        }
+    }
+
+    private func checkVersion(_ version: Int) throws {
+        guard version == KeyProtocol.version else {
+            throw malformed("protocol version \(version) is not supported; this server speaks version \(KeyProtocol.version)")
+        }
+    }
+
+    private func decodeNonce(_ text: String) throws -> [UInt8] {
+        guard let nonce = StrictBase64.decode(text, byteCount: 16) else { throw malformed("nonce must be base64 of 16 random bytes") }
+        return nonce
+    }
+
+    private func admit(_ caller: String) throws {
+        guard rateLimiter.admit(caller, at: clock.preciseNow) else {
+            throw KeyServerError(.rateLimited, "too many requests; retry in a few seconds")
+        }
+    }
+
+    private func verifyDeviceSignature(_ signature: String?, body: [UInt8], key: Ed25519.PublicKey) throws {
+        do {
+            try RequestSigning.verify(signature, body: body, signingKey: key)
+        } catch let error as SignatureVerificationError {
+            throw KeyServerError(.badDeviceSignature, "\(KeyProtocol.deviceSignatureHeader): \(error.description)")
+        }
+    }
+
+    /// The device of a renewal or release, with the body's signature checked against its registered key.
+    private func registeredDevice(_ id: String, signature: String?, body: [UInt8]) async throws -> DeviceRecord {
+        guard let device = try await store.device(id: id), let key = try? Ed25519.PublicKey(rawRepresentation: device.signingKey) else {
+            throw KeyServerError(.badDeviceSignature, "device \(id) is not registered; its first request must be POST /v1/keys")
+        }
+        try verifyDeviceSignature(signature, body: body, key: key)
+        return device
+    }
+
+    /// Binds a device ID to the public keys it first presents; later requests must present the same keys.
+    private func bindDevice(id: String, signingKey: [UInt8], agreementKey: [UInt8], now: Int64) async throws -> DeviceRecord {
+        func matches(_ device: DeviceRecord) -> Bool { device.signingKey == signingKey && device.agreementKey == agreementKey }
+        let mismatch = KeyServerError(.deviceKeyMismatch, "device \(id) is registered with other public keys")
+        if let known = try await store.device(id: id) {
+            guard matches(known) else { throw mismatch }
+            return known
+        }
+        // KEY-PROTOCOL.md, "Device identity": the ID is the first 16 bytes of SHA-256(signingKey || agreementKey).
+        guard DeviceIdentifier.make(signingKey: signingKey, agreementKey: agreementKey) == id else {
+            throw KeyServerError(.deviceKeyMismatch, "device ID \(id) is not derived from these public keys")
+        }
+        let registered = try await store.registerDevice(
+            DeviceRecord(id: id, signingKey: signingKey, agreementKey: agreementKey, firstSeenAt: now)
+        )
+        guard matches(registered) else { throw mismatch }
+        return registered
+    }
+
+    private var replayed: KeyServerError {
+        KeyServerError(.replayedRequest, "this request's nonce was already used; send a fresh random nonce")
+    }
+
+    private func assetAndPolicy(_ assetID: String) async throws -> (AssetRecord, AssetPolicy) {
+        guard let asset = try await store.asset(id: assetID) else {
+            throw KeyServerError(.unknownAsset, "this key server has no asset \(assetID)")
+        }
+        guard let policy = configuration.policy(named: asset.policy) else { throw KeyServiceFailure.unknownPolicy(asset.policy, asset: asset.id) }
+        return (asset, policy)
+    }
+
+    /// The content keys, opened from their sealed records, in the order asked.
+    private func openKeys(of asset: AssetRecord, keyIDs: [String]) async throws -> [(keyID: String, key: SecretBytes)] {
+        let records = try await store.contentKeys(assetID: asset.id, keyIDs: keyIDs)
+        let byID = Dictionary(records.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
+        return try keyIDs.map { keyID in
+            guard let record = byID[keyID] else { throw KeyServerError(.unknownKey, "asset \(asset.id) has no key \(keyID)") }
+            return (keyID, try sealer.open(record))
+        }
+    }
+
+    private func makePayload(
+        for lease: IssuedLease,
+        keys: [(keyID: String, key: SecretBytes)],
+        agreementKey: [UInt8],
+        requestNonce: String,
+        now: Int64
+    ) throws -> SignedPayload {
+        let wrapped: [LeasePayload.WrappedKey]
+        do {
+            wrapped = try keys.map { keyID, key in
+                try KeyWrapping.wrap(contentKey: key, keyID: keyID, leaseID: lease.id, deviceID: lease.deviceID, deviceAgreementKey: agreementKey)
+            }
+        } catch let error as KeyWrappingError where error == .invalidAgreementKey {
+            throw malformed("the device's agreementKey is not a usable X25519 public key")
+        }
+        let payload = LeasePayload(
+            lease: .init(
+                leaseId: lease.id,
+                assetId: lease.assetID,
+                deviceId: lease.deviceID,
+                keyIds: lease.keyIDs,
+                type: lease.type,
+                issuedAt: lease.issuedAt,
+                storageExpiresAt: lease.storageExpiresAt,
+                playbackDuration: lease.playbackDuration,
+                renewableUntil: lease.renewableUntil,
+                requestNonce: requestNonce
+            ),
+            keys: wrapped,
+            serverTime: now
+        )
+        return try PayloadSigning.sign(payload, with: signingKey)
+    }
+
+    /// Stores the lease with its audit record, recording the nonce in the same transaction.
+    private func save(
+        _ lease: IssuedLease,
+        policy: AssetPolicy,
+        limitDevices: Bool,
+        nonce: [UInt8],
+        now: Int64,
+        audit: AuditRecord
+    ) async throws {
+        let limit = limitDevices ? policy.maxDevices : nil
+        switch try await store.saveLease(lease, deviceLimit: limit, nonce: RequestNonce(nonce, window: Self.replayWindow), now: now, audit: audit) {
+        case .saved:
+            return
+        case .replayed:
+            throw replayed
+        case .released:
+            throw KeyServerError(.leaseExpired, "lease \(lease.id) was released; request new keys")
+        case .deviceLimitReached(let activeDevices):
+            throw KeyServerError(
+                .deviceLimitReached,
+                "account \(lease.account) already holds downloads on \(activeDevices) devices, the most its policy allows; "
+                    + "release a download on another device first"
+            )
+        }
+    }
+}
+
+/// Server-side faults that are not the client's: they answer `500 internal` and are logged.
+enum KeyServiceFailure: Error, CustomStringConvertible {
+    case unknownPolicy(String, asset: String)
+
+    var description: String {
+        switch self {
+        case .unknownPolicy(let policy, let asset): "asset \(asset) refers to policy \"\(policy)\", which config.json does not define"
+        }
+    }
+}

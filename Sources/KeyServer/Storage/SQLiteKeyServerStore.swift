@@ -1,0 +1,321 @@
+import Foundation
+import GRDB
+import KeyDelivery
+
+/// The default ``KeyServerStore``: one SQLite file through GRDB, in WAL mode so reads never wait for the writer.
+///
+/// GRDB stays an implementation detail: nothing of it appears in this module's public API, so a store over another
+/// database can replace this one.
+///
+/// ```swift
+/// let store = try SQLiteKeyServerStore(path: "/var/lib/stowage-keys/keyserver.sqlite")
+/// ```
+public struct SQLiteKeyServerStore: KeyServerStore {
+    private let pool: DatabasePool
+
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    ///
+    /// - Throws: the database's error when the file cannot be opened or migrated.
+    public init(path: String) throws {
+        var configuration = Configuration()
+        // Another process (the CLI adding an asset) may hold the write lock for a moment.
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            // WAL with synchronous=NORMAL: a commit is durable once the WAL is checkpointed; a power cut can lose the
+            // last transactions but never corrupts the file (sqlite.org/wal.html, "Performance Considerations").
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        try Self.migrator.migrate(pool)
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE asset (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        policy TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE content_key (
+                        asset_id TEXT NOT NULL REFERENCES asset(id) ON DELETE CASCADE,
+                        key_id TEXT NOT NULL,
+                        nonce BLOB NOT NULL,
+                        sealed_key BLOB NOT NULL,
+                        PRIMARY KEY (asset_id, key_id)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE device (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        signing_key BLOB NOT NULL,
+                        agreement_key BLOB NOT NULL,
+                        first_seen_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE TABLE lease (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        account TEXT NOT NULL,
+                        asset_id TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        key_ids TEXT NOT NULL,
+                        type TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        issued_at INTEGER NOT NULL,
+                        storage_expires_at INTEGER NOT NULL,
+                        playback_duration INTEGER,
+                        renewable_until INTEGER,
+                        renewal_count INTEGER NOT NULL DEFAULT 0,
+                        released_at INTEGER,
+                        deleted_at INTEGER
+                    );
+                    CREATE INDEX lease_by_account_device ON lease (account, device_id, type, released_at, storage_expires_at);
+                    CREATE TABLE request_nonce (
+                        nonce BLOB PRIMARY KEY NOT NULL,
+                        seen_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX request_nonce_by_time ON request_nonce (seen_at);
+                    CREATE TABLE audit (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        time INTEGER NOT NULL,
+                        event TEXT NOT NULL,
+                        operation TEXT NOT NULL,
+                        account TEXT,
+                        device_id TEXT,
+                        asset_id TEXT,
+                        lease_id TEXT,
+                        code TEXT,
+                        detail TEXT
+                    );
+                    """
+            )
+        }
+        return migrator
+    }
+
+    // MARK: Assets and keys
+
+    public func saveAsset(_ asset: AssetRecord, keys: [ContentKeyRecord]) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO asset (id, policy, created_at) VALUES (?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET policy = excluded.policy
+                    """,
+                arguments: [asset.id, asset.policy, asset.createdAt]
+            )
+            for key in keys {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO content_key (asset_id, key_id, nonce, sealed_key) VALUES (?, ?, ?, ?)",
+                    arguments: [key.assetID, key.keyID, Data(key.nonce), Data(key.sealedKey)]
+                )
+            }
+        }
+    }
+
+    public func asset(id: String) async throws -> AssetRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT id, policy, created_at FROM asset WHERE id = ?"), arguments: [id]).map { row in
+                AssetRecord(id: row["id"], policy: row["policy"], createdAt: row["created_at"])
+            }
+        }
+    }
+
+    public func contentKeys(assetID: String, keyIDs: [String]) async throws -> [ContentKeyRecord] {
+        guard !keyIDs.isEmpty else { return [] }
+        return try await pool.read { db in
+            let placeholders = Array(repeating: "?", count: keyIDs.count).joined(separator: ", ")
+            var arguments: StatementArguments = [assetID]
+            arguments += StatementArguments(keyIDs)
+            return try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT key_id, nonce, sealed_key FROM content_key WHERE asset_id = ? AND key_id IN (\(placeholders))"),
+                arguments: arguments
+            ).map { row in
+                ContentKeyRecord(
+                    assetID: assetID,
+                    keyID: row["key_id"],
+                    nonce: [UInt8](row["nonce"] as Data),
+                    sealedKey: [UInt8](row["sealed_key"] as Data)
+                )
+            }
+        }
+    }
+
+    // MARK: Devices
+
+    public func registerDevice(_ device: DeviceRecord) async throws -> DeviceRecord {
+        try await pool.write { db in
+            // First seen wins: an existing row is kept and returned.
+            try db.cachedStatement(
+                sql: "INSERT INTO device (id, signing_key, agreement_key, first_seen_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+            ).execute(arguments: [device.id, Data(device.signingKey), Data(device.agreementKey), device.firstSeenAt])
+            return try Self.fetchDevice(db, id: device.id) ?? device
+        }
+    }
+
+    public func device(id: String) async throws -> DeviceRecord? {
+        try await pool.read { db in try Self.fetchDevice(db, id: id) }
+    }
+
+    private static func fetchDevice(_ db: Database, id: String) throws -> DeviceRecord? {
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE id = ?"), arguments: [id]).map { row in
+            DeviceRecord(
+                id: row["id"],
+                signingKey: [UInt8](row["signing_key"] as Data),
+                agreementKey: [UInt8](row["agreement_key"] as Data),
+                firstSeenAt: row["first_seen_at"]
+            )
+        }
+    }
+
+    // MARK: Nonces and leases
+
+    /// Records `nonce` unless it was seen within its window; returns false for a replay. Runs inside a write transaction.
+    private static func recordNonce(_ nonce: RequestNonce, now: Int64, in db: Database) throws -> Bool {
+        let horizon = now - nonce.window
+        let value = Data(nonce.value)
+        let seen = try db.cachedStatement(sql: "SELECT seen_at FROM request_nonce WHERE nonce = ?")
+        if let seenAt = try Int64.fetchOne(seen, arguments: [value]), seenAt > horizon {
+            return false
+        }
+        try db.cachedStatement(
+            sql: "INSERT INTO request_nonce (nonce, seen_at) VALUES (?, ?) ON CONFLICT (nonce) DO UPDATE SET seen_at = excluded.seen_at"
+        ).execute(arguments: [value, now])
+        // Forget nonces that left the window; the index keeps this a short range delete.
+        try db.cachedStatement(sql: "DELETE FROM request_nonce WHERE seen_at <= ?").execute(arguments: [horizon])
+        return true
+    }
+
+    public func saveLease(
+        _ lease: IssuedLease,
+        deviceLimit: Int?,
+        nonce: RequestNonce,
+        now: Int64,
+        audit: AuditRecord
+    ) async throws -> LeaseSaveResult {
+        try await pool.write { db in
+            guard try Self.recordNonce(nonce, now: now, in: db) else { return .replayed }
+            // A renewal that raced with a release must not bring the lease back.
+            let released = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT released_at IS NOT NULL FROM lease WHERE id = ?"),
+                arguments: [lease.id]
+            )
+            if released == true { return .released }
+            if let deviceLimit, lease.type == .persistent {
+                let holdsSlot =
+                    try Bool.fetchOne(
+                        db.cachedStatement(
+                            sql: """
+                                SELECT EXISTS (SELECT 1 FROM lease WHERE account = ? AND device_id = ? AND type = 'persistent'
+                                               AND released_at IS NULL AND storage_expires_at > ? AND id != ?)
+                                """
+                        ),
+                        arguments: [lease.account, lease.deviceID, now, lease.id]
+                    ) ?? false
+                if !holdsSlot {
+                    let others =
+                        try Int.fetchOne(
+                            db.cachedStatement(
+                                sql: """
+                                    SELECT COUNT(DISTINCT device_id) FROM lease WHERE account = ? AND type = 'persistent'
+                                        AND released_at IS NULL AND storage_expires_at > ? AND id != ?
+                                    """
+                            ),
+                            arguments: [lease.account, now, lease.id]
+                        ) ?? 0
+                    if others >= deviceLimit { return .deviceLimitReached(activeDevices: others) }
+                }
+            }
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO lease (id, account, asset_id, device_id, key_ids, type, created_at, issued_at, storage_expires_at,
+                                       playback_duration, renewable_until, renewal_count, released_at, deleted_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET
+                        issued_at = excluded.issued_at, storage_expires_at = excluded.storage_expires_at,
+                        playback_duration = excluded.playback_duration, renewable_until = excluded.renewable_until,
+                        renewal_count = excluded.renewal_count
+                    """
+            ).execute(arguments: [
+                lease.id, lease.account, lease.assetID, lease.deviceID, lease.keyIDs.joined(separator: ","), lease.type.rawValue,
+                lease.createdAt, lease.issuedAt, lease.storageExpiresAt, lease.playbackDuration, lease.renewableUntil,
+                lease.renewalCount, lease.releasedAt, lease.deletedAt,
+            ])
+            try Self.insert(audit, into: db)
+            return .saved
+        }
+    }
+
+    public func lease(id: String) async throws -> IssuedLease? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM lease WHERE id = ?"), arguments: [id]).map { row in
+                let keyIDs: String = row["key_ids"]
+                let type: String = row["type"]
+                return IssuedLease(
+                    id: row["id"],
+                    account: row["account"],
+                    assetID: row["asset_id"],
+                    deviceID: row["device_id"],
+                    keyIDs: keyIDs.split(separator: ",").map(String.init),
+                    type: LeaseType(rawValue: type) ?? .streaming,
+                    createdAt: row["created_at"],
+                    issuedAt: row["issued_at"],
+                    storageExpiresAt: row["storage_expires_at"],
+                    playbackDuration: row["playback_duration"],
+                    renewableUntil: row["renewable_until"],
+                    renewalCount: row["renewal_count"],
+                    releasedAt: row["released_at"],
+                    deletedAt: row["deleted_at"]
+                )
+            }
+        }
+    }
+
+    public func releaseLease(id: String, at time: Int64, deletedAt: Int64?, nonce: RequestNonce, audit: AuditRecord) async throws -> Bool {
+        try await pool.write { db in
+            guard try Self.recordNonce(nonce, now: time, in: db) else { return false }
+            try db.cachedStatement(sql: "UPDATE lease SET released_at = ?, deleted_at = ? WHERE id = ? AND released_at IS NULL")
+                .execute(arguments: [time, deletedAt, id])
+            try Self.insert(audit, into: db)
+            return true
+        }
+    }
+
+    // MARK: Audit
+
+    public func appendAudit(_ record: AuditRecord) async throws {
+        try await pool.write { db in try Self.insert(record, into: db) }
+    }
+
+    public func auditRecords(limit: Int) async throws -> [AuditRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM audit ORDER BY id LIMIT ?", arguments: [limit]).map { row in
+                let event: String = row["event"]
+                return AuditRecord(
+                    time: row["time"],
+                    event: AuditRecord.Event(rawValue: event) ?? .refused,
+                    operation: row["operation"],
+                    account: row["account"],
+                    deviceID: row["device_id"],
+                    assetID: row["asset_id"],
+                    leaseID: row["lease_id"],
+                    code: row["code"],
+                    detail: row["detail"]
+                )
+            }
+        }
+    }
+
+    private static func insert(_ record: AuditRecord, into db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO audit (time, event, operation, account, device_id, asset_id, lease_id, code, detail)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(
+            arguments: [
+                record.time, record.event.rawValue, record.operation, record.account, record.deviceID, record.assetID,
+                record.leaseID, record.code, record.detail,
+            ]
+        )
+    }
+}

@@ -1,0 +1,170 @@
+import ArgumentParser
+import Foundation
+import KeyServer
+import StowageCrypto
+
+/// `stowage keyserver init|add-asset|token|run`: set up and run the key server (docs/key-server.md).
+struct KeyServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keyserver",
+        abstract: "Set up and run the key server that issues content keys under leases.",
+        discussion: """
+            Example:
+              stowage keyserver init --data-dir /tmp/keys
+              stowage keyserver add-asset movie-1 --key-id 000102030405060708090a0b0c0d0e0f --key 00112233445566778899aabbccddeeff --data-dir /tmp/keys
+              stowage keyserver token --sub alice --asset movie-1 --data-dir /tmp/keys
+              stowage keyserver run --data-dir /tmp/keys --port 8443
+            Documentation: docs/key-server.md.
+            """,
+        subcommands: [Initialize.self, AddAsset.self, Token.self, Run.self]
+    )
+
+    /// Prints a setup error as every command does and exits 1.
+    static func fail(_ error: any Error) -> Never {
+        if let error = error as? KeyServerSetupError {
+            CommandOutput.fail(code: error.code.rawValue, message: error.message, json: false)
+        }
+        CommandOutput.fail(code: "keyserver_failed", message: "\(error)", json: false)
+    }
+
+    /// `stowage keyserver init --data-dir DIR`
+    struct Initialize: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "init",
+            abstract: "Create a data directory: signing key, master key, token secret, config.json with the default policy, database.",
+            discussion: "Existing files are kept, so running it again is harmless. Prints the server's public signing key."
+        )
+
+        @Option(help: "The key server's data directory (created with mode 0700).")
+        var dataDir: String
+
+        func run() async throws {
+            do {
+                let directory = try KeyServerDataDirectory.initialize(at: dataDir)
+                let publicKey = try directory.loadSigningKey().publicKey.rawRepresentation
+                print("initialized \(directory.path)")
+                print("server signing key (base64): \(Data(publicKey).base64EncodedString())")
+            } catch {
+                KeyServerCommand.fail(error)
+            }
+        }
+    }
+
+    /// `stowage keyserver add-asset ASSET_ID --key-id HEX --key HEX [--policy NAME] --data-dir DIR`
+    struct AddAsset: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-asset",
+            abstract: "Add a content key to an asset; the key is sealed under the master key, never stored in the clear."
+        )
+
+        @Argument(help: "The asset ID, [A-Za-z0-9._-]{1,128}.")
+        var assetID: String
+
+        @Option(help: "The key ID: 32 hex digits (as in skd://ASSET_ID/KEY_ID).")
+        var keyId: String
+
+        @Option(help: "The 16-byte content key: 32 hex digits.")
+        var key: String
+
+        @Option(help: "A policy name from config.json; the default policy when left out.")
+        var policy: String?
+
+        @Option(help: "The key server's data directory.")
+        var dataDir: String
+
+        func run() async throws {
+            guard let bytes = Hex.decode(key), bytes.count == 16 else {
+                CommandOutput.fail(code: "invalid_content_key", message: "--key must be 32 hex digits (16 bytes)", json: false)
+            }
+            do {
+                let directory = KeyServerDataDirectory(path: dataDir)
+                try await directory.addAsset(id: assetID, keyID: keyId.lowercased(), key: SecretBytes(bytes), policy: policy)
+                print("added key \(keyId.lowercased()) to asset \(assetID)")
+            } catch {
+                KeyServerCommand.fail(error)
+            }
+        }
+    }
+
+    /// `stowage keyserver token --sub ACCOUNT --asset ASSET_ID [--ttl SECONDS] --data-dir DIR`
+    struct Token: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "token",
+            abstract: "Print an HS256 entitlement token signed with the data directory's token secret.",
+            discussion: "Repeat --asset for several assets; --asset '*' entitles every asset."
+        )
+
+        @Option(help: "The account (the token's sub claim).")
+        var sub: String
+
+        @Option(help: "An asset the token entitles (repeatable), or '*'.")
+        var asset: [String]
+
+        @Option(help: "Seconds until the token expires.")
+        var ttl: Int64 = 86_400
+
+        @Option(help: "The key server's data directory.")
+        var dataDir: String
+
+        func validate() throws {
+            guard !asset.isEmpty else { throw ValidationError("give at least one --asset") }
+            guard ttl > 0 else { throw ValidationError("--ttl must be positive") }
+        }
+
+        func run() async throws {
+            do {
+                print(try await KeyServerDataDirectory(path: dataDir).makeToken(subject: sub, assets: asset, ttl: ttl))
+            } catch {
+                KeyServerCommand.fail(error)
+            }
+        }
+    }
+
+    /// `stowage keyserver run --data-dir DIR [--host 127.0.0.1] [--port N]`
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "run",
+            abstract: "Serve the key protocol over HTTP.",
+            discussion: """
+                Prints 'listening on http://HOST:PORT' once ready; stops on Ctrl-C or SIGTERM.
+                Plain HTTP belongs on loopback: put a TLS proxy in front to serve other hosts.
+                """
+        )
+
+        @Option(help: "The key server's data directory.")
+        var dataDir: String
+
+        @Option(help: "The address to bind.")
+        var host = "127.0.0.1"
+
+        @Option(help: "The port; 0 picks a free one.")
+        var port = 0
+
+        func run() async throws {
+            let server: KeyServerApplication
+            do {
+                server = try await KeyServerApplication(dataDirectory: KeyServerDataDirectory(path: dataDir))
+            } catch {
+                KeyServerCommand.fail(error)
+            }
+            let host = host
+            let port = port
+            let task = Task {
+                do {
+                    try await server.run(host: host, port: port) { address in
+                        // Unbuffered, so a script reading our output sees the line at once.
+                        FileHandle.standardOutput.write(Data("listening on \(address.baseURL.absoluteString)\n".utf8))
+                    }
+                } catch is CancellationError {
+                } catch {
+                    // Cannot bind, for example: exit now rather than wait for a signal.
+                    KeyServerCommand.fail(error)
+                }
+            }
+            let signals = SignalStop()
+            await signals.wait()
+            task.cancel()
+            await task.value
+        }
+    }
+}
