@@ -46,7 +46,12 @@ let package = Package(
         .target(name: "MediaCrypto", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
         .target(
             name: "KeyDelivery",
-            dependencies: ["StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -110,7 +115,10 @@ let package = Package(
         .testTarget(name: "MediaCryptoTests", dependencies: ["MediaCrypto", "StowageCrypto"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeyDeliveryTests",
-            dependencies: ["KeyDelivery", "StowageCrypto"],
+            dependencies: [
+                "KeyDelivery", "StowageCrypto", "KeyServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -11,7 +11,7 @@ struct Stowage: AsyncParsableCommand {
             Documentation: README.md and docs/ in the source tree.
             """,
         subcommands: [
-            InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self,
+            InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self, KeysCommand.self,
         ]
     )
 }

@@ -140,7 +140,9 @@ func makeRecord(
 
 /// File permission bits of `url`.
 func mode(of url: URL) throws -> UInt32 {
-    var info = stat()
-    guard stat(url.path, &info) == 0 else { throw POSIXError(.ENOENT) }
-    return UInt32(info.st_mode) & 0o777
+    // FileManager rather than stat(2): with KeyServer linked into this target, `stat` resolves through CDispatch.
+    guard let permissions = try FileManager.default.attributesOfItem(atPath: url.path)[.posixPermissions] as? NSNumber else {
+        throw POSIXError(.ENOENT)
+    }
+    return permissions.uint32Value & 0o777
 }

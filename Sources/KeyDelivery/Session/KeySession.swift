@@ -1,0 +1,341 @@
+public import AsyncHTTPClient
+public import Foundation
+import NIOCore
+import NIOHTTP1
+public import StowageCrypto
+
+/// The client side of shared/KEY-PROTOCOL.md: asks the key server for keys, verifies every answer with the pinned
+/// server key, and keeps persistent leases in the ``KeyStore``. Content keys are only ever returned as ``SecretBytes``.
+public struct KeySession: Sendable {
+    /// The file in the key store's data directory that pins the key server's Ed25519 public key (base64).
+    public static let pinnedServerKeyFileName = "key-server-signing.pub"
+    static let nonceByteCount = 16
+    static let maxResponseBytes = 1 << 20
+
+    public let clock: any Clock
+    public let http: HTTPClient
+    public let store: KeyStore
+    public let device: DeviceIdentity
+    /// The key server's base URL, e.g. `https://keys.example.com` (no trailing path needed).
+    public let serverURL: URL
+    /// The entitlement JWT sent as `Authorization: Bearer` with key and renewal requests.
+    public let token: String?
+    /// Seconds allowed for each HTTP request.
+    public let timeoutSeconds: Int64
+
+    public init(
+        clock: any Clock,
+        http: HTTPClient,
+        store: KeyStore,
+        device: DeviceIdentity,
+        serverURL: URL,
+        token: String?,
+        timeoutSeconds: Int64 = 30
+    ) {
+        self.clock = clock
+        self.http = http
+        self.store = store
+        self.device = device
+        self.serverURL = serverURL
+        self.token = token
+        self.timeoutSeconds = timeoutSeconds
+    }
+
+    /// The keys of one acquisition. `keys` holds the unwrapped keys of a streaming lease (memory only); it is empty
+    /// for a persistent lease, whose keys are read with ``KeySession/contentKeys(leaseId:)``.
+    public struct Acquisition: Sendable, CustomStringConvertible {
+        public let terms: LeaseTerms
+        /// The stored record (persistent leases only).
+        public let record: LeaseRecord?
+        public let keys: [String: SecretBytes]
+        public let serverTime: Int64
+
+        public var description: String {
+            "Acquisition(lease: \(terms.leaseId), asset: \(terms.assetId), type: \(terms.type.rawValue), keys: \(keys.count) in memory)"
+        }
+    }
+
+    /// What ``KeySession/syncReleases()`` did.
+    public struct SyncReport: Sendable, Hashable {
+        /// Leases the server confirmed released.
+        public var released: [String] = []
+        /// Leases still queued, with the reason.
+        public var failed: [String: String] = [:]
+        public var isComplete: Bool { failed.isEmpty }
+
+        public init(released: [String] = [], failed: [String: String] = [:]) {
+            self.released = released
+            self.failed = failed
+        }
+    }
+
+    // MARK: Operations
+
+    /// `POST /v1/keys`: requests `keyIds` of `assetId` under a `lease` lease, verifies the answer and, for a
+    /// persistent lease, stores it; for a streaming lease, returns the unwrapped keys and stores nothing but the
+    /// journal entry.
+    public func acquire(assetId: String, keyIds: [String], lease: LeaseType) async throws -> Acquisition {
+        let (request, signed) = try await requestKeys(assetId: assetId, keyIds: keyIds, lease: lease)
+        return try await accept(signed, for: request)
+    }
+
+    /// The network half of ``acquire(assetId:keyIds:lease:)``: sends the signed request and returns the signed payload
+    /// as received, verifying nothing.
+    public func requestKeys(assetId: String, keyIds: [String], lease: LeaseType) async throws -> (KeyRequest, SignedPayload) {
+        guard KeyProtocol.isValidAssetID(assetId) else { throw KeySessionError.invalidRequest("invalid asset ID \(assetId)") }
+        guard !keyIds.isEmpty, keyIds.allSatisfy(KeyProtocol.isValidKeyID) else {
+            throw KeySessionError.invalidRequest("key IDs must be 32 lowercase hex digits")
+        }
+        let request = KeyRequest(
+            assetId: assetId,
+            keyIds: keyIds,
+            lease: lease,
+            nonce: try Self.freshNonce(),
+            clientTime: clock.now,
+            device: device.publicInfo
+        )
+        let body = try await post("/v1/keys", request, bearer: true)
+        return (request, try decode(SignedPayload.self, body))
+    }
+
+    /// The checking half of ``acquire(assetId:keyIds:lease:)``: verifies `signed` with the pinned server key (pinning
+    /// it first if needed), checks it answers `request`, records the acquisition and stores a persistent lease.
+    /// Nothing is stored when a check fails.
+    public func accept(_ signed: SignedPayload, for request: KeyRequest) async throws -> Acquisition {
+        let verified = try await verify(signed)
+        let lease = verified.payload.lease
+        try Self.check("requestNonce", expected: request.nonce, got: lease.requestNonce)
+        try Self.check("assetId", expected: request.assetId, got: lease.assetId)
+        try Self.check("deviceId", expected: device.deviceId, got: lease.deviceId)
+        try Self.check("lease type", expected: request.lease.rawValue, got: lease.type.rawValue)
+        try Self.check("keyIds", expected: request.keyIds.sorted().joined(separator: ","), got: lease.keyIds.sorted().joined(separator: ","))
+        try Self.check(
+            "wrapped keys",
+            expected: lease.keyIds.sorted().joined(separator: ","),
+            got: verified.payload.keys.map(\.keyId).sorted().joined(separator: ",")
+        )
+        let now = clock.now
+        try store.recordAcquisition(verified, at: now)
+        switch lease.type {
+        case .persistent:
+            let record = try store.persist(verified, at: now)
+            return Acquisition(terms: verified.terms, record: record, keys: [:], serverTime: verified.payload.serverTime)
+        case .streaming:
+            let keys = try unwrap(verified.payload)
+            return Acquisition(terms: verified.terms, record: nil, keys: keys, serverTime: verified.payload.serverTime)
+        }
+    }
+
+    /// The content keys of a stored lease, keyed by key ID, unwrapped with the device's X25519 key. The stored payload
+    /// is verified again with the pinned key first. Works offline; does not authorize playback (see
+    /// ``KeyStore/authorizePlayback(assetId:at:)``).
+    public func contentKeys(leaseId: String) throws -> [String: SecretBytes] {
+        guard let signed = try store.storedPayload(leaseId: leaseId) else { throw KeySessionError.leaseNotStored(leaseId) }
+        guard let pinned = try Self.pinnedServerKey(in: store.dataDirectory) else { throw KeySessionError.serverKeyNotPinned }
+        let payload = try Self.verifiedPayload(signed, key: pinned)
+        guard payload.lease.leaseId == leaseId, payload.lease.deviceId == device.deviceId else {
+            throw KeySessionError.payloadMismatch("leaseId", expected: leaseId, got: payload.lease.leaseId)
+        }
+        return try unwrap(payload)
+    }
+
+    /// `POST /v1/leases/ID/renew`: verifies the new payload and stores it in place of the old one, which re-anchors
+    /// the time high-water mark.
+    @discardableResult
+    public func renew(leaseId: String) async throws -> LeaseRecord {
+        guard let stored = try store.lease(id: leaseId) else { throw KeySessionError.leaseNotStored(leaseId) }
+        let request = RenewRequest(leaseId: leaseId, deviceId: device.deviceId, nonce: try Self.freshNonce(), clientTime: clock.now)
+        let body = try await post("/v1/leases/\(leaseId)/renew", request, bearer: true)
+        let verified = try await verify(try decode(SignedPayload.self, body))
+        let lease = verified.payload.lease
+        try Self.check("requestNonce", expected: request.nonce, got: lease.requestNonce)
+        try Self.check("leaseId", expected: leaseId, got: lease.leaseId)
+        try Self.check("assetId", expected: stored.assetId, got: lease.assetId)
+        try Self.check("deviceId", expected: device.deviceId, got: lease.deviceId)
+        return try store.renew(verified, at: clock.now)
+    }
+
+    /// Sends every queued release (`POST /v1/leases/ID/release`); a lease the server confirms is marked released, any
+    /// other outcome is recorded and the release stays queued. Safe to call again; loses nothing when the server is
+    /// down.
+    @discardableResult
+    public func syncReleases() async throws -> SyncReport {
+        var report = SyncReport()
+        var unreachable: KeySessionError?
+        for pending in try store.pendingReleases() {
+            do {
+                // Once the server cannot be reached, the rest are recorded as failed without waiting on each.
+                if let unreachable { throw unreachable }
+                let request = pending.request(nonce: try Self.freshNonce())
+                let body = try await post("/v1/leases/\(pending.leaseId)/release", request, bearer: false)
+                let response = try decode(ReleaseResponse.self, body)
+                guard response.released else { throw KeySessionError.unexpectedResponse(status: 200, detail: "released is false") }
+                try store.markReleased(leaseId: pending.leaseId, at: clock.now)
+                report.released.append(pending.leaseId)
+            } catch let error as KeySessionError {
+                if error.code == KeySessionError.unreachable("").code { unreachable = error }
+                try store.recordReleaseFailure(leaseId: pending.leaseId, error: error.description, at: clock.now)
+                report.failed[pending.leaseId] = error.description
+            }
+        }
+        return report
+    }
+
+    /// Returns every lease of `assetId` (erasing its key material, queueing releases), then tries to send the
+    /// releases. The return itself never needs the server.
+    public func returnAsset(assetId: String) async throws -> (returned: [LeaseRecord], sync: SyncReport) {
+        let returned = try store.returnAsset(assetId: assetId, at: clock.now)
+        return (returned, try await syncReleases())
+    }
+
+    // MARK: Server key pinning
+
+    /// The pinned server key, fetching `GET /v1/server-key` and pinning it on first use. When a key is already pinned,
+    /// nothing is fetched.
+    public func pinnedServerKey() async throws -> Ed25519.PublicKey {
+        if let pinned = try Self.pinnedServerKey(in: store.dataDirectory) { return pinned }
+        let presented = try await fetchServerKey()
+        let path = Self.pinnedKeyURL(in: store.dataDirectory)
+        let text = StrictBase64.encode(presented.rawRepresentation) + "\n"
+        do {
+            try Data(text.utf8).write(to: path, options: .atomic)
+        } catch {
+            throw KeySessionError.invalidRequest("cannot pin the server key at \(path.path): \(error)")
+        }
+        return presented
+    }
+
+    /// Fetches `GET /v1/server-key` and throws `server_key_changed` if a different key is pinned.
+    public func checkServerKey() async throws {
+        let presented = try await fetchServerKey()
+        let pinned = try await pinnedServerKey()
+        guard pinned.rawRepresentation == presented.rawRepresentation else {
+            throw KeySessionError.serverKeyChanged(
+                pinned: StrictBase64.encode(pinned.rawRepresentation),
+                presented: StrictBase64.encode(presented.rawRepresentation)
+            )
+        }
+    }
+
+    /// The key pinned in `dataDirectory`, or nil if none is.
+    public static func pinnedServerKey(in dataDirectory: URL) throws -> Ed25519.PublicKey? {
+        let path = pinnedKeyURL(in: dataDirectory)
+        guard FileManager.default.fileExists(atPath: path.path) else { return nil }
+        guard let data = try? Data(contentsOf: path), let text = String(data: data, encoding: .utf8),
+            let raw = StrictBase64.decode(text.trimmingCharacters(in: .whitespacesAndNewlines), byteCount: 32),
+            let key = try? Ed25519.PublicKey(rawRepresentation: raw)
+        else { throw KeySessionError.pinnedKeyDamaged(path: path.path) }
+        return key
+    }
+
+    static func pinnedKeyURL(in dataDirectory: URL) -> URL {
+        dataDirectory.appendingPathComponent(pinnedServerKeyFileName)
+    }
+
+    private func fetchServerKey() async throws -> Ed25519.PublicKey {
+        let body = try await send(method: .GET, path: "/v1/server-key", body: nil, headers: [:])
+        let response = try decode(ServerKeyResponse.self, body)
+        guard let raw = StrictBase64.decode(response.signingKey, byteCount: 32), let key = try? Ed25519.PublicKey(rawRepresentation: raw)
+        else { throw KeySessionError.unexpectedResponse(status: 200, detail: "malformed server signing key") }
+        return key
+    }
+
+    /// Verifies with the pinned key; when that fails, asks the server which key it presents now, so a changed key is
+    /// reported as such rather than as a bad signature.
+    private func verify(_ signed: SignedPayload) async throws -> VerifiedLeasePayload {
+        let pinned = try await pinnedServerKey()
+        do {
+            return try VerifiedLeasePayload(signed, verifier: PinnedKeyVerifier(key: pinned))
+        } catch let error as KeySessionError {
+            if let presented = try? await fetchServerKey(), presented.rawRepresentation != pinned.rawRepresentation {
+                throw KeySessionError.serverKeyChanged(
+                    pinned: StrictBase64.encode(pinned.rawRepresentation),
+                    presented: StrictBase64.encode(presented.rawRepresentation)
+                )
+            }
+            throw error
+        }
+    }
+
+    static func verifiedPayload(_ signed: SignedPayload, key: Ed25519.PublicKey) throws -> LeasePayload {
+        do {
+            return try PayloadSigning.verify(signed, serverKey: key)
+        } catch let error as SignatureVerificationError {
+            throw KeySessionError.invalidPayload(error.description)
+        }
+    }
+
+    struct PinnedKeyVerifier: LeasePayloadVerifier {
+        let key: Ed25519.PublicKey
+        func verifiedPayload(_ signed: SignedPayload) throws -> LeasePayload {
+            try KeySession.verifiedPayload(signed, key: key)
+        }
+    }
+
+    // MARK: Helpers
+
+    private func unwrap(_ payload: LeasePayload) throws -> [String: SecretBytes] {
+        var keys: [String: SecretBytes] = [:]
+        for wrapped in payload.keys {
+            keys[wrapped.keyId] = try KeyWrapping.unwrap(
+                wrapped,
+                leaseID: payload.lease.leaseId,
+                deviceID: device.deviceId,
+                agreementKey: device.agreementKey
+            )
+        }
+        return keys
+    }
+
+    private static func check(_ field: String, expected: String, got: String) throws {
+        guard expected == got else { throw KeySessionError.payloadMismatch(field, expected: expected, got: got) }
+    }
+
+    static func freshNonce() throws -> String {
+        StrictBase64.encode(try SecureRandom.bytes(count: nonceByteCount))
+    }
+
+    private func decode<Message: Decodable>(_ type: Message.Type, _ body: [UInt8]) throws -> Message {
+        do {
+            return try JSONDecoder().decode(type, from: Data(body))
+        } catch {
+            throw KeySessionError.unexpectedResponse(status: 200, detail: "cannot decode \(Message.self)")
+        }
+    }
+
+    private func post(_ path: String, _ message: some Encodable, bearer: Bool) async throws -> [UInt8] {
+        let body = Array(try JSONEncoder().encode(message))
+        var headers = [
+            "Content-Type": "application/json",
+            RequestSigning.headerName: try RequestSigning.signature(for: body, with: device.signingKey),
+        ]
+        if bearer, let token { headers["Authorization"] = "Bearer \(token)" }
+        return try await send(method: .POST, path: path, body: body, headers: headers)
+    }
+
+    /// Sends one request; a 200 answer's body is returned, any other is thrown as a ``KeySessionError``.
+    private func send(method: HTTPMethod, path: String, body: [UInt8]?, headers: [String: String]) async throws -> [UInt8] {
+        var base = serverURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let status: Int
+        let bytes: [UInt8]
+        do {
+            let response = try await http.execute(request, timeout: .seconds(timeoutSeconds))
+            status = Int(response.status.code)
+            bytes = Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView)
+        } catch {
+            throw KeySessionError.unreachable("\(error)")
+        }
+        guard status == 200 else {
+            if let error = try? JSONDecoder().decode(KeyProtocolErrorBody.self, from: Data(bytes)) {
+                throw KeySessionError.server(code: error.error.code, message: error.error.message, httpStatus: status)
+            }
+            throw KeySessionError.unexpectedResponse(status: status, detail: "no protocol error body")
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,75 @@
+/// Why a ``KeySession`` operation failed: a protocol error answered by the key server (with its code and message), or a
+/// check the client made on the answer (signature, pinned key, echoes).
+public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The stable snake_case code: the server's protocol code (`not_entitled`, `unknown_asset`, ...) for server errors,
+    /// else one of the client codes below.
+    public let code: String
+    /// Human text: the server's message for server errors.
+    public let message: String
+    /// The HTTP status of the answer, when there was one.
+    public let httpStatus: Int?
+
+    public init(code: String, message: String, httpStatus: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.httpStatus = httpStatus
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    /// The protocol code, when the server answered with one this client knows.
+    public var protocolCode: KeyProtocolErrorCode? { KeyProtocolErrorCode(rawValue: code) }
+
+    /// The server answered `{"error": {"code", "message"}}`.
+    public static func server(code: String, message: String, httpStatus: Int) -> Self {
+        Self(code: code, message: message, httpStatus: httpStatus)
+    }
+
+    /// The server answered something that is neither the expected message nor a protocol error body.
+    public static func unexpectedResponse(status: Int, detail: String) -> Self {
+        Self(code: "unexpected_response", message: "HTTP \(status): \(detail)", httpStatus: status)
+    }
+
+    /// The key server could not be reached.
+    public static func unreachable(_ detail: String) -> Self {
+        Self(code: "key_server_unreachable", message: "cannot reach the key server: \(detail)")
+    }
+
+    /// The server presents a signing key other than the one pinned on first use.
+    public static func serverKeyChanged(pinned: String, presented: String) -> Self {
+        Self(
+            code: "server_key_changed",
+            message: "the key server presents signing key \(presented), but \(pinned) is pinned; refusing its payloads"
+        )
+    }
+
+    /// No server key is pinned yet and none could be fetched.
+    public static var serverKeyNotPinned: Self {
+        Self(code: "server_key_not_pinned", message: "no key server signing key is pinned in the data directory")
+    }
+
+    /// The pinned key file cannot be read or is damaged.
+    public static func pinnedKeyDamaged(path: String) -> Self {
+        Self(code: "pinned_key_damaged", message: "the pinned key server signing key at \(path) is damaged")
+    }
+
+    /// The signed payload does not verify with the pinned key, or does not decode.
+    public static func invalidPayload(_ detail: String) -> Self {
+        Self(code: "invalid_payload", message: "the signed payload was refused: \(detail)")
+    }
+
+    /// The payload verifies but is not an answer to this request (nonce, asset, device, key IDs, lease).
+    public static func payloadMismatch(_ field: String, expected: String, got: String) -> Self {
+        Self(code: "payload_mismatch", message: "the payload's \(field) is \(got), expected \(expected)")
+    }
+
+    /// The lease is not in the key store, or holds no key material.
+    public static func leaseNotStored(_ leaseId: String) -> Self {
+        Self(code: "lease_not_stored", message: "no stored lease \(leaseId) with key material")
+    }
+
+    /// A request the client refuses to send.
+    public static func invalidRequest(_ detail: String) -> Self {
+        Self(code: "invalid_request", message: detail)
+    }
+}

@@ -1,0 +1,241 @@
+import AsyncHTTPClient
+import Foundation
+import KeyDelivery
+import KeyServer
+import StowageCrypto
+import Testing
+
+/// KeySession against the real KeyServerApplication on 127.0.0.1.
+struct KeySessionTests {
+    private func movieKeys() -> [String: SecretBytes] {
+        Dictionary(uniqueKeysWithValues: zip(KeySessionFixture.movieKeyIDs, KeySessionFixture.movieKeys.map { SecretBytes(Hex.decode($0)!) }))
+    }
+
+    @Test func acquireRestartPlayRenewReturnAndRelease() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        let start = fixture.clock.now
+        let leaseId = try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: token)
+                let acquired = try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                #expect(acquired.keys.isEmpty)
+                #expect(acquired.record?.state == .persisted)
+                #expect(acquired.terms.storageExpiresAt == start + 30 * 86_400)
+                // The server key is pinned in the data directory.
+                #expect(try KeySession.pinnedServerKey(in: fixture.clientDirectory) == fixture.server.serverPublicKey)
+                return acquired.terms.leaseId
+            }
+        }
+
+        // Restart: reopen everything from the same directory, offline.
+        fixture.clock.advance(by: 3_600)
+        try await withHTTPClient { http in
+            let offline = try fixture.session(http, url: URL(string: "http://127.0.0.1:9")!, token: token)
+            let evaluation = try offline.store.authorizePlayback(assetId: "movie-1", at: fixture.clock.now)
+            #expect(evaluation.isValid)
+            #expect(try offline.contentKeys(leaseId: leaseId) == movieKeys())
+        }
+
+        // Renew ten days later, then return; the release reaches the server.
+        fixture.clock.advance(by: 10 * 86_400)
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: token)
+                let renewed = try await session.renew(leaseId: leaseId)
+                #expect(renewed.leaseId == leaseId)
+                #expect(renewed.terms.storageExpiresAt == fixture.clock.now + 30 * 86_400)
+                #expect(renewed.firstPlayedAt == start + 3_600)
+                #expect(try session.store.timeHighWaterMark().mark == fixture.clock.now)
+                #expect(try session.contentKeys(leaseId: leaseId) == movieKeys())
+
+                let (returned, sync) = try await session.returnAsset(assetId: "movie-1")
+                #expect(returned.map(\.leaseId) == [leaseId])
+                #expect(sync.released == [leaseId])
+                #expect(sync.isComplete)
+                #expect(try session.store.pendingReleases().isEmpty)
+                #expect(try session.store.lease(id: leaseId)?.state == .released)
+                #expect(try session.store.lease(id: leaseId)?.hasKeyMaterial == false)
+                #expect(throws: KeySessionError.self) { try session.contentKeys(leaseId: leaseId) }
+
+                // Idempotent: nothing left to send, and the server refuses to renew a released lease.
+                #expect(try await session.syncReleases() == KeySession.SyncReport())
+                let error = await #expect(throws: KeySessionError.self) { try await session.renew(leaseId: leaseId) }
+                #expect(error?.protocolCode == .leaseExpired)
+            }
+        }
+        #expect(try fixture.openClient().0.verifyAuditJournal().isIntact)
+    }
+
+    @Test func streamingKeysStayInMemory() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: token)
+                let acquired = try await session.acquire(assetId: "live", keyIds: [KeySessionFixture.liveKeyID], lease: .streaming)
+                #expect(acquired.record == nil)
+                #expect(acquired.keys == [KeySessionFixture.liveKeyID: SecretBytes(Hex.decode(KeySessionFixture.liveKey)!)])
+                #expect(!acquired.description.contains(KeySessionFixture.liveKey))
+                #expect(try session.store.leases().isEmpty)
+            }
+        }
+    }
+
+    @Test func aTamperedPayloadIsRefusedBeforeStorage() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: token)
+                let (request, signed) = try await session.requestKeys(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                // Extend the storage window in the payload; the signature no longer matches.
+                let bytes = StrictBase64.decode(signed.payload)!
+                let text = String(decoding: bytes, as: UTF8.self)
+                let tampered = text.replacingOccurrences(of: #""storageExpiresAt":"#, with: #""storageExpiresAt":9"#)
+                #expect(tampered != text)
+                let forged = SignedPayload(payload: StrictBase64.encode(Array(tampered.utf8)), signature: signed.signature)
+                let error = await #expect(throws: KeySessionError.self) { try await session.accept(forged, for: request) }
+                #expect(error?.code == "invalid_payload")
+                #expect(try session.store.leases().isEmpty)
+
+                // A genuine payload for another request (nonce echo) is refused too.
+                let (_, other) = try await session.requestKeys(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                let mismatch = await #expect(throws: KeySessionError.self) { try await session.accept(other, for: request) }
+                #expect(mismatch?.code == "payload_mismatch")
+                #expect(try session.store.leases().isEmpty)
+
+                // The genuine answer is accepted.
+                _ = try await session.accept(signed, for: request)
+                #expect(try session.store.leases().count == 1)
+            }
+        }
+    }
+
+    @Test func aServerPresentingAnotherSigningKeyIsRefused() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                _ = try await fixture.session(http, url: url, token: token)
+                    .acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+            }
+        }
+        // Another server (another signing key) with the same asset.
+        let impostor = try await KeySessionFixture.make()
+        defer { impostor.remove() }
+        let impostorToken = try await impostor.token()
+        try await impostor.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: impostorToken)
+                let error = await #expect(throws: KeySessionError.self) {
+                    try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                }
+                #expect(error?.code == "server_key_changed")
+                let check = await #expect(throws: KeySessionError.self) { try await session.checkServerKey() }
+                #expect(check?.code == "server_key_changed")
+                #expect(try session.store.leases().count == 1)
+                #expect(try KeySession.pinnedServerKey(in: fixture.clientDirectory) == fixture.server.serverPublicKey)
+            }
+        }
+    }
+
+    @Test func aQueuedReleaseSurvivesARestartWhileTheServerIsDown() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        let (leaseId, downURL) = try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let acquired = try await fixture.session(http, url: url, token: token)
+                    .acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                return (acquired.terms.leaseId, url)
+            }
+        }
+        // The server is down now: the return succeeds locally, the release stays queued.
+        try await withHTTPClient { http in
+            let session = try fixture.session(http, url: downURL, token: token, timeoutSeconds: 2)
+            let (returned, sync) = try await session.returnAsset(assetId: "movie-1")
+            #expect(returned.count == 1)
+            #expect(sync.released.isEmpty)
+            #expect(sync.failed[leaseId]?.hasPrefix("key_server_unreachable") == true)
+            #expect(try await session.syncReleases().failed.count == 1)
+        }
+        // Restart the client: still queued, with its attempts recorded.
+        let pending = try fixture.openClient().0.pendingReleases()
+        #expect(pending.map(\.leaseId) == [leaseId])
+        #expect(pending.first?.attempts == 2)
+        #expect(pending.first?.lastError?.hasPrefix("key_server_unreachable") == true)
+        // The server is up again: the release goes out once.
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: token)
+                #expect(try await session.syncReleases().released == [leaseId])
+                #expect(try await session.syncReleases().released.isEmpty)
+                #expect(try session.store.lease(id: leaseId)?.state == .released)
+            }
+        }
+    }
+
+    @Test func protocolErrorsAreSurfacedWithTheirCodes() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        let movieOnly = try await fixture.token(assets: ["movie-1"])
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let cases: [(String, String?, String, KeyProtocolErrorCode, Int)] = [
+                    ("unknown asset", token, "nope", .unknownAsset, 404),
+                    ("not entitled", movieOnly, "live", .notEntitled, 403),
+                    ("no token", nil, "movie-1", .invalidToken, 401),
+                    ("bad token", "x.y.z", "movie-1", .invalidToken, 401),
+                ]
+                for (name, bearer, asset, code, status) in cases {
+                    let session = try fixture.session(http, url: url, token: bearer)
+                    let keyIds = asset == "live" ? [KeySessionFixture.liveKeyID] : KeySessionFixture.movieKeyIDs
+                    let error = await #expect(throws: KeySessionError.self, "\(name)") {
+                        try await session.acquire(assetId: asset, keyIds: keyIds, lease: asset == "live" ? .streaming : .persistent)
+                    }
+                    #expect(error?.protocolCode == code, "\(name)")
+                    #expect(error?.httpStatus == status, "\(name)")
+                    #expect(error?.message.isEmpty == false, "\(name)")
+                }
+                let session = try fixture.session(http, url: url, token: token)
+                let unknown = await #expect(throws: KeySessionError.self) {
+                    try await session.acquire(assetId: "movie-1", keyIds: ["ffffffffffffffffffffffffffffffff"], lease: .persistent)
+                }
+                #expect(unknown?.protocolCode == .unknownKey)
+            }
+        }
+    }
+
+    @Test func noContentKeyBytesOnDisk() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: token)
+                let acquired = try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                _ = try await session.acquire(assetId: "live", keyIds: [KeySessionFixture.liveKeyID], lease: .streaming)
+                _ = try session.store.authorizePlayback(assetId: "movie-1", at: fixture.clock.now)
+                #expect(try session.contentKeys(leaseId: acquired.terms.leaseId) == movieKeys())
+                _ = try await session.renew(leaseId: acquired.terms.leaseId)
+            }
+        }
+        let enumerator = FileManager.default.enumerator(at: fixture.clientDirectory, includingPropertiesForKeys: nil)
+        let files = (enumerator?.allObjects as? [URL] ?? []).filter { !$0.hasDirectoryPath }
+        #expect(files.contains { $0.lastPathComponent == KeyStore.databaseFileName })
+        for file in files {
+            let bytes = try Data(contentsOf: file)
+            for key in KeySessionFixture.allContentKeys {
+                for needle in [key, Array(Hex.encode(key).utf8), Array(Hex.encode(key).uppercased().utf8), Array(StrictBase64.encode(key).utf8)] {
+                    #expect(bytes.range(of: Data(needle)) == nil, "content key found in \(file.lastPathComponent)")
+                }
+            }
+        }
+    }
+}

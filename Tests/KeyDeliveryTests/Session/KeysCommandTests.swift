@@ -1,0 +1,106 @@
+import AsyncHTTPClient
+import Foundation
+import KeyDelivery
+import Testing
+
+/// `stowage keys` as a user runs it, on a data directory filled by KeySession from the real key server.
+struct KeysCommandTests {
+    /// The `stowage` executable built beside the test bundle, if it was built.
+    static var stowageBinary: URL? {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("stowage")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return nil
+    }
+
+    struct Run {
+        var status: Int32
+        var output: String
+        var error: String
+    }
+
+    static func stowage(_ arguments: [String], home: URL) throws -> Run {
+        let process = Process()
+        process.executableURL = stowageBinary
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["STOWAGE_HOME"] = home.path
+        process.environment = environment
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        nonisolated(unsafe) var errorData = Data()
+        let reader = Thread { errorData = error.fileHandleForReading.readDataToEndOfFile() }
+        reader.start()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !reader.isFinished { Thread.sleep(forTimeInterval: 0.005) }
+        return Run(
+            status: process.terminationStatus,
+            output: String(decoding: outputData, as: UTF8.self),
+            error: String(decoding: errorData, as: UTF8.self)
+        )
+    }
+
+    struct Row: Decodable {
+        var leaseId: String
+        var assetId: String
+        var keyIds: [String]
+        var type: String
+        var state: String
+        var storageExpiresAt: Int64
+        var playbackTimeLeft: Int64?
+        var renewableUntil: Int64?
+        var pendingRelease: Bool
+    }
+
+    @Test func listRenewReturnSyncAndAudit() async throws {
+        // `swift build --build-tests` builds the executable too; a missing one is a failure, not a skip.
+        _ = try #require(Self.stowageBinary, "the stowage executable is not built beside the tests")
+        let fixture = try await KeySessionFixture.make(start: SystemClock().now)
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        let home = fixture.clientDirectory
+        try await fixture.withLiveServer { url in
+            let leaseId = try await withHTTPClient { http in
+                try await fixture.session(http, url: url, token: token)
+                    .acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent).terms.leaseId
+            }
+            let list = try Self.stowage(["keys", "list", "--json"], home: home)
+            #expect(list.status == 0, "\(list.error)")
+            let rows = try JSONDecoder().decode([Row].self, from: Data(list.output.utf8))
+            #expect(rows.map(\.leaseId) == [leaseId])
+            #expect(rows.first?.keyIds == KeySessionFixture.movieKeyIDs)
+            #expect(rows.first?.state == "persisted")
+            #expect(rows.first?.playbackTimeLeft == Int64(172_800))
+            #expect(rows.first?.pendingRelease == false)
+
+            let renew = try Self.stowage(["keys", "renew", "movie-1", "--key-server", url.absoluteString, "--token", token], home: home)
+            #expect(renew.status == 0, "\(renew.error)")
+            #expect(renew.output.contains("renewed movie-1"))
+
+            let returned = try Self.stowage(["keys", "return", "movie-1"], home: home)
+            #expect(returned.status == 0, "\(returned.error)")
+            #expect(returned.output.contains("released lease \(leaseId)"))
+
+            let after = try JSONDecoder().decode([Row].self, from: Data(try Self.stowage(["keys", "list", "--json"], home: home).output.utf8))
+            #expect(after.first?.state == "released")
+            #expect(after.first?.pendingRelease == false)
+
+            let sync = try Self.stowage(["keys", "sync"], home: home)
+            #expect(sync.status == 0, "\(sync.error)")
+            #expect(sync.output.contains("no releases queued"))
+        }
+        let audit = try Self.stowage(["keys", "audit", "--verify"], home: home)
+        #expect(audit.status == 0, "\(audit.error)")
+        #expect(audit.output.contains("intact"))
+        let journal = try Self.stowage(["keys", "audit"], home: home)
+        #expect(journal.output.contains("renewal"))
+        #expect(journal.output.contains("release"))
+    }
+}
