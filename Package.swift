@@ -78,7 +78,7 @@ let package = Package(
         .target(
             name: "KeyServer",
             dependencies: [
-                "KeyDelivery", "StowageCrypto",
+                "KeyDelivery", "StowageCrypto", "HLS", "MediaCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -130,7 +130,7 @@ let package = Package(
         .testTarget(
             name: "KeyServerTests",
             dependencies: [
-                "KeyServer", "KeyDelivery",
+                "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "OfflinePackage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -12,6 +12,7 @@ struct Stowage: AsyncParsableCommand {
             """,
         subcommands: [
             InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self, KeysCommand.self,
+            PackageCommand.self,
         ]
     )
 }
