@@ -116,8 +116,11 @@ let package = Package(
         .testTarget(
             name: "KeyDeliveryTests",
             dependencies: [
-                "KeyDelivery", "StowageCrypto", "KeyServer",
+                "KeyDelivery", "StowageCrypto", "KeyServer", "HLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

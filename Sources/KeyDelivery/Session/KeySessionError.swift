@@ -73,3 +73,45 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
         Self(code: "invalid_request", message: detail)
     }
 }
+
+// MARK: Playlist keys
+
+extension KeySessionError {
+    /// A key line set offers no KEYFORMAT this client supports.
+    public static func unsupportedKeyFormat(_ formats: [String]) -> Self {
+        Self(
+            code: "unsupported_key_format",
+            message: "no supported KEYFORMAT among \(formats.joined(separator: ", ")); supported: com.stowage.skd, identity"
+        )
+    }
+
+    /// A key URI that cannot be used: an skd URI not of the form `skd://ASSET_ID/KEY_ID_HEX`, or an identity URI that
+    /// is not http(s).
+    public static func malformedKeyURI(_ uri: String, _ detail: String) -> Self {
+        Self(code: "malformed_key_uri", message: "key URI \(uri): \(detail)")
+    }
+
+    /// An skd URI names an asset other than the one being acquired.
+    public static func keyForOtherAsset(_ uri: String, expected: String, got: String) -> Self {
+        Self(code: "key_for_other_asset", message: "key URI \(uri) names asset \(got), expected \(expected)")
+    }
+
+    /// The GET of an identity key URI was answered with an HTTP error (after any retries).
+    public static func identityKeyFetchFailed(uri: String, status: Int) -> Self {
+        Self(code: "identity_key_fetch_failed", message: "GET \(uri) answered HTTP \(status)", httpStatus: status)
+    }
+
+    /// The identity key URI could not be reached (after any retries).
+    public static func identityKeyUnreachable(uri: String, detail: String) -> Self {
+        Self(code: "identity_key_unreachable", message: "cannot fetch \(uri): \(detail)")
+    }
+
+    /// The identity key URI answered a body that is not a key (never carries the bytes).
+    public static func invalidIdentityKey(uri: String, count: Int, allowed: [Int]) -> Self {
+        Self(
+            code: "invalid_identity_key",
+            message: "GET \(uri) answered \(count) bytes; a key is \(allowed.map(String.init).joined(separator: " or ")) bytes",
+            httpStatus: 200
+        )
+    }
+}

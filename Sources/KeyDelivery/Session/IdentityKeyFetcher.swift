@@ -1,0 +1,166 @@
+public import AsyncHTTPClient
+public import Foundation
+import NIOCore
+import NIOHTTP1
+public import StowageCrypto
+
+/// Fetches standard key URIs (`KEYFORMAT="identity"`): a GET whose body is the raw key, as every HLS player does, and
+/// keeps each key sealed in the ``KeyStore``. A key already stored and not expired is returned without a request.
+/// Key bytes are never logged nor put in errors.
+public struct IdentityKeyFetcher: Sendable {
+    public struct Configuration: Sendable {
+        /// Extra request headers, e.g. `("Authorization", "Bearer ...")`, `("Cookie", "...")`.
+        public var headers: [(String, String)]
+        /// Local lifetime of a stored key, in seconds; nil: no expiry.
+        public var lifetimeSeconds: Int64?
+        /// Attempts per URI, the first included.
+        public var maxAttempts: Int
+        /// Delay before the second attempt; doubled for each later one, up to ``maxBackoffSeconds``.
+        public var initialBackoffSeconds: Double
+        public var maxBackoffSeconds: Double
+        /// Cap on an honoured `Retry-After` (seconds).
+        public var maxRetryAfterSeconds: Int64
+        /// Seconds allowed for a whole transfer (connection, head and body).
+        public var timeoutSeconds: Int64
+        /// Whether a 32-byte body (AES-256) is accepted as well as 16 bytes.
+        public var allowsAES256: Bool
+
+        public init(
+            headers: [(String, String)] = [],
+            lifetimeSeconds: Int64? = nil,
+            maxAttempts: Int = 4,
+            initialBackoffSeconds: Double = 0.5,
+            maxBackoffSeconds: Double = 8,
+            maxRetryAfterSeconds: Int64 = 30,
+            timeoutSeconds: Int64 = 30,
+            allowsAES256: Bool = false
+        ) {
+            self.headers = headers
+            self.lifetimeSeconds = lifetimeSeconds
+            self.maxAttempts = max(1, maxAttempts)
+            self.initialBackoffSeconds = initialBackoffSeconds
+            self.maxBackoffSeconds = maxBackoffSeconds
+            self.maxRetryAfterSeconds = maxRetryAfterSeconds
+            self.timeoutSeconds = timeoutSeconds
+            self.allowsAES256 = allowsAES256
+        }
+    }
+
+    public let http: HTTPClient
+    public let store: KeyStore
+    public let clock: any Clock
+    public let configuration: Configuration
+
+    public init(http: HTTPClient, store: KeyStore, clock: any Clock, configuration: Configuration = Configuration()) {
+        self.http = http
+        self.store = store
+        self.clock = clock
+        self.configuration = configuration
+    }
+
+    /// The key of `url` for `assetId`: from the store when it holds an unexpired key for the URI, else fetched and
+    /// stored sealed.
+    ///
+    /// - Throws: ``KeySessionError`` `identity_key_fetch_failed` (HTTP error), `identity_key_unreachable`,
+    ///   `invalid_identity_key` (wrong body length); ``KeyStoreError`` / ``LeaseError`` from the store.
+    public func key(for url: URL, assetId: String) async throws -> (key: SecretBytes, fromCache: Bool) {
+        let uri = url.absoluteString
+        do {
+            return (try store.identityKey(uri: uri, at: clock.now), true)
+        } catch let error as KeyStoreError
+            where [
+                KeyStoreError.identityKeyNotFound(uri: uri).code, KeyStoreError.identityKeyExpired(uri: uri, expiresAt: 0).code,
+                KeyStoreError.identityKeyDamaged(uri: uri).code,
+            ].contains(error.code)
+        {
+            // Not stored, expired or damaged: fetch it again.
+        }
+        let key = try await fetch(uri)
+        let now = clock.now
+        try store.storeIdentityKey(key, uri: uri, assetId: assetId, expiresAt: configuration.lifetimeSeconds.map { now + $0 }, at: now)
+        return (key, false)
+    }
+
+    /// GETs `uri` with retries; returns the checked key.
+    func fetch(_ uri: String) async throws -> SecretBytes {
+        let allowed = configuration.allowsAES256 ? [16, 32] : [16]
+        var backoff = configuration.initialBackoffSeconds
+        var attempt = 1
+        while true {
+            let outcome = await attemptFetch(uri)
+            var delay = backoff
+            switch outcome {
+            case .body(let bytes):
+                guard allowed.contains(bytes.count) else {
+                    throw KeySessionError.invalidIdentityKey(uri: uri, count: bytes.count, allowed: allowed)
+                }
+                return SecretBytes(bytes)
+            case .tooLarge:
+                throw KeySessionError.invalidIdentityKey(uri: uri, count: Self.maxBodyBytes + 1, allowed: allowed)
+            case .status(let status, let retryAfter):
+                guard status >= 500 || status == 429, attempt < configuration.maxAttempts else {
+                    throw KeySessionError.identityKeyFetchFailed(uri: uri, status: status)
+                }
+                if let retryAfter { delay = Double(min(max(retryAfter, 0), configuration.maxRetryAfterSeconds)) }
+            case .transport(let detail):
+                guard attempt < configuration.maxAttempts else { throw KeySessionError.identityKeyUnreachable(uri: uri, detail: detail) }
+            }
+            try await Task.sleep(nanoseconds: UInt64(max(0, delay) * 1_000_000_000))
+            backoff = min(backoff * 2, configuration.maxBackoffSeconds)
+            attempt += 1
+        }
+    }
+
+    static let maxBodyBytes = 64
+
+    enum Outcome: Sendable {
+        case body([UInt8])
+        case tooLarge
+        case status(Int, retryAfter: Int64?)
+        case transport(String)
+    }
+
+    struct TransferTimeout: Error, CustomStringConvertible {
+        let seconds: Int64
+        var description: String { "no complete answer within \(seconds) s" }
+    }
+
+    /// One GET, bounded by the whole-transfer timeout.
+    private func attemptFetch(_ uri: String) async -> Outcome {
+        var request = HTTPClientRequest(url: uri)
+        request.method = .GET
+        for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+        let timeout = configuration.timeoutSeconds
+        let http = self.http
+        do {
+            return try await withThrowingTaskGroup(of: Outcome.self) { group in
+                group.addTask { [request] in
+                    let response = try await http.execute(request, timeout: .seconds(timeout))
+                    let status = Int(response.status.code)
+                    guard status == 200 else {
+                        let retryAfter = response.headers.first(name: "Retry-After").flatMap {
+                            Int64($0.trimmingCharacters(in: .whitespaces))
+                        }
+                        // Drain a little of the body so the connection can be reused; its content is not used.
+                        _ = try? await response.body.collect(upTo: 1 << 16)
+                        return .status(status, retryAfter: retryAfter)
+                    }
+                    do {
+                        return .body(Array(try await response.body.collect(upTo: Self.maxBodyBytes).readableBytesView))
+                    } catch is NIOTooManyBytesError {
+                        return .tooLarge
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: UInt64(timeout) * 1_000_000_000)
+                    throw TransferTimeout(seconds: timeout)
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next() else { return .transport("no answer") }
+                return first
+            }
+        } catch {
+            return .transport("\(error)")
+        }
+    }
+}
