@@ -110,12 +110,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Helpers shared by the test targets: ffmpeg as an independent client, the built `stowage` executable.
+        .target(name: "StowageTestSupport", path: "Tests/StowageTestSupport", swiftSettings: swiftSettings),
         .testTarget(name: "StowageCryptoTests", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSTests", dependencies: ["HLS"], resources: [.copy("Playlists")], swiftSettings: swiftSettings),
         .testTarget(name: "MediaCryptoTests", dependencies: ["MediaCrypto", "StowageCrypto"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeyDeliveryTests",
             dependencies: [
+                "StowageTestSupport",
                 "KeyDelivery", "StowageCrypto", "KeyServer", "HLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -126,13 +129,14 @@ let package = Package(
         ),
         .testTarget(
             name: "OfflinePackageTests",
-            dependencies: ["OfflinePackage", "HLS", "MediaCrypto", "StowageCrypto"],
+            dependencies: ["StowageTestSupport", "OfflinePackage", "HLS", "MediaCrypto", "StowageCrypto"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "PlaybackTests", dependencies: ["Playback"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeyServerTests",
             dependencies: [
+                "StowageTestSupport",
                 "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "OfflinePackage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -147,6 +151,7 @@ let package = Package(
         .testTarget(
             name: "StowageCLITests",
             dependencies: [
+                "StowageTestSupport",
                 "OriginServer", "AssetDownload", "HLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

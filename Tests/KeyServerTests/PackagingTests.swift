@@ -3,6 +3,7 @@ import HLS
 import KeyDelivery
 import OfflinePackage
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 @testable import KeyServer
@@ -165,11 +166,6 @@ struct PackagingTests {
     }
 
     @Test func ffmpegPlaysAPackagedSampleAESRendition() async throws {
-        // scripts/test.sh installs ffmpeg, so a missing one is a failure, never a silent skip.
-        let ffmpeg = try #require(
-            ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }),
-            "ffmpeg is not installed (scripts/test.sh installs it)"
-        )
         let workspace = try Workspace()
         defer { workspace.remove() }
         let report = try await workspace.package(Self.tsClear.appendingPathComponent("video.m3u8"), asset: "demo-ffmpeg", method: .sampleAES)
@@ -191,32 +187,13 @@ struct PackagingTests {
             .replacingOccurrences(of: ",KEYFORMAT=\"com.stowage.skd\",KEYFORMATVERSIONS=\"1\"", with: "")
         try Data(text.utf8).write(to: play.appendingPathComponent("video.m3u8"))
 
-        let clear = try Self.framemd5(ffmpeg, Self.tsClear.appendingPathComponent("video.m3u8"))
-        let packaged = try Self.framemd5(ffmpeg, play.appendingPathComponent("video.m3u8"))
+        let clear = try FrameHashes.of(Self.tsClear.appendingPathComponent("video.m3u8"))
+        let packaged = try FrameHashes.of(play.appendingPathComponent("video.m3u8"))
         #expect(!clear.isEmpty)
         #expect(packaged.count == clear.count)
         // ffmpeg's SAMPLE-AES reader may garble the last packet of a segment; allow one difference per segment.
         let differing = zip(clear, packaged).filter { $0 != $1 }.count
         #expect(differing <= 3, "\(differing) of \(clear.count) packets differ")
-    }
-
-    /// The packet lines of `ffmpeg -f framemd5` (size and hash), comments dropped.
-    static func framemd5(_ ffmpeg: String, _ playlist: URL) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ffmpeg)
-        process.arguments = [
-            "-nostdin", "-loglevel", "error", "-allowed_extensions", "ALL", "-i", playlist.path, "-c", "copy", "-f", "framemd5", "-",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map { line in
-            line.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
-        }
     }
 
     /// Scans every file under `folder` for the key's bytes, raw and as hex.

@@ -3,6 +3,7 @@ import HLS
 import MediaCrypto
 import OfflinePackage
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 /// `PlaylistDecryption` against media encrypted by ffmpeg, openssl enc and Shaka Packager, checked byte for byte
@@ -162,36 +163,10 @@ struct SampleAESPlaylistDecryptionTests {
             try Data(contentsOf: out.appendingPathComponent("\(stream)_init.mp4"))
                 == Data(contentsOf: Self.shaka.appendingPathComponent("fmp4-clear/\(stream)_init.mp4"))
         )
-        let ours = try FFmpeg.frameHashes(of: out.appendingPathComponent("\(stream).m3u8"))
-        let twin = try FFmpeg.frameHashes(of: Self.shaka.appendingPathComponent("fmp4-clear/\(stream).m3u8"))
+        let ours = try FrameHashes.of(out.appendingPathComponent("\(stream).m3u8"))
+        let twin = try FrameHashes.of(Self.shaka.appendingPathComponent("fmp4-clear/\(stream).m3u8"))
         #expect(ours.count > 50)
         #expect(ours == twin)
-    }
-}
-
-/// ffmpeg as an independent demuxer: `-c copy -f framemd5` lists every packet's size and MD5.
-enum FFmpeg {
-    static func frameHashes(of playlist: URL) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "ffmpeg", "-nostdin", "-v", "error", "-allowed_extensions", "ALL", "-i", playlist.path, "-map", "0", "-c", "copy",
-            "-f", "framemd5", "-",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw FFmpegError(message: "ffmpeg failed on \(playlist.path) (is ffmpeg installed? scripts/test.sh installs it)")
-        }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
-    }
-
-    struct FFmpegError: Error, CustomStringConvertible {
-        let message: String
-        var description: String { message }
     }
 }
 
@@ -221,7 +196,7 @@ struct AES256PlaylistDecryptionTests {
             #expect(summary.sampleBytes == summary.mediaDataBytes)
         }
         // And ffmpeg plays the clear copy from start to end.
-        let frames = try FFmpeg.frameHashes(of: out.appendingPathComponent("media.m3u8"))
+        let frames = try FrameHashes.of(out.appendingPathComponent("media.m3u8"))
         #expect(frames.count > 100)
     }
 }

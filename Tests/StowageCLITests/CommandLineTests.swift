@@ -62,7 +62,7 @@ struct CommandLineTests {
 
     @Test func originCommandServesAndInspectFetchesOverLoopback() throws {
         let process = Process()
-        process.executableURL = TestSupport.stowageBinary
+        process.executableURL = try TestSupport.stowageBinary
         process.arguments = ["origin", TestSupport.fixtures.appendingPathComponent("playlists").path, "--port", "0"]
         let output = Pipe()
         process.standardOutput = output

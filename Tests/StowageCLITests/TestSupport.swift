@@ -2,6 +2,7 @@ import AssetDownload
 import AsyncHTTPClient
 import Foundation
 import OriginServer
+import StowageTestSupport
 import Testing
 
 /// Paths and helpers shared by the end-to-end tests.
@@ -14,16 +15,7 @@ enum TestSupport {
 
     /// The `stowage` binary built beside the test bundle (or `$STOWAGE_BIN`).
     static var stowageBinary: URL {
-        if let path = ProcessInfo.processInfo.environment["STOWAGE_BIN"] { return URL(fileURLWithPath: path) }
-        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var directory = testBinary.deletingLastPathComponent()
-        // The xctest bundle may be a directory (macOS-style) one level deeper.
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("stowage")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-        return testBinary.deletingLastPathComponent().appendingPathComponent("stowage")
+        get throws { try StowageExecutable.url() }
     }
 
     static func temporaryDirectory(_ label: String) throws -> URL {
@@ -76,7 +68,7 @@ enum TestSupport {
     /// Runs `stowage` with arguments to completion (bounded by `timeout` seconds).
     static func runStowage(_ arguments: [String], timeout: TimeInterval = 60) throws -> ProcessResult {
         let process = Process()
-        process.executableURL = stowageBinary
+        process.executableURL = try stowageBinary
         process.arguments = arguments
         let output = Pipe()
         let error = Pipe()

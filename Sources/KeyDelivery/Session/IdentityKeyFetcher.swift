@@ -101,7 +101,7 @@ public struct IdentityKeyFetcher: Sendable {
                 guard status >= 500 || status == 429, attempt < configuration.maxAttempts else {
                     throw KeySessionError.identityKeyFetchFailed(uri: uri, status: status)
                 }
-                if let retryAfter { delay = Double(min(max(retryAfter, 0), configuration.maxRetryAfterSeconds)) }
+                delay = Self.retryDelay(retryAfter: retryAfter, backoff: backoff, cap: configuration.maxRetryAfterSeconds)
             case .transport(let detail):
                 guard attempt < configuration.maxAttempts else { throw KeySessionError.identityKeyUnreachable(uri: uri, detail: detail) }
             }
@@ -112,6 +112,13 @@ public struct IdentityKeyFetcher: Sendable {
     }
 
     static let maxBodyBytes = 64
+
+    /// Seconds to wait before the next attempt: the server's `Retry-After` (clamped to `0...cap`) when it sent one,
+    /// else the current backoff.
+    static func retryDelay(retryAfter: Int64?, backoff: Double, cap: Int64) -> Double {
+        guard let retryAfter else { return backoff }
+        return Double(min(max(retryAfter, 0), cap))
+    }
 
     enum Outcome: Sendable {
         case body([UInt8])

@@ -1,21 +1,11 @@
 import AsyncHTTPClient
 import Foundation
 import KeyDelivery
+import StowageTestSupport
 import Testing
 
 /// `stowage keys` as a user runs it, on a data directory filled by KeySession from the real key server.
 struct KeysCommandTests {
-    /// The `stowage` executable built beside the test bundle, if it was built.
-    static var stowageBinary: URL? {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("stowage")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-        return nil
-    }
-
     struct Run {
         var status: Int32
         var output: String
@@ -24,7 +14,7 @@ struct KeysCommandTests {
 
     static func stowage(_ arguments: [String], home: URL) throws -> Run {
         let process = Process()
-        process.executableURL = stowageBinary
+        process.executableURL = try StowageExecutable.url()
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["STOWAGE_HOME"] = home.path
@@ -60,8 +50,6 @@ struct KeysCommandTests {
     }
 
     @Test func listRenewReturnSyncAndAudit() async throws {
-        // `swift build --build-tests` builds the executable too; a missing one is a failure, not a skip.
-        _ = try #require(Self.stowageBinary, "the stowage executable is not built beside the tests")
         let fixture = try await KeySessionFixture.make(start: SystemClock().now)
         defer { fixture.remove() }
         let token = try await fixture.token()
