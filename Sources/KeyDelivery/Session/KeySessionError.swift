@@ -32,14 +32,19 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
 
     /// The key server could not be reached.
     public static func unreachable(_ detail: String) -> Self {
-        Self(code: "key_server_unreachable", message: "cannot reach the key server: \(detail)")
+        Self(
+            code: "key_server_unreachable",
+            message:
+                "cannot reach the key server: \(detail); check its URL and the network (queued releases stay queued; `stowage keys sync` sends them later)"
+        )
     }
 
     /// The server presents a signing key other than the one pinned on first use.
     public static func serverKeyChanged(pinned: String, presented: String) -> Self {
         Self(
             code: "server_key_changed",
-            message: "the key server presents signing key \(presented), but \(pinned) is pinned; refusing its payloads"
+            message:
+                "the key server presents signing key \(presented), but \(pinned) is pinned; refusing its payloads; if the server's key was changed on purpose, delete key-server-signing.pub in the data directory to pin the new one"
         )
     }
 
@@ -50,7 +55,10 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
 
     /// The pinned key file cannot be read or is damaged.
     public static func pinnedKeyDamaged(path: String) -> Self {
-        Self(code: "pinned_key_damaged", message: "the pinned key server signing key at \(path) is damaged")
+        Self(
+            code: "pinned_key_damaged",
+            message: "the pinned key server signing key at \(path) is damaged; delete it and the next request pins the server's key again"
+        )
     }
 
     /// The signed payload does not verify with the pinned key, or does not decode.
@@ -65,7 +73,10 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
 
     /// The lease is not in the key store, or holds no key material.
     public static func leaseNotStored(_ leaseId: String) -> Self {
-        Self(code: "lease_not_stored", message: "no stored lease \(leaseId) with key material")
+        Self(
+            code: "lease_not_stored",
+            message: "no stored lease \(leaseId) with key material (it was returned, expired or never acquired); acquire the keys again"
+        )
     }
 
     /// A request the client refuses to send.
@@ -98,12 +109,16 @@ extension KeySessionError {
 
     /// The GET of an identity key URI was answered with an HTTP error (after any retries).
     public static func identityKeyFetchFailed(uri: String, status: Int) -> Self {
-        Self(code: "identity_key_fetch_failed", message: "GET \(uri) answered HTTP \(status)", httpStatus: status)
+        Self(
+            code: "identity_key_fetch_failed",
+            message: "GET \(uri) answered HTTP \(status); check the URL and any headers it needs (token, cookies)",
+            httpStatus: status
+        )
     }
 
     /// The identity key URI could not be reached (after any retries).
     public static func identityKeyUnreachable(uri: String, detail: String) -> Self {
-        Self(code: "identity_key_unreachable", message: "cannot fetch \(uri): \(detail)")
+        Self(code: "identity_key_unreachable", message: "cannot fetch \(uri): \(detail); check the network and try again")
     }
 
     /// The identity key URI answered a body that is not a key (never carries the bytes).

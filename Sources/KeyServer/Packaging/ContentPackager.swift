@@ -388,7 +388,8 @@ public enum ContentPackagingError: Error, Sendable, CustomStringConvertible {
         case .random(let reason): "cannot draw random bytes: \(reason)"
         case .segment(let error): error.description
         case .output(let path, let reason): "cannot write \(path): \(reason)"
-        case .registration(let keyID, let reason): "cannot register key \(keyID) with the key server: \(reason)"
+        case .registration(let keyID, let reason):
+            "cannot register key \(keyID) with the key server: \(reason); check --keyserver-data-dir (made by `stowage keyserver init`) and package again"
         }
     }
 }
