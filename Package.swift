@@ -56,7 +56,7 @@ let package = Package(
         ),
         .target(
             name: "OfflinePackage",
-            dependencies: ["HLS", "MediaCrypto", "KeyDelivery"],
+            dependencies: ["HLS", "MediaCrypto", "KeyDelivery", "StowageCrypto"],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -130,13 +130,18 @@ public struct KeySession: Sendable {
     /// is verified again with the pinned key first. Works offline; does not authorize playback (see
     /// ``KeyStore/authorizePlayback(assetId:at:)``).
     public func contentKeys(leaseId: String) throws -> [String: SecretBytes] {
+        try Self.storedContentKeys(leaseId: leaseId, store: store, device: device)
+    }
+
+    /// ``contentKeys(leaseId:)`` without a session: offline readers (verification, playback) need no HTTP client.
+    public static func storedContentKeys(leaseId: String, store: KeyStore, device: DeviceIdentity) throws -> [String: SecretBytes] {
         guard let signed = try store.storedPayload(leaseId: leaseId) else { throw KeySessionError.leaseNotStored(leaseId) }
         guard let pinned = try Self.pinnedServerKey(in: store.dataDirectory) else { throw KeySessionError.serverKeyNotPinned }
         let payload = try Self.verifiedPayload(signed, key: pinned)
         guard payload.lease.leaseId == leaseId, payload.lease.deviceId == device.deviceId else {
             throw KeySessionError.payloadMismatch("leaseId", expected: leaseId, got: payload.lease.leaseId)
         }
-        return try unwrap(payload)
+        return try unwrap(payload, device: device)
     }
 
     /// `POST /v1/leases/ID/renew`: verifies the new payload and stores it in place of the old one, which re-anchors
@@ -275,6 +280,10 @@ public struct KeySession: Sendable {
     // MARK: Helpers
 
     private func unwrap(_ payload: LeasePayload) throws -> [String: SecretBytes] {
+        try Self.unwrap(payload, device: device)
+    }
+
+    private static func unwrap(_ payload: LeasePayload, device: DeviceIdentity) throws -> [String: SecretBytes] {
         var keys: [String: SecretBytes] = [:]
         for wrapped in payload.keys {
             keys[wrapped.keyId] = try KeyWrapping.unwrap(

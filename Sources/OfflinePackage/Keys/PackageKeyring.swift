@@ -1,0 +1,89 @@
+import Foundation
+public import KeyDelivery
+public import StowageCrypto
+
+/// The content keys of a package, read offline from the key store: skd keys unwrapped from a stored lease's payload
+/// with the device key, identity keys unsealed from the store. Nothing here authorizes playback; the gate does.
+public struct PackageKeyring: Sendable {
+    public let store: KeyStore
+    public let device: DeviceIdentity
+
+    public init(store: KeyStore, device: DeviceIdentity) {
+        self.store = store
+        self.device = device
+    }
+
+    /// The key ID a package uses for an identity key URI: the first 16 bytes of SHA-256 of the absolute URI, in hex.
+    public static func identityKeyID(uri: String) -> String {
+        var hasher = SHA256Hasher()
+        hasher.update(Array(uri.utf8))
+        return Hex.encode(hasher.finalize().prefix(16))
+    }
+
+    /// Every key `manifest` lists, by key ID.
+    ///
+    /// - Throws: ``PackageKeyError`` naming the first key that is not held (no lease holding it, or no stored
+    ///   identity key, or one that has expired).
+    public func keys(for manifest: PackageManifest, at now: Int64) throws(PackageKeyError) -> [String: SecretBytes] {
+        var found: [String: SecretBytes] = [:]
+        let skd = manifest.keys.filter { $0.kind == .skd }
+        if !skd.isEmpty {
+            let leases: [StoredLease]
+            do {
+                leases = try store.leases(assetId: manifest.assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
+            } catch {
+                throw .storeUnavailable(String(describing: error))
+            }
+            // Newest first, so a renewed or re-acquired lease wins.
+            for lease in leases.sorted(by: { $0.record.terms.issuedAt > $1.record.terms.issuedAt }) {
+                guard let keys = try? KeySessionStoredKeys.read(leaseId: lease.leaseId, store: store, device: device) else { continue }
+                for (id, key) in keys where found[id] == nil { found[id] = key }
+            }
+            if let missing = skd.first(where: { found[$0.keyId] == nil }) {
+                throw .missingKey(assetId: manifest.assetId, keyId: missing.keyId, leases: leases.count)
+            }
+        }
+        for key in manifest.keys where key.kind == .identity {
+            do {
+                found[key.keyId] = try store.identityKey(uri: key.uri, at: now)
+            } catch {
+                throw .identityKeyUnavailable(assetId: manifest.assetId, keyId: key.keyId, reason: String(describing: error))
+            }
+        }
+        return found
+    }
+}
+
+/// Indirection so the keyring reads stored payloads the way ``KeySession`` does.
+enum KeySessionStoredKeys {
+    static func read(leaseId: String, store: KeyStore, device: DeviceIdentity) throws -> [String: SecretBytes] {
+        try KeySession.storedContentKeys(leaseId: leaseId, store: store, device: device)
+    }
+}
+
+/// Why a package's keys are not available.
+public enum PackageKeyError: Error, Sendable, Hashable, CustomStringConvertible {
+    case missingKey(assetId: String, keyId: String, leases: Int)
+    case identityKeyUnavailable(assetId: String, keyId: String, reason: String)
+    case storeUnavailable(String)
+
+    public var code: String {
+        switch self {
+        case .missingKey: "key_missing"
+        case .identityKeyUnavailable: "key_missing"
+        case .storeUnavailable: "key_store_unavailable"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .missingKey(let asset, let key, let leases):
+            leases == 0
+                ? "asset \(asset) holds no lease with keys (key \(key) is needed); download it again or acquire keys while online"
+                : "no stored lease of asset \(asset) holds key \(key); download it again while online"
+        case .identityKeyUnavailable(let asset, let key, let reason):
+            "the key \(key) of asset \(asset) is not available (\(reason)); download the asset again while online"
+        case .storeUnavailable(let reason): "the key store cannot be read: \(reason)"
+        }
+    }
+}

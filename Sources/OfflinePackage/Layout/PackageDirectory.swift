@@ -1,0 +1,168 @@
+public import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The folder of one offline package, `packages/ASSET_ID/` in the data directory (DESIGN.md, "State on disk").
+///
+/// Every path inside it is relative and made by Stowage; ``url(forRelativePath:)`` refuses any that would leave the
+/// folder, so a hostile manifest cannot make Stowage read or write elsewhere.
+public struct PackageDirectory: Sendable, Hashable {
+    public let assetId: String
+    public let url: URL
+
+    /// The package of `assetId` in `dataDirectory`.
+    /// - Throws: ``PackageError/invalidAssetID(_:)`` when the ID is not a safe folder name.
+    public init(assetId: String, in dataDirectory: DataDirectory) throws(PackageError) {
+        guard Self.isValidAssetID(assetId) else { throw .invalidAssetID(assetId) }
+        self.assetId = assetId
+        self.url = dataDirectory.packagesURL.appendingPathComponent(assetId, isDirectory: true)
+    }
+
+    /// Asset IDs are 1-128 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot (KEY-PROTOCOL.md's alphabet).
+    public static func isValidAssetID(_ id: String) -> Bool {
+        guard (1...128).contains(id.utf8.count), id.first != "." else { return false }
+        return id.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            case UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"): true
+            default: false
+            }
+        }
+    }
+
+    public var manifestURL: URL { url.appendingPathComponent(PackageManifest.fileName) }
+    public var logsURL: URL { url.appendingPathComponent("logs", isDirectory: true) }
+    public var accessLogURL: URL { logsURL.appendingPathComponent("access.log") }
+    public var errorLogURL: URL { logsURL.appendingPathComponent("error.log") }
+
+    /// Whether the package folder exists.
+    public var exists: Bool { FileManager.default.fileExists(atPath: url.path) }
+
+    /// The absolute URL of a relative path inside the package.
+    /// - Throws: ``PackageError/unsafePath(_:)`` for absolute paths, `..`, `.`, empty components, backslashes or NUL.
+    public func url(forRelativePath path: String) throws(PackageError) -> URL {
+        guard Self.isSafeRelativePath(path) else { throw .unsafePath(path) }
+        return url.appendingPathComponent(path)
+    }
+
+    /// Relative, `/`-separated, each component non-empty and not `.` or `..`, no NUL or backslash.
+    public static func isSafeRelativePath(_ path: String) -> Bool {
+        guard !path.isEmpty, !path.hasPrefix("/"), !path.contains("\\"), !path.utf8.contains(0) else { return false }
+        return path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { $0 != "" && $0 != "." && $0 != ".." }
+    }
+
+    /// Reads `manifest.json`.
+    /// - Throws: ``PackageError/notFound(_:)`` when there is none; ``PackageError/invalidManifest(_:_:)`` when it
+    ///   cannot be read, is not the schema or names unsafe paths.
+    public func readManifest() throws(PackageError) -> PackageManifest {
+        guard FileManager.default.fileExists(atPath: manifestURL.path) else { throw .notFound(assetId) }
+        let manifest: PackageManifest
+        do {
+            let data = try Data(contentsOf: manifestURL)
+            manifest = try JSONDecoder().decode(PackageManifest.self, from: data)
+        } catch {
+            throw .invalidManifest(assetId, String(describing: error))
+        }
+        guard manifest.schemaVersion == PackageManifest.currentSchemaVersion else {
+            throw .invalidManifest(assetId, "schema version \(manifest.schemaVersion) is not \(PackageManifest.currentSchemaVersion)")
+        }
+        guard manifest.assetId == assetId else { throw .invalidManifest(assetId, "it describes asset \(manifest.assetId)") }
+        let paths = [manifest.multivariantPlaylist] + manifest.renditions.map(\.playlist) + manifest.files.map(\.path)
+        if let bad = paths.first(where: { !Self.isSafeRelativePath($0) }) {
+            throw .invalidManifest(assetId, "it names the unsafe path \(bad)")
+        }
+        return manifest
+    }
+
+    /// Writes `manifest.json` whole: a temporary file, flushed, then renamed over the old one.
+    public func writeManifest(_ manifest: PackageManifest) throws(PackageError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        do {
+            try Self.writeAtomically(try encoder.encode(manifest), to: manifestURL)
+        } catch {
+            throw .io(manifestURL.path, String(describing: error))
+        }
+    }
+
+    /// Writes `data` to `url` through a flushed temporary file and a rename, so readers see the old or the new file.
+    public static func writeAtomically(_ data: Data, to url: URL) throws {
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).tmp")
+        let fd = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        var ok = true
+        data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    ok = false
+                    return
+                }
+                offset += written
+            }
+        }
+        let code = errno
+        if ok { ok = fsync(fd) == 0 }
+        close(fd)
+        guard ok else {
+            unlink(temporary.path)
+            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        }
+        guard rename(temporary.path, url.path) == 0 else {
+            let code = errno
+            unlink(temporary.path)
+            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        }
+    }
+
+    /// The bytes the package's files take on disk (allocated blocks), all files in the folder counted.
+    public func sizeOnDisk() -> Int64 {
+        guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: nil) else { return 0 }
+        var total: Int64 = 0
+        for case let file as URL in enumerator {
+            var info = stat()
+            if lstat(file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+                total += Int64(info.st_blocks) * 512
+            }
+        }
+        return total
+    }
+}
+
+/// Why a package cannot be used.
+public enum PackageError: Error, Sendable, Hashable, CustomStringConvertible {
+    case invalidAssetID(String)
+    case notFound(String)
+    case invalidManifest(String, String)
+    case unsafePath(String)
+    case io(String, String)
+
+    /// A stable snake_case code.
+    public var code: String {
+        switch self {
+        case .invalidAssetID: "invalid_asset_id"
+        case .notFound: "package_not_found"
+        case .invalidManifest: "invalid_manifest"
+        case .unsafePath: "unsafe_path"
+        case .io: "package_io_error"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .invalidAssetID(let id):
+            "'\(id)' is not a valid asset ID: use 1-128 letters, digits, '.', '_' or '-', not starting with '.'"
+        case .notFound(let id): "no offline package for asset \(id); `stowage list` shows the assets downloaded"
+        case .invalidManifest(let id, let reason):
+            "the manifest of asset \(id) cannot be used (\(reason)); delete the asset and download it again"
+        case .unsafePath(let path): "refusing the path '\(path)': package paths are relative and stay inside the package"
+        case .io(let path, let reason): "cannot write \(path): \(reason)"
+        }
+    }
+}
