@@ -62,8 +62,9 @@ let package = Package(
         .target(
             name: "AssetDownload",
             dependencies: [
-                "HLS", "KeyDelivery", "OfflinePackage",
+                "HLS", "KeyDelivery", "OfflinePackage", "StowageCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

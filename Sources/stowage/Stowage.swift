@@ -12,7 +12,7 @@ struct Stowage: AsyncParsableCommand {
             """,
         subcommands: [
             InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self, KeysCommand.self,
-            PackageCommand.self,
+            PackageCommand.self, DownloadCommand.self, ResumeCommand.self, CancelCommand.self, AddMediaCommand.self,
         ]
     )
 }

@@ -91,7 +91,7 @@ public struct PlaylistKeySelection: Hashable, Sendable {
     }
 
     /// Splits `skd://ASSET_ID/KEY_ID_HEX`, validating both parts.
-    static func parseSKD(_ uri: String) throws -> (assetId: String, keyId: String) {
+    public static func parseSKD(_ uri: String) throws -> (assetId: String, keyId: String) {
         let prefix = "skd://"
         guard uri.count > prefix.count, uri.prefix(prefix.count).lowercased() == prefix else {
             throw KeySessionError.malformedKeyURI(uri, "expected skd://ASSET_ID/KEY_ID_HEX")

@@ -1,0 +1,80 @@
+import Foundation
+
+/// Why a download could not start, stopped, or paused. Every case has a stable code and says what to do.
+public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
+    case playlist(code: String, message: String)
+    case livePlaylist(url: String)
+    case noVariant(url: String)
+    case noMatchingRendition(kind: String, requested: [String], available: [String])
+    case tooManySegments(url: String, count: Int)
+    case unsupportedURI(String)
+    case segmentFailed(path: String, url: String, reason: String)
+    case segmentHTTPStatus(path: String, url: String, status: Int)
+    case insufficientStorage(needed: Int64, available: Int64)
+    case keys(code: String, message: String)
+    case storage(String)
+    case notFound(assetId: String)
+    case alreadyExists(assetId: String, state: String)
+    case invalidState(assetId: String, state: String, action: String)
+    case cancelled
+
+    /// A stable code.
+    public var code: String {
+        switch self {
+        case .playlist(let code, _): code
+        case .livePlaylist: "live_playlist"
+        case .noVariant: "no_variant"
+        case .noMatchingRendition: "no_matching_rendition"
+        case .tooManySegments: "too_many_segments"
+        case .unsupportedURI: "unsupported_uri"
+        case .segmentFailed: "segment_failed"
+        case .segmentHTTPStatus: "segment_http_status"
+        case .insufficientStorage: "insufficientStorage"
+        case .keys(let code, _): code
+        case .storage: "download_state_error"
+        case .notFound: "download_not_found"
+        case .alreadyExists: "download_exists"
+        case .invalidState: "download_invalid_state"
+        case .cancelled: "download_cancelled"
+        }
+    }
+
+    /// Whether `stowage resume` can carry on after this error (the file or network may come back).
+    public var isResumable: Bool {
+        switch self {
+        case .segmentFailed, .segmentHTTPStatus, .insufficientStorage, .keys, .playlist: true
+        default: false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .playlist(_, let message): message
+        case .livePlaylist(let url):
+            "\(url) is a live playlist (no EXT-X-ENDLIST): only complete (VOD or ended) streams can be downloaded; try again once it ends"
+        case .noVariant(let url): "\(url) lists no variant stream to download"
+        case .noMatchingRendition(let kind, let requested, let available):
+            "no \(kind) rendition matches \(requested.joined(separator: ",")); available: \(available.isEmpty ? "none" : available.joined(separator: ","))"
+        case .tooManySegments(let url, let count):
+            "\(url) lists \(count) segments, more than Stowage accepts in one playlist; it is not a playlist to download"
+        case .unsupportedURI(let uri): "cannot download \(uri): only http(s) URIs (and file URIs for local sources) are fetched"
+        case .segmentFailed(let path, let url, let reason):
+            "segment \(path) (\(url)) could not be downloaded: \(reason); run `stowage resume` to try again"
+        case .segmentHTTPStatus(let path, let url, let status):
+            "segment \(path) (\(url)) answered HTTP \(status); run `stowage resume` once the server has it again"
+        case .insufficientStorage(let needed, let available):
+            "not enough disk space: about \(Self.megabytes(needed)) needed, \(Self.megabytes(available)) free; free some space, then `stowage resume`"
+        case .keys(_, let message): message
+        case .storage(let reason): "the download state cannot be written: \(reason)"
+        case .notFound(let asset): "no download of asset \(asset); `stowage list` shows the assets"
+        case .alreadyExists(let asset, let state):
+            "asset \(asset) already exists (\(state)); use `stowage resume \(asset)`, `stowage add-media \(asset)` or `stowage delete \(asset)`"
+        case .invalidState(let asset, let state, let action): "cannot \(action) asset \(asset): it is \(state)"
+        case .cancelled: "the download was cancelled"
+        }
+    }
+
+    static func megabytes(_ bytes: Int64) -> String {
+        String(format: "%.1f MB", Double(bytes) / 1_000_000)
+    }
+}

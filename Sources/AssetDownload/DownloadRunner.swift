@@ -1,0 +1,359 @@
+import AsyncHTTPClient
+import Foundation
+import HLS
+import KeyDelivery
+import NIOCore
+import OfflinePackage
+
+/// Runs one task from its stored state to the end: plan (or read the plan), keys, files, manifest.
+struct DownloadRunner: Sendable {
+    let session: DownloadSession
+    let assetId: String
+    let mode: DownloadSession.Mode
+    let events: AsyncStream<DownloadEvent>.Continuation
+
+    private var store: DownloadStore { session.store }
+    private var now: Int64 { session.clock.now }
+
+    func run() async throws -> PackageManifest {
+        defer { events.finish() }
+        do {
+            let manifest = try await download()
+            events.yield(.finished(manifest))
+            return manifest
+        } catch let error as DownloadError where error == .cancelled {
+            try? store.setState(assetId, .paused, at: now)
+            events.yield(.paused(nil))
+            throw CancellationError()
+        } catch is CancellationError {
+            try? store.setState(assetId, .paused, at: now)
+            events.yield(.paused(nil))
+            throw CancellationError()
+        } catch let error as DownloadError {
+            let state: DownloadState = error.code == "insufficientStorage" ? .paused : .failed
+            try? store.setState(assetId, state, failure: error, at: now)
+            events.yield(state == .paused ? .paused(error) : .failed(error))
+            throw error
+        } catch {
+            let wrapped = Self.wrap(error)
+            try? store.setState(assetId, .failed, failure: wrapped, at: now)
+            events.yield(.failed(wrapped))
+            throw wrapped
+        }
+    }
+
+    static func wrap(_ error: any Error) -> DownloadError {
+        switch error {
+        case let error as DownloadError: error
+        case let error as KeySessionError: .keys(code: error.code, message: error.message)
+        case let error as KeyStoreError: .keys(code: error.code, message: error.message)
+        case let error as PackageError: .storage(error.description)
+        default: .storage(String(describing: error))
+        }
+    }
+
+    private func download() async throws -> PackageManifest {
+        guard var record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
+        try store.setState(assetId, .downloading, at: now)
+        let package = try PackageDirectory(assetId: assetId, in: session.dataDirectory)
+        var manifest: PackageManifest
+        let existing = try? package.readManifest()
+        var selection: MediaSelectionOptions?
+        if case .addMedia(let options) = mode { selection = options }
+        if let existing, selection == nil {
+            manifest = existing
+        } else {
+            let planner = DownloadPlanner(
+                loader: PlaylistFetcher(
+                    loader: PlaylistLoader(
+                        client: session.http,
+                        headers: record.request.headerPairs,
+                        timeoutSeconds: session.configuration.headTimeout
+                    ),
+                    retry: session.configuration.retry
+                )
+            )
+            guard let url = URL(string: record.request.url) ?? Optional(URL(fileURLWithPath: record.request.url)) else {
+                throw DownloadError.unsupportedURI(record.request.url)
+            }
+            let plan = try await planner.plan(
+                url: url,
+                assetId: assetId,
+                title: record.request.title,
+                options: selection ?? record.request.selection,
+                now: now,
+                existing: existing
+            )
+            manifest = plan.manifest
+            if let existing, plan.manifest.keys.count != existing.keys.count {
+                try store.setKeysAcquired(assetId, false, at: now)
+                record.keysAcquired = false
+            }
+            if record.request.keyServerURL == nil, let advertised = plan.advertisedKeyServer {
+                record.request.keyServerURL = advertised.absoluteString
+                try store.updateRequest(record.request, at: now)
+            }
+            try checkSpace(for: manifest, completed: existing == nil ? [:] : try store.completedFiles(assetId), package: package)
+            // Playlists first, the manifest last: a manifest on disk means its playlists are there.
+            do {
+                try FileManager.default.createDirectory(at: package.url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                for (path, text) in plan.playlists.sorted(by: { $0.key < $1.key }) {
+                    try PackageDirectory.writeAtomically(Data(text.utf8), to: try package.url(forRelativePath: path))
+                }
+                for rendition in manifest.renditions {
+                    try FileManager.default.createDirectory(at: try package.url(forRelativePath: rendition.id), withIntermediateDirectories: true)
+                }
+            } catch {
+                throw DownloadError.storage("cannot write the package: \(error)")
+            }
+            try package.writeManifest(manifest)
+        }
+        events.yield(.willDownload(to: package.url))
+        events.yield(.resolvedMediaSelections(manifest.renditions))
+
+        if !record.keysAcquired, !manifest.keys.isEmpty {
+            try await acquireKeys(manifest: manifest, request: record.request)
+            try store.setKeysAcquired(assetId, true, at: now)
+        }
+
+        let accessLog = try? ExtendedLogFile(url: package.accessLogURL, fields: ExtendedLogFile.accessFields)
+        let errorLog = try? ExtendedLogFile(url: package.errorLogURL, fields: ExtendedLogFile.errorFields)
+        var completed = try store.completedFiles(assetId)
+        // A file renamed into place by a process killed before it recorded it: hash it instead of fetching it again.
+        for file in manifest.files where completed[file.path] == nil {
+            let url = try package.url(forRelativePath: file.path)
+            if FileManager.default.fileExists(atPath: url.path), let done = try? Self.hash(url) {
+                if file.byteRange == nil || file.byteRange?.length == done.size {
+                    try store.recordFile(assetId, path: file.path, size: done.size, sha256: done.sha256)
+                    completed[file.path] = done
+                }
+            }
+        }
+        let tracker = ProgressTracker(manifest: manifest, completed: completed, events: events)
+        await tracker.report()
+        let pending = manifest.renditions.flatMap { rendition in rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0) } }
+        let fetcher = FileFetcher(
+            client: session.http,
+            configuration: .init(
+                headers: record.request.headerPairs,
+                headTimeout: .seconds(session.configuration.headTimeout),
+                transferTimeout: .seconds(session.configuration.transferTimeout),
+                retry: session.configuration.retry
+            )
+        )
+        let queue = WorkQueue(pending)
+        let concurrency = max(1, min(record.request.concurrency, 32))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    while let (renditionId, file) = await queue.next() {
+                        try Task.checkCancellation()
+                        let destination = try package.url(forRelativePath: file.path)
+                        try await waitForSpace(file: file, package: package)
+                        let done = try await fetcher.fetch(file, to: destination) { status, bytes, seconds, retries, failure in
+                            accessLog?.write([
+                                "cs-method": "GET",
+                                "cs-uri": file.sourceURL,
+                                "sc-status": status.map(String.init) ?? "-",
+                                "sc-bytes": String(bytes),
+                                "time-taken": String(format: "%.3f", seconds),
+                                "x-retries": String(retries),
+                                "x-rendition": renditionId,
+                                "x-throughput": seconds > 0 ? String(Int(Double(bytes) / seconds)) : "-",
+                            ])
+                            if let failure {
+                                errorLog?.write([
+                                    "cs-uri": file.sourceURL, "x-error-domain": failure.domain, "x-error-code": failure.code,
+                                    "x-comment": failure.comment,
+                                ])
+                            }
+                        }
+                        try store.recordFile(assetId, path: file.path, size: done.size, sha256: done.sha256)
+                        await tracker.complete(file.path, renditionId: renditionId, done)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+
+        // Every file is in place: the manifest gets sizes and checksums, then the task is complete.
+        completed = try store.completedFiles(assetId)
+        for r in manifest.renditions.indices {
+            for i in manifest.renditions[r].initSections.indices {
+                let path = manifest.renditions[r].initSections[i].path
+                manifest.renditions[r].initSections[i].size = completed[path]?.size
+                manifest.renditions[r].initSections[i].sha256 = completed[path]?.sha256
+            }
+            for s in manifest.renditions[r].segments.indices {
+                guard let path = manifest.renditions[r].segments[s].file?.path else { continue }
+                manifest.renditions[r].segments[s].file?.size = completed[path]?.size
+                manifest.renditions[r].segments[s].file?.sha256 = completed[path]?.sha256
+            }
+            manifest.renditions[r].isComplete = manifest.renditions[r].files.allSatisfy { completed[$0.path] != nil }
+        }
+        manifest.updatedAt = now
+        try package.writeManifest(manifest)
+        try store.setState(assetId, .completed, at: now)
+        return manifest
+    }
+
+    // MARK: - Keys
+
+    private func acquireKeys(manifest: PackageManifest, request: DownloadRequest) async throws {
+        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url)
+        let entries = manifest.keys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
+        let needsServer = manifest.keys.contains { $0.kind == .skd }
+        var fetch = IdentityKeyFetcher.Configuration()
+        fetch.headers = request.headerPairs
+        if needsServer {
+            guard let server = request.keyServerURL.flatMap(URL.init(string:)) else {
+                throw DownloadError.keys(
+                    code: "no_key_server",
+                    message: "asset \(assetId) uses skd keys but no key server is known: pass --key-server URL"
+                )
+            }
+            let device = try DeviceIdentity.loadOrCreate(in: session.dataDirectory.url)
+            let keys = KeySession(clock: session.clock, http: session.http, store: keyStore, device: device, serverURL: server, token: request.token)
+            let acquisition = try await keys.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch)
+            events.yield(.keysAcquired(leaseId: acquisition.leaseId, keys: manifest.keys.count))
+        } else {
+            let fetcher = IdentityKeyFetcher(http: session.http, store: keyStore, clock: session.clock, configuration: fetch)
+            for key in manifest.keys {
+                guard let url = URL(string: key.uri) else { throw DownloadError.unsupportedURI(key.uri) }
+                _ = try await fetcher.key(for: url, assetId: assetId)
+            }
+            events.yield(.keysAcquired(leaseId: nil, keys: manifest.keys.count))
+        }
+    }
+
+    // MARK: - Space
+
+    private func checkSpace(for manifest: PackageManifest, completed: [String: CompletedFile], package: PackageDirectory) throws {
+        var needed: Int64 = 0
+        for rendition in manifest.renditions {
+            let files = rendition.files
+            let missing = files.filter { completed[$0.path] == nil }.count
+            guard !files.isEmpty else { continue }
+            needed += rendition.expectedBytes * Int64(missing) / Int64(files.count)
+        }
+        needed = needed + needed / 10 + session.configuration.storageMargin
+        if let free = session.configuration.freeSpace(package.url), free < needed {
+            throw DownloadError.insufficientStorage(needed: needed, available: free)
+        }
+    }
+
+    /// Before each file: when the free space cannot hold it, pause (and, when configured, wait for space).
+    private func waitForSpace(file: PackageFile, package: PackageDirectory) async throws {
+        let needed = (file.byteRange?.length ?? 0) + session.configuration.storageMargin
+        guard let free = session.configuration.freeSpace(package.url), free < needed else { return }
+        let error = DownloadError.insufficientStorage(needed: needed, available: free)
+        guard session.configuration.storageWaitSeconds > 0 else { throw error }
+        try store.setState(assetId, .paused, failure: error, at: now)
+        events.yield(.paused(error))
+        let deadline = ContinuousClock.now + .seconds(session.configuration.storageWaitSeconds)
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(250))
+            if let free = session.configuration.freeSpace(package.url), free >= needed {
+                try store.setState(assetId, .downloading, at: now)
+                events.yield(.resumed)
+                return
+            }
+        }
+        throw error
+    }
+
+    static func hash(_ url: URL) throws -> CompletedFile {
+        let handle = try FileHandle(forReadingFrom: url)
+        defer { try? handle.close() }
+        var hasher = SHA256Stream()
+        var size: Int64 = 0
+        while let data = try handle.read(upToCount: 1 << 20), !data.isEmpty {
+            hasher.update(data)
+            size += Int64(data.count)
+        }
+        return CompletedFile(size: size, sha256: hasher.hex())
+    }
+}
+
+/// Hands out pending files to the workers, in manifest order.
+actor WorkQueue {
+    private var items: [(String, PackageFile)]
+    private var position = 0
+
+    init(_ items: [(String, PackageFile)]) { self.items = items }
+
+    func next() -> (String, PackageFile)? {
+        guard position < items.count else { return nil }
+        defer { position += 1 }
+        return items[position]
+    }
+}
+
+/// Turns file completions into progress events.
+actor ProgressTracker {
+    private struct State {
+        var progress: DownloadProgress.Rendition
+        var segmentDurations: [String: Double]
+        var files: Set<String>
+    }
+
+    private var renditions: [State]
+    private let events: AsyncStream<DownloadEvent>.Continuation
+    private let started = ContinuousClock.now
+    private var bytesThisRun: Int64 = 0
+
+    init(manifest: PackageManifest, completed: [String: CompletedFile], events: AsyncStream<DownloadEvent>.Continuation) {
+        self.events = events
+        renditions = manifest.renditions.map { rendition in
+            var durations: [String: Double] = [:]
+            for segment in rendition.segments { if let path = segment.file?.path { durations[path] = segment.duration } }
+            let files = Set(rendition.files.map(\.path))
+            let done = files.filter { completed[$0] != nil }
+            let gaps = rendition.segments.filter { $0.file == nil }.reduce(0) { $0 + $1.duration }
+            return State(
+                progress: .init(
+                    id: rendition.id,
+                    kind: rendition.kind,
+                    loadedSeconds: gaps + done.reduce(0) { $0 + (durations[$1] ?? 0) },
+                    durationSeconds: rendition.duration,
+                    bytes: done.reduce(0) { $0 + (completed[$1]?.size ?? 0) },
+                    filesDone: done.count,
+                    filesTotal: files.count,
+                    expectedBytes: Int64(Double(rendition.bandwidth ?? 128_000) * rendition.duration / 8)
+                ),
+                segmentDurations: durations,
+                files: files
+            )
+        }
+    }
+
+    func complete(_ path: String, renditionId: String, _ file: CompletedFile) {
+        guard let index = renditions.firstIndex(where: { $0.progress.id == renditionId }) else { return }
+        renditions[index].progress.filesDone += 1
+        renditions[index].progress.bytes += file.size
+        renditions[index].progress.loadedSeconds += renditions[index].segmentDurations[path] ?? 0
+        bytesThisRun += file.size
+        report()
+        if renditions[index].progress.filesDone == renditions[index].progress.filesTotal {
+            events.yield(.renditionCompleted(id: renditionId))
+        }
+    }
+
+    func report() {
+        let all = renditions.map(\.progress)
+        let totalWeight = all.reduce(0) { $0 + max($1.expectedBytes, 1) }
+        let fraction = all.reduce(0.0) { sum, r in
+            let own =
+                r.filesTotal == 0
+                ? 1 : (r.durationSeconds > 0 ? min(1, r.loadedSeconds / r.durationSeconds) : Double(r.filesDone) / Double(r.filesTotal))
+            let done = r.filesDone == r.filesTotal ? 1 : own
+            return sum + done * Double(max(r.expectedBytes, 1)) / Double(totalWeight)
+        }
+        let elapsed = FileFetcher.seconds(since: started)
+        let rate = elapsed > 0 ? Double(bytesThisRun) / elapsed : 0
+        let expected = all.reduce(Int64(0)) { $0 + max($1.expectedBytes, $1.bytes) }
+        let bytes = all.reduce(Int64(0)) { $0 + $1.bytes }
+        let left: Double? = rate > 0 && fraction < 1 ? Double(max(0, expected - bytes)) / rate : nil
+        events.yield(.progress(DownloadProgress(renditions: all, bytes: bytes, fraction: fraction, bytesPerSecond: rate, secondsLeft: left)))
+    }
+}

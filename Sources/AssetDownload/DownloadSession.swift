@@ -1,0 +1,191 @@
+import AsyncHTTPClient
+public import Foundation
+import HLS
+public import KeyDelivery
+import NIOCore
+public import OfflinePackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Downloads HLS assets into offline packages: the counterpart of `AVAssetDownloadURLSession` (a named session whose
+/// tasks a new process can list and resume) with the robustness of Media3's `DownloadManager`.
+///
+/// ```swift
+/// let session = try DownloadSession(dataDirectory: .fromEnvironment())
+/// let task = try session.start(DownloadRequest(url: "https://cdn.example/master.m3u8", assetId: "movie-1"))
+/// for await event in task.events { print(event) }
+/// let manifest = try await task.result()
+/// try await session.shutdown()
+/// ```
+public final class DownloadSession: Sendable {
+    /// How downloads behave.
+    public struct Configuration: Sendable {
+        /// The session's name: tasks are listed and resumed per session.
+        public var name: String
+        public var retry: RetryPolicy
+        /// Seconds allowed to connect.
+        public var connectTimeout: Int64
+        /// Seconds a response may stay silent before the attempt fails (a stalled body).
+        public var readTimeout: Int64
+        /// Seconds allowed for a response head.
+        public var headTimeout: Int64
+        /// Seconds allowed for the whole transfer of one file.
+        public var transferTimeout: Int64
+        /// Free bytes on the file system holding `url`; nil when unknown. Injectable for tests.
+        public var freeSpace: @Sendable (URL) -> Int64?
+        /// Space kept free on top of the estimate.
+        public var storageMargin: Int64
+        /// How long a download paused for lack of space waits for space to come back before it stops (0: stop at once).
+        public var storageWaitSeconds: Double
+
+        public init(
+            name: String = "default",
+            retry: RetryPolicy = RetryPolicy(),
+            connectTimeout: Int64 = 10,
+            readTimeout: Int64 = 20,
+            headTimeout: Int64 = 30,
+            transferTimeout: Int64 = 600,
+            freeSpace: @escaping @Sendable (URL) -> Int64? = DownloadSession.systemFreeSpace,
+            storageMargin: Int64 = 32 << 20,
+            storageWaitSeconds: Double = 0
+        ) {
+            self.name = name
+            self.retry = retry
+            self.connectTimeout = connectTimeout
+            self.readTimeout = readTimeout
+            self.headTimeout = headTimeout
+            self.transferTimeout = transferTimeout
+            self.freeSpace = freeSpace
+            self.storageMargin = storageMargin
+            self.storageWaitSeconds = storageWaitSeconds
+        }
+    }
+
+    public let dataDirectory: DataDirectory
+    public let configuration: Configuration
+    public let store: DownloadStore
+    let http: HTTPClient
+    let clock: any KeyDelivery.Clock
+
+    /// Opens the session's state in `dataDirectory` (created 0700 if needed).
+    public init(dataDirectory: DataDirectory, configuration: Configuration = Configuration(), clock: any KeyDelivery.Clock = SystemClock()) throws {
+        try dataDirectory.prepare()
+        self.dataDirectory = dataDirectory
+        self.configuration = configuration
+        self.clock = clock
+        self.store = try DownloadStore(databaseURL: dataDirectory.databaseURL)
+        var http = HTTPClient.Configuration()
+        http.timeout = .init(connect: .seconds(configuration.connectTimeout), read: .seconds(configuration.readTimeout))
+        http.redirectConfiguration = .follow(max: 5, allowCycles: false)
+        http.connectionPool = .init(idleTimeout: .seconds(60))
+        http.httpVersion = .http1Only
+        self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
+    }
+
+    /// Closes the HTTP client. Call once every task has ended.
+    public func shutdown() async throws {
+        try await http.shutdown()
+    }
+
+    /// The free bytes of the file system holding `url` (statvfs), nil when unknown.
+    public static func systemFreeSpace(_ url: URL) -> Int64? {
+        var info = statvfs()
+        var path = url
+        while !FileManager.default.fileExists(atPath: path.path), path.pathComponents.count > 1 { path.deleteLastPathComponent() }
+        guard statvfs(path.path, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    // MARK: - Tasks
+
+    /// Starts downloading a new asset. The task runs at once; its events and result are on the returned handle.
+    /// - Throws: ``DownloadError/alreadyExists(assetId:state:)`` when the asset has a task already.
+    public func start(_ request: DownloadRequest) throws -> DownloadTask {
+        _ = try PackageDirectory(assetId: request.assetId, in: dataDirectory)
+        if let existing = try store.task(request.assetId) {
+            throw DownloadError.alreadyExists(assetId: request.assetId, state: existing.state.rawValue)
+        }
+        if FileManager.default.fileExists(atPath: try PackageDirectory(assetId: request.assetId, in: dataDirectory).url.path) {
+            throw DownloadError.alreadyExists(assetId: request.assetId, state: "on disk")
+        }
+        try store.insert(request, session: configuration.name, at: clock.now)
+        return launch(assetId: request.assetId, mode: .start)
+    }
+
+    /// Resumes a queued, paused or failed task, without fetching any completed file again.
+    public func resume(assetId: String) throws -> DownloadTask {
+        guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
+        guard record.state != .completed, record.state != .removing else {
+            throw DownloadError.invalidState(assetId: assetId, state: record.state.rawValue, action: "resume")
+        }
+        return launch(assetId: assetId, mode: .resume)
+    }
+
+    /// Adds media selections to a package (complete or not), as `AVAggregateAssetDownloadTask` does for a cached asset.
+    public func addMedia(assetId: String, selection: MediaSelectionOptions) throws -> DownloadTask {
+        guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
+        guard record.state != .removing else {
+            throw DownloadError.invalidState(assetId: assetId, state: record.state.rawValue, action: "add media to")
+        }
+        return launch(assetId: assetId, mode: .addMedia(selection))
+    }
+
+    /// Tasks of this session that have not completed: what `restorePendingDownloads` gives on iOS.
+    public func pendingTasks() throws -> [DownloadTaskRecord] {
+        try store.tasks(session: configuration.name).filter { $0.state != .completed }
+    }
+
+    /// Cancels a download that has not completed: removes its partial files and its state. Completed packages are
+    /// removed with `stowage delete`, which also releases their keys.
+    public func cancel(assetId: String) throws {
+        guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
+        guard record.state != .completed else {
+            throw DownloadError.invalidState(assetId: assetId, state: "completed", action: "cancel (use `stowage delete`)")
+        }
+        try store.setState(assetId, .removing, at: clock.now)
+        let package = try PackageDirectory(assetId: assetId, in: dataDirectory)
+        try Self.removePackageFolder(package)
+        try store.remove(assetId)
+    }
+
+    /// Removes a package folder: renamed aside first so a crash never leaves a half folder under the real name.
+    public static func removePackageFolder(_ package: PackageDirectory) throws {
+        guard FileManager.default.fileExists(atPath: package.url.path) else { return }
+        let aside = package.url.deletingLastPathComponent().appendingPathComponent(
+            ".removing-\(package.assetId)-\(UInt32.random(in: 0...UInt32.max))"
+        )
+        guard rename(package.url.path, aside.path) == 0 else {
+            throw DownloadError.storage("cannot remove \(package.url.path): \(String(cString: strerror(errno)))")
+        }
+        try FileManager.default.removeItem(at: aside)
+    }
+
+    enum Mode: Sendable {
+        case start, resume
+        case addMedia(MediaSelectionOptions)
+    }
+
+    private func launch(assetId: String, mode: Mode) -> DownloadTask {
+        let (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        let runner = DownloadRunner(session: self, assetId: assetId, mode: mode, events: continuation)
+        let task = Task { try await runner.run() }
+        return DownloadTask(assetId: assetId, events: events, task: task)
+    }
+}
+
+/// A running download: its events, its result, and pause.
+public struct DownloadTask: Sendable {
+    public let assetId: String
+    /// Events until the task ends; the sequence finishes after `finished`, `failed` or `paused`.
+    public let events: AsyncStream<DownloadEvent>
+    let task: Task<PackageManifest, any Error>
+
+    /// Waits for the task: the complete package's manifest, or the error that stopped it (`CancellationError` after
+    /// ``pause()``).
+    public func result() async throws -> PackageManifest { try await task.value }
+
+    /// Pauses: open transfers stop, partial files stay for a later resume.
+    public func pause() { task.cancel() }
+}

@@ -1,0 +1,437 @@
+import Foundation
+import HLS
+import KeyDelivery
+import OfflinePackage
+import StowageCrypto
+
+/// What a download will fetch: the package manifest with every file listed (sizes unknown), the local playlists to
+/// write, and the key entries to obtain before any segment.
+struct DownloadPlan: Sendable {
+    var manifest: PackageManifest
+    /// Local playlist text by path relative to the package.
+    var playlists: [String: String]
+    /// EXT-X-KEY / EXT-X-SESSION-KEY entries with absolute URIs, in order of appearance.
+    var keyEntries: [EncryptionKey]
+    /// The key server advertised by EXT-X-SESSION-DATA `com.stowage.key-server`, if any.
+    var advertisedKeyServer: URL?
+}
+
+/// Turns a playlist URL and media selection options into a ``DownloadPlan``: loads the multivariant playlist, picks a
+/// variant and renditions, loads their media playlists, and names every local file.
+struct DownloadPlanner: Sendable {
+    static let maximumSegments = 200_000
+    static let keyServerDataID = "com.stowage.key-server"
+
+    let loader: PlaylistFetcher
+
+    func plan(
+        url: URL,
+        assetId: String,
+        title: String?,
+        options: MediaSelectionOptions,
+        now: Int64,
+        existing: PackageManifest? = nil
+    ) async throws -> DownloadPlan {
+        let top = try await loader.load(url)
+        var manifest = existing ?? PackageManifest(assetId: assetId, title: title, sourceURL: top.url.absoluteString, createdAt: now)
+        var builder = PlanBuilder(manifest: manifest)
+        var localMultivariant: MultivariantPlaylist
+        var advertised: URL?
+
+        switch top.parsed.playlist {
+        case .media(let media):
+            if existing == nil {
+                try builder.addRendition(
+                    id: "video",
+                    kind: .video,
+                    name: "video",
+                    attributes: nil,
+                    bandwidth: nil,
+                    media: media,
+                    url: top.url
+                )
+            }
+            let bandwidth = builder.estimatedBandwidth(of: "video")
+            localMultivariant = MultivariantPlaylist(variants: [VariantStream(uri: "video/index.m3u8", bandwidth: bandwidth)])
+        case .multivariant(let multivariant):
+            advertised = multivariant.sessionData.first { $0.dataID == Self.keyServerDataID }?.value.flatMap(URL.init(string:))
+            let variant = try Self.chooseVariant(multivariant.variants, options.variant, url: top.url)
+            let variables = top.parsed.playlist.variables
+            var chosenRenditions: [(Rendition, PackageRendition.Kind)] = []
+            if let group = variant.audio {
+                let candidates = multivariant.renditions(ofType: .audio, inGroup: group).filter { $0.uri != nil }
+                chosenRenditions += try Self.choose(candidates, options.audio, kind: "audio", defaultFallback: true).map { ($0, .audio) }
+            }
+            if let group = variant.subtitles {
+                let candidates = multivariant.renditions(ofType: .subtitles, inGroup: group).filter { $0.uri != nil }
+                chosenRenditions += try Self.choose(candidates, options.subtitles, kind: "subtitles", defaultFallback: false).map {
+                    ($0, .subtitles)
+                }
+            }
+            if existing == nil {
+                guard let variantURL = PlaylistURI.resolve(variant.uri, against: top.url) else { throw DownloadError.unsupportedURI(variant.uri) }
+                let loaded = try await loader.load(variantURL, importedVariables: variables)
+                guard case .media(let media) = loaded.parsed.playlist else {
+                    throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(variantURL) is not a media playlist")
+                }
+                try builder.addRendition(
+                    id: "video",
+                    kind: .video,
+                    name: variant.resolution.map { "\($0.width)x\($0.height)" } ?? "video",
+                    attributes: nil,
+                    bandwidth: variant.bandwidth,
+                    codecs: variant.codecs,
+                    resolution: variant.resolution.map { "\($0.width)x\($0.height)" },
+                    media: media,
+                    url: loaded.url
+                )
+            }
+            for (rendition, kind) in chosenRenditions {
+                guard let uri = rendition.uri, let renditionURL = PlaylistURI.resolve(uri, against: top.url) else { continue }
+                if builder.manifest.renditions.contains(where: { $0.sourceURL == renditionURL.absoluteString }) { continue }
+                let loaded = try await loader.load(renditionURL, importedVariables: variables)
+                guard case .media(let media) = loaded.parsed.playlist else {
+                    throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(renditionURL) is not a media playlist")
+                }
+                let id = builder.uniqueID(kind.rawValue + "-" + Self.slug(rendition.language ?? rendition.name))
+                try builder.addRendition(
+                    id: id,
+                    kind: kind,
+                    name: rendition.name,
+                    attributes: rendition,
+                    bandwidth: kind == .audio ? 128_000 : 2_000,
+                    media: media,
+                    url: loaded.url
+                )
+            }
+            // The local multivariant playlist: the one variant, and the renditions this package holds.
+            localMultivariant = multivariant
+            localMultivariant.definitions = []
+            localMultivariant.contentSteering = nil
+            localMultivariant.iFrameVariants = []
+            var local = variant
+            local.uri = "video/index.m3u8"
+            local.pathwayID = nil
+            localMultivariant.variants = [local]
+            var renditions: [Rendition] = []
+            for rendition in multivariant.renditions {
+                guard let uri = rendition.uri else {
+                    // Renditions without URI (muxed in the variant, closed captions) stay as they are.
+                    if rendition.type == .closedCaptions || rendition.groupID == variant.audio { renditions.append(rendition) }
+                    continue
+                }
+                guard let absolute = PlaylistURI.resolve(uri, against: top.url)?.absoluteString,
+                    let held = builder.manifest.renditions.first(where: { $0.sourceURL == absolute || $0.originalURI == absolute })
+                else { continue }
+                var copy = rendition
+                copy.uri = held.playlist
+                renditions.append(copy)
+            }
+            localMultivariant.renditions = renditions
+            localMultivariant.sessionKeys = multivariant.sessionKeys.map { key in
+                var key = key
+                if let uri = key.uri, let absolute = PlaylistURI.resolve(uri, against: top.url) { key.uri = absolute.absoluteString }
+                return key
+            }
+            builder.keyEntries.append(contentsOf: localMultivariant.sessionKeys.filter { $0.method != .none })
+            localMultivariant.sessionKeys = localMultivariant.sessionKeys.compactMap { builder.localKey($0) }
+        }
+        manifest = builder.manifest
+        manifest.updatedAt = now
+        var playlists = builder.playlists
+        playlists[manifest.multivariantPlaylist] = PlaylistWriter.write(.multivariant(localMultivariant), options: .init(omitDefinitions: true))
+        return DownloadPlan(manifest: manifest, playlists: playlists, keyEntries: builder.keyEntries, advertisedKeyServer: advertised)
+    }
+
+    // MARK: - Selection
+
+    static func chooseVariant(_ variants: [VariantStream], _ choice: MediaSelectionOptions.Variant, url: URL) throws -> VariantStream {
+        let sorted = variants.sorted { $0.bandwidth < $1.bandwidth }
+        guard let highest = sorted.last, let lowest = sorted.first else { throw DownloadError.noVariant(url: url.absoluteString) }
+        switch choice {
+        case .highest:
+            return highest
+        case .bitrate(let minimum, let maximum):
+            let allowed = sorted.filter { maximum == nil || $0.bandwidth <= maximum! }
+            if let minimum {
+                return allowed.first { $0.bandwidth >= minimum } ?? allowed.last ?? lowest
+            }
+            return allowed.last ?? lowest
+        }
+    }
+
+    static func choose(
+        _ candidates: [Rendition],
+        _ choice: MediaSelectionOptions.Renditions,
+        kind: String,
+        defaultFallback: Bool
+    ) throws
+        -> [Rendition]
+    {
+        switch choice {
+        case .none: return []
+        case .all: return candidates
+        case .defaults:
+            let defaults = candidates.filter { $0.isDefault == true }
+            if defaults.isEmpty, defaultFallback, let first = candidates.first { return [first] }
+            return defaults
+        case .languages(let tags):
+            var chosen: [Rendition] = []
+            for tag in tags {
+                let wanted = tag.lowercased()
+                for rendition in candidates {
+                    guard let language = rendition.language?.lowercased() else { continue }
+                    let matches = language == wanted || language.hasPrefix(wanted + "-")
+                    if matches, !chosen.contains(rendition) { chosen.append(rendition) }
+                }
+            }
+            if chosen.isEmpty, !tags.isEmpty {
+                throw DownloadError.noMatchingRendition(kind: kind, requested: tags, available: candidates.compactMap(\.language))
+            }
+            return chosen
+        }
+    }
+
+    /// A folder-safe form of a language tag or name.
+    static func slug(_ text: String) -> String {
+        let allowed = text.lowercased().unicodeScalars.map { scalar -> Character in
+            switch scalar {
+            case "a"..."z", "0"..."9": Character(scalar)
+            default: "-"
+            }
+        }
+        let trimmed = String(allowed).split(separator: "-").joined(separator: "-")
+        return trimmed.isEmpty ? "x" : String(trimmed.prefix(32))
+    }
+}
+
+extension PackageRendition {
+    /// Where the rendition's media playlist came from before redirects (kept equal to sourceURL today).
+    var originalURI: String { sourceURL }
+}
+
+/// Builds renditions, local file names and local media playlists.
+struct PlanBuilder {
+    var manifest: PackageManifest
+    var playlists: [String: String] = [:]
+    var keyEntries: [EncryptionKey] = []
+
+    init(manifest: PackageManifest) {
+        self.manifest = manifest
+    }
+
+    func uniqueID(_ base: String) -> String {
+        var candidate = base
+        var n = 2
+        while manifest.renditions.contains(where: { $0.id == candidate }) {
+            candidate = "\(base)-\(n)"
+            n += 1
+        }
+        return candidate
+    }
+
+    func estimatedBandwidth(of id: String) -> Int {
+        guard let rendition = manifest.rendition(id: id), rendition.duration > 0 else { return 1_000_000 }
+        return Int(Double(rendition.expectedBytes) * 8 / rendition.duration)
+    }
+
+    /// The local form of a key line: its URI becomes `stowage-key://KEY_ID`, its key recorded in the manifest.
+    /// Nil for entries whose key format Stowage does not use (dropped from local playlists).
+    mutating func localKey(_ key: EncryptionKey) -> EncryptionKey? {
+        guard key.method != .none else { return key }
+        guard let uri = key.uri, let packageKey = Self.packageKey(for: key, uri: uri) else { return nil }
+        if manifest.key(id: packageKey.keyId) == nil { manifest.keys.append(packageKey) }
+        var local = key
+        local.uri = packageKey.localURI
+        return local
+    }
+
+    static func packageKey(for key: EncryptionKey, uri: String) -> PackageKey? {
+        switch key.effectiveKeyFormat {
+        case PlaylistKeySelection.skdKeyFormat:
+            guard let (_, keyId) = try? PlaylistKeySelection.parseSKD(uri) else { return nil }
+            return PackageKey(keyId: keyId, kind: .skd, uri: uri, keyFormat: key.effectiveKeyFormat)
+        case EncryptionKey.identityKeyFormat:
+            return PackageKey(keyId: PackageKeyring.identityKeyID(uri: uri), kind: .identity, uri: uri, keyFormat: key.effectiveKeyFormat)
+        default:
+            return nil
+        }
+    }
+
+    /// The key of a resolved segment Stowage will use: skd first, else identity.
+    static func chosenKey(_ keys: [ResolvedKey]) -> ResolvedKey? {
+        let live = keys.filter { $0.method != .none }
+        return live.first { $0.keyFormat == PlaylistKeySelection.skdKeyFormat }
+            ?? live.first { $0.keyFormat == EncryptionKey.identityKeyFormat }
+    }
+
+    static func fileExtension(of url: URL?, fallback: String) -> String {
+        let ext = (url?.pathExtension ?? "").lowercased()
+        guard (1...5).contains(ext.count), ext.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else { return fallback }
+        return ext
+    }
+
+    mutating func addRendition(
+        id: String,
+        kind: PackageRendition.Kind,
+        name: String,
+        attributes: Rendition?,
+        bandwidth: Int?,
+        codecs: String? = nil,
+        resolution: String? = nil,
+        media: MediaPlaylist,
+        url: URL
+    ) throws {
+        guard media.isComplete else { throw DownloadError.livePlaylist(url: url.absoluteString) }
+        guard media.segments.count <= DownloadPlanner.maximumSegments else {
+            throw DownloadError.tooManySegments(url: url.absoluteString, count: media.segments.count)
+        }
+        let resolved = media.resolvedSegments(baseURL: url)
+        var rendition = PackageRendition(
+            id: id,
+            kind: kind,
+            name: name,
+            language: attributes?.language,
+            groupId: attributes?.groupID,
+            isDefault: attributes?.isDefault ?? (kind == .video),
+            bandwidth: bandwidth,
+            codecs: codecs,
+            resolution: resolution,
+            sourceURL: url.absoluteString,
+            playlist: "\(id)/index.m3u8",
+            duration: media.totalDuration
+        )
+        var initIndex: [String: Int] = [:]
+        var initNames: [Int: String] = [:]
+        var segmentNames: [String] = []
+        let allowFile = url.isFileURL
+        func check(_ fileURL: URL?, _ uri: String) throws -> URL {
+            guard let fileURL, let scheme = fileURL.scheme?.lowercased(),
+                scheme == "http" || scheme == "https" || (scheme == "file" && allowFile)
+            else { throw DownloadError.unsupportedURI(uri) }
+            return fileURL
+        }
+        for segment in resolved {
+            var initPosition: Int?
+            if let map = segment.initializationSection {
+                let mapURL = try check(map.url, map.uri)
+                let identity = "\(mapURL.absoluteString)#\(map.byteRange.map { "\($0.offset)-\($0.length)" } ?? "")"
+                if let known = initIndex[identity] {
+                    initPosition = known
+                } else {
+                    let position = rendition.initSections.count
+                    let name = "init-\(position).\(Self.fileExtension(of: mapURL, fallback: "mp4"))"
+                    var key: PackageSegmentKey?
+                    if let chosen = Self.chosenKey(map.keys), Self.isWholeFile(chosen.method),
+                        let uri = chosen.url?.absoluteString ?? Optional(chosen.uri),
+                        let packageKey = Self.packageKey(for: EncryptionKey(method: chosen.method, uri: uri, keyFormat: chosen.keyFormat), uri: uri)
+                    {
+                        key = PackageSegmentKey(method: chosen.method.rawValue, keyId: packageKey.keyId, iv: Hex.encode(chosen.iv))
+                    }
+                    rendition.initSections.append(
+                        PackageFile(
+                            path: "\(id)/\(name)",
+                            sourceURL: mapURL.absoluteString,
+                            byteRange: map.byteRange.map { PackageByteRange(offset: Int64($0.offset), length: Int64($0.length)) },
+                            key: key
+                        )
+                    )
+                    initIndex[identity] = position
+                    initNames[position] = name
+                    initPosition = position
+                }
+            }
+            var file: PackageFile?
+            let name = String(format: "%05d.%@", segment.index, Self.fileExtension(of: segment.url, fallback: "seg"))
+            segmentNames.append(name)
+            if !segment.isGap {
+                let segmentURL = try check(segment.url, segment.uri)
+                var key: PackageSegmentKey?
+                if let chosen = Self.chosenKey(segment.keys) {
+                    let uri = chosen.url?.absoluteString ?? chosen.uri
+                    if let packageKey = Self.packageKey(for: EncryptionKey(method: chosen.method, uri: uri, keyFormat: chosen.keyFormat), uri: uri) {
+                        key = PackageSegmentKey(method: chosen.method.rawValue, keyId: packageKey.keyId, iv: Hex.encode(chosen.iv))
+                    }
+                }
+                file = PackageFile(
+                    path: "\(id)/\(name)",
+                    sourceURL: segmentURL.absoluteString,
+                    byteRange: segment.byteRange.map { PackageByteRange(offset: Int64($0.offset), length: Int64($0.length)) },
+                    key: key
+                )
+            }
+            rendition.segments.append(
+                PackageSegment(
+                    index: segment.index,
+                    duration: segment.duration,
+                    mediaSequence: segment.mediaSequence,
+                    discontinuitySequence: segment.discontinuitySequence,
+                    isGap: segment.isGap,
+                    initSection: initPosition,
+                    file: file
+                )
+            )
+        }
+        // Keys named by the playlist, made absolute, to be obtained before any segment.
+        for key in media.distinctKeys where key.method != .none {
+            var absolute = key
+            if let uri = key.uri, let resolvedURL = PlaylistURI.resolve(uri, against: url) { absolute.uri = resolvedURL.absoluteString }
+            keyEntries.append(absolute)
+        }
+        playlists[rendition.playlist] = localMediaPlaylist(media, url: url, segmentNames: segmentNames, initNames: initNames, initIndex: initIndex)
+        manifest.renditions.append(rendition)
+    }
+
+    static func isWholeFile(_ method: EncryptionMethod) -> Bool {
+        method == .aes128 || method == .aes256 || method == .aes256CTR
+    }
+
+    /// The media playlist as the package holds it: relative file names, no byte ranges, key URIs rewritten, no
+    /// low-latency parts, SKIP, preload hints or rendition reports; GAP and DISCONTINUITY kept.
+    mutating func localMediaPlaylist(
+        _ media: MediaPlaylist,
+        url: URL,
+        segmentNames: [String],
+        initNames: [Int: String],
+        initIndex: [String: Int]
+    ) -> String {
+        var local = media
+        local.definitions = []
+        local.serverControl = nil
+        local.partTarget = nil
+        local.skip = nil
+        local.preloadHints = []
+        local.renditionReports = []
+        local.endList = true
+        local.trailingTags = media.trailingTags.filter {
+            if case .part = $0 { return false }
+            return true
+        }
+        for (position, segment) in media.segments.enumerated() {
+            var tags: [SegmentTag] = []
+            for tag in segment.tags {
+                switch tag {
+                case .byteRange, .part:
+                    continue
+                case .key(let key):
+                    var absolute = key
+                    if let uri = key.uri, let resolvedURL = PlaylistURI.resolve(uri, against: url) { absolute.uri = resolvedURL.absoluteString }
+                    if let localKey = localKey(absolute) { tags.append(.key(localKey)) }
+                case .map(let map):
+                    let mapURL = PlaylistURI.resolve(map.uri, against: url)?.absoluteString ?? map.uri
+                    let offset = map.byteRange.map { $0.offset ?? 0 }
+                    let identity = "\(mapURL)#\(map.byteRange.map { "\(offset ?? 0)-\($0.length)" } ?? "")"
+                    var localMap = map
+                    localMap.byteRange = nil
+                    if let position = initIndex[identity], let name = initNames[position] { localMap.uri = name }
+                    tags.append(.map(localMap))
+                default:
+                    tags.append(tag)
+                }
+            }
+            local.segments[position].tags = tags
+            local.segments[position].uri = segmentNames[position]
+        }
+        return PlaylistWriter.write(.media(local), options: .init(omitDefinitions: true))
+    }
+}

@@ -1,0 +1,245 @@
+public import Foundation
+import GRDB
+
+/// The state of a download task, as iOS and Media3 name them.
+public enum DownloadState: String, Sendable, Codable, Hashable, CaseIterable {
+    case queued, downloading, paused, failed, completed, removing
+}
+
+/// What a download was asked to do: kept in the database so `stowage resume` in a new process does the same.
+public struct DownloadRequest: Sendable, Codable, Hashable {
+    public var url: String
+    public var assetId: String
+    public var title: String?
+    public var selection: MediaSelectionOptions
+    /// Extra request headers, `[name, value]` pairs (authorization, cookies).
+    public var headers: [[String]]
+    public var keyServerURL: String?
+    public var token: String?
+    public var concurrency: Int
+
+    public init(
+        url: String,
+        assetId: String,
+        title: String? = nil,
+        selection: MediaSelectionOptions = MediaSelectionOptions(),
+        headers: [(String, String)] = [],
+        keyServerURL: String? = nil,
+        token: String? = nil,
+        concurrency: Int = 4
+    ) {
+        self.url = url
+        self.assetId = assetId
+        self.title = title
+        self.selection = selection
+        self.headers = headers.map { [$0.0, $0.1] }
+        self.keyServerURL = keyServerURL
+        self.token = token
+        self.concurrency = concurrency
+    }
+
+    var headerPairs: [(String, String)] { headers.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil } }
+
+    /// An asset ID derived from a URL: the last path components without extensions, made safe, plus a short hash.
+    public static func assetID(for url: String) -> String {
+        let parsed = URL(string: url)
+        let parts = (parsed?.pathComponents ?? []).filter { $0 != "/" }.map { ($0 as NSString).deletingPathExtension }
+        let meaningful = parts.filter { !["index", "master", "main", "playlist", "manifest", "prog_index"].contains($0.lowercased()) }
+        let base = DownloadPlanner.slug((meaningful.last ?? parsed?.host ?? "asset"))
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in url.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return "\(base.prefix(48))-\(String(hash & 0xffff_ffff, radix: 16))"
+    }
+}
+
+/// One task as stored.
+public struct DownloadTaskRecord: Sendable, Hashable {
+    public var assetId: String
+    public var session: String
+    public var request: DownloadRequest
+    public var state: DownloadState
+    public var failureCode: String?
+    public var failureMessage: String?
+    public var keysAcquired: Bool
+    public var createdAt: Int64
+    public var updatedAt: Int64
+}
+
+/// A file recorded complete.
+struct CompletedFile: Sendable, Hashable {
+    var size: Int64
+    var sha256: String
+}
+
+/// Download tasks and completed files in `stowage.sqlite` (tables `download_tasks`, `download_files`, owned by this
+/// module). Every state change is committed here before it is acted on, so a killed process resumes where it stopped.
+public final class DownloadStore: Sendable {
+    private let pool: DatabasePool
+
+    /// Opens (and creates) the tables in the database at `databaseURL`.
+    public init(databaseURL: URL) throws(DownloadError) {
+        var configuration = Configuration()
+        configuration.label = "DownloadStore"
+        configuration.busyMode = .timeout(30)
+        do {
+            try FileManager.default.createDirectory(at: databaseURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            pool = try DatabasePool(path: databaseURL.path, configuration: configuration)
+            try pool.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE IF NOT EXISTS download_tasks (
+                            asset_id TEXT PRIMARY KEY NOT NULL,
+                            session TEXT NOT NULL,
+                            request TEXT NOT NULL,
+                            state TEXT NOT NULL,
+                            failure_code TEXT,
+                            failure_message TEXT,
+                            keys_acquired INTEGER NOT NULL DEFAULT 0,
+                            created_at INTEGER NOT NULL,
+                            updated_at INTEGER NOT NULL
+                        );
+                        CREATE TABLE IF NOT EXISTS download_files (
+                            asset_id TEXT NOT NULL,
+                            path TEXT NOT NULL,
+                            size INTEGER NOT NULL,
+                            sha256 TEXT NOT NULL,
+                            PRIMARY KEY (asset_id, path)
+                        );
+                        """
+                )
+            }
+        } catch {
+            throw .storage(String(describing: error))
+        }
+    }
+
+    func insert(_ request: DownloadRequest, session: String, at now: Int64) throws(DownloadError) {
+        let json = String(decoding: try encode(request), as: UTF8.self)
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO download_tasks (asset_id, session, request, state, created_at, updated_at)
+                    VALUES (?, ?, ?, 'queued', ?, ?)
+                    """,
+                arguments: [request.assetId, session, json, now, now]
+            )
+        }
+    }
+
+    func updateRequest(_ request: DownloadRequest, at now: Int64) throws(DownloadError) {
+        let json = String(decoding: try encode(request), as: UTF8.self)
+        try write { db in
+            try db.execute(
+                sql: "UPDATE download_tasks SET request = ?, updated_at = ? WHERE asset_id = ?",
+                arguments: [json, now, request.assetId]
+            )
+        }
+    }
+
+    func setState(_ assetId: String, _ state: DownloadState, failure: DownloadError? = nil, at now: Int64) throws(DownloadError) {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE download_tasks SET state = ?, failure_code = ?, failure_message = ?, updated_at = ? WHERE asset_id = ?",
+                arguments: [state.rawValue, failure?.code, failure?.description, now, assetId]
+            )
+        }
+    }
+
+    func setKeysAcquired(_ assetId: String, _ acquired: Bool, at now: Int64) throws(DownloadError) {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE download_tasks SET keys_acquired = ?, updated_at = ? WHERE asset_id = ?",
+                arguments: [acquired, now, assetId]
+            )
+        }
+    }
+
+    func recordFile(_ assetId: String, path: String, size: Int64, sha256: String) throws(DownloadError) {
+        try write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO download_files (asset_id, path, size, sha256) VALUES (?, ?, ?, ?)",
+                arguments: [assetId, path, size, sha256]
+            )
+        }
+    }
+
+    func completedFiles(_ assetId: String) throws(DownloadError) -> [String: CompletedFile] {
+        try read { db in
+            var files: [String: CompletedFile] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT path, size, sha256 FROM download_files WHERE asset_id = ?", arguments: [assetId]) {
+                files[row["path"]] = CompletedFile(size: row["size"], sha256: row["sha256"])
+            }
+            return files
+        }
+    }
+
+    /// The task of `assetId`, if any.
+    public func task(_ assetId: String) throws(DownloadError) -> DownloadTaskRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM download_tasks WHERE asset_id = ?", arguments: [assetId]).map(Self.record)
+        }
+    }
+
+    /// Every task, oldest first; of one session when `session` is given.
+    public func tasks(session: String? = nil) throws(DownloadError) -> [DownloadTaskRecord] {
+        try read { db in
+            let rows =
+                if let session {
+                    try Row.fetchAll(db, sql: "SELECT * FROM download_tasks WHERE session = ? ORDER BY created_at, asset_id", arguments: [session])
+                } else {
+                    try Row.fetchAll(db, sql: "SELECT * FROM download_tasks ORDER BY created_at, asset_id")
+                }
+            return rows.map(Self.record)
+        }
+    }
+
+    /// Forgets a task and its files (after cancel or delete).
+    public func remove(_ assetId: String) throws(DownloadError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM download_files WHERE asset_id = ?", arguments: [assetId])
+            try db.execute(sql: "DELETE FROM download_tasks WHERE asset_id = ?", arguments: [assetId])
+        }
+    }
+
+    private static func record(_ row: Row) -> DownloadTaskRecord {
+        let json: String = row["request"]
+        let request =
+            (try? JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8)))
+            ?? DownloadRequest(url: "", assetId: row["asset_id"])
+        return DownloadTaskRecord(
+            assetId: row["asset_id"],
+            session: row["session"],
+            request: request,
+            state: DownloadState(rawValue: row["state"]) ?? .failed,
+            failureCode: row["failure_code"],
+            failureMessage: row["failure_message"],
+            keysAcquired: row["keys_acquired"],
+            createdAt: row["created_at"],
+            updatedAt: row["updated_at"]
+        )
+    }
+
+    private func encode(_ request: DownloadRequest) throws(DownloadError) -> Data {
+        do {
+            return try JSONEncoder().encode(request)
+        } catch {
+            throw .storage(String(describing: error))
+        }
+    }
+
+    private func write(_ body: (Database) throws -> Void) throws(DownloadError) {
+        do {
+            try pool.write(body)
+        } catch {
+            throw .storage(String(describing: error))
+        }
+    }
+
+    private func read<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+        do {
+            return try pool.read(body)
+        } catch {
+            throw .storage(String(describing: error))
+        }
+    }
+}

@@ -1,0 +1,330 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import OfflinePackage
+import StowageCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What one transfer attempt did.
+struct TransferOutcome: Sendable {
+    var status: Int
+    var bytes: Int64
+}
+
+/// Why one attempt failed, and whether another may succeed.
+struct TransferFailure: Error, Sendable {
+    enum Kind: Sendable { case retryable, networkDown, fatalStatus, diskFull, local }
+    var kind: Kind
+    var status: Int?
+    var retryAfter: Double?
+    var domain: String
+    var code: String
+    var comment: String
+    /// Bytes written by the attempt before it failed (progress resets the error count).
+    var advanced: Int64 = 0
+}
+
+/// Streams one package file from the network into place: appended to `NAME.part` as bytes arrive (SHA-256 computed on
+/// the way), resumed with an HTTP Range request where a partial file exists, fsynced and renamed when whole. Never
+/// holds more than one network chunk in memory.
+struct FileFetcher: Sendable {
+    struct Configuration: Sendable {
+        var headers: [(String, String)]
+        /// Bound on waiting for the response head.
+        var headTimeout: TimeAmount
+        /// Bound on the whole transfer of one file.
+        var transferTimeout: Duration
+        var retry: RetryPolicy
+    }
+
+    let client: HTTPClient
+    let configuration: Configuration
+
+    /// Fetches `file` into `destination` with retries. Returns the final size and SHA-256.
+    func fetch(
+        _ file: PackageFile,
+        to destination: URL,
+        log: @escaping @Sendable (_ status: Int?, _ bytes: Int64, _ seconds: Double, _ retries: Int, _ failure: TransferFailure?) -> Void
+    ) async throws -> CompletedFile {
+        guard let url = URL(string: file.sourceURL) else { throw DownloadError.unsupportedURI(file.sourceURL) }
+        let part = destination.appendingPathExtension("part")
+        var failures = 0
+        var networkDownSince: ContinuousClock.Instant?
+        while true {
+            try Task.checkCancellation()
+            let started = ContinuousClock.now
+            do {
+                let outcome = try await attempt(url: url, file: file, part: part)
+                log(outcome.status, outcome.bytes, Self.seconds(since: started), failures, nil)
+                return try finish(part: part, destination: destination, expectedLength: file.byteRange?.length)
+            } catch let failure as TransferFailure {
+                log(failure.status, failure.advanced, Self.seconds(since: started), failures, failure)
+                switch failure.kind {
+                case .fatalStatus:
+                    throw DownloadError.segmentHTTPStatus(path: file.path, url: file.sourceURL, status: failure.status ?? 0)
+                case .diskFull:
+                    throw DownloadError.insufficientStorage(needed: file.byteRange?.length ?? 0, available: 0)
+                case .local:
+                    throw DownloadError.segmentFailed(path: file.path, url: file.sourceURL, reason: failure.comment)
+                case .networkDown:
+                    let since = networkDownSince ?? ContinuousClock.now
+                    networkDownSince = since
+                    if Self.seconds(since: since) > configuration.retry.networkDownGrace {
+                        throw DownloadError.segmentFailed(path: file.path, url: file.sourceURL, reason: failure.comment)
+                    }
+                    failures = min(failures + 1, 6)
+                case .retryable:
+                    networkDownSince = nil
+                    failures = failure.advanced > 0 ? 1 : failures + 1
+                    if failures >= configuration.retry.maximumAttempts {
+                        throw DownloadError.segmentFailed(
+                            path: file.path,
+                            url: file.sourceURL,
+                            reason: "\(failure.comment) (after \(failures) attempts)"
+                        )
+                    }
+                }
+                try await Task.sleep(for: .seconds(configuration.retry.delay(afterFailures: failures, retryAfter: failure.retryAfter)))
+            }
+        }
+    }
+
+    static func seconds(since instant: ContinuousClock.Instant) -> Double {
+        let elapsed = ContinuousClock.now - instant
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    /// One request: from what `part` already holds to the end of the file (or range).
+    private func attempt(url: URL, file: PackageFile, part: URL) async throws -> TransferOutcome {
+        if url.isFileURL { return try copyLocal(url: url, file: file, part: part) }
+        let have = Self.size(of: part)
+        let rangeStart = (file.byteRange?.offset ?? 0) + have
+        let rangeEnd = file.byteRange.map { $0.offset + $0.length - 1 }
+        if let length = file.byteRange?.length, have >= length {
+            return TransferOutcome(status: 0, bytes: 0)
+        }
+        var request = HTTPClientRequest(url: url.absoluteString)
+        for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+        if rangeStart > 0 || rangeEnd != nil {
+            request.headers.replaceOrAdd(name: "Range", value: "bytes=\(rangeStart)-\(rangeEnd.map(String.init) ?? "")")
+        }
+        let transferTimeout = configuration.transferTimeout
+        let prepared = request
+        return try await withThrowingTaskGroup(of: TransferOutcome?.self) { group in
+            group.addTask {
+                try await self.stream(request: prepared, file: file, part: part, have: have, rangeStart: rangeStart)
+            }
+            group.addTask {
+                try await Task.sleep(for: transferTimeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let outcome = first else {
+                throw TransferFailure(
+                    kind: .retryable,
+                    domain: "transfer",
+                    code: "transfer_timeout",
+                    comment: "the transfer took longer than \(transferTimeout)"
+                )
+            }
+            return outcome
+        }
+    }
+
+    private func stream(request: HTTPClientRequest, file: PackageFile, part: URL, have: Int64, rangeStart: Int64) async throws -> TransferOutcome {
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, deadline: .now() + configuration.headTimeout)
+        } catch {
+            throw Self.classify(error)
+        }
+        let status = Int(response.status.code)
+        switch status {
+        case 200, 206: break
+        case 416 where file.byteRange == nil && have > 0:
+            // The partial file is already the whole resource (killed between the last byte and the rename).
+            return TransferOutcome(status: status, bytes: 0)
+        case 408, 429, 500...599:
+            let retryAfter = response.headers.first(name: "Retry-After").flatMap(Double.init)
+            throw TransferFailure(
+                kind: .retryable,
+                status: status,
+                retryAfter: retryAfter,
+                domain: "http",
+                code: "http_\(status)",
+                comment: "HTTP \(status)"
+            )
+        default:
+            throw TransferFailure(kind: .fatalStatus, status: status, domain: "http", code: "http_\(status)", comment: "HTTP \(status)")
+        }
+        // Where the body starts relative to what we need: a 200 to a range request starts at byte 0.
+        var skip: Int64 = 0
+        var keep = have
+        if status == 206 {
+            guard let start = Self.contentRangeStart(response.headers.first(name: "Content-Range")), start == rangeStart else {
+                try? FileManager.default.removeItem(at: part)
+                throw TransferFailure(
+                    kind: .retryable,
+                    status: status,
+                    domain: "http",
+                    code: "bad_content_range",
+                    comment: "unexpected Content-Range"
+                )
+            }
+        } else if rangeStart > 0 {
+            if file.byteRange == nil {
+                keep = 0  // no range support: start the file again
+            } else {
+                skip = file.byteRange!.offset + have
+            }
+        }
+        let limit = file.byteRange.map { $0.length - keep }
+        let expected: Int64? = limit ?? (status == 200 ? response.headers.first(name: "Content-Length").flatMap(Int64.init) : nil)
+        let fd = open(part.path, O_WRONLY | O_CREAT | O_CLOEXEC | (keep == 0 ? O_TRUNC : O_APPEND), 0o600)
+        guard fd >= 0 else {
+            throw TransferFailure(
+                kind: errno == ENOSPC ? .diskFull : .local,
+                domain: "storage",
+                code: "open_failed",
+                comment: String(cString: strerror(errno))
+            )
+        }
+        defer { close(fd) }
+        var written: Int64 = 0
+        do {
+            for try await var chunk in response.body {
+                if skip > 0 {
+                    let drop = Int(min(Int64(chunk.readableBytes), skip))
+                    chunk.moveReaderIndex(forwardBy: drop)
+                    skip -= Int64(drop)
+                    if chunk.readableBytes == 0 { continue }
+                }
+                if let limit, written + Int64(chunk.readableBytes) > limit {
+                    chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(limit - written)) ?? chunk
+                }
+                try Self.writeAll(fd, chunk, advanced: written)
+                written += Int64(chunk.readableBytes)
+                if let limit, written >= limit { break }
+            }
+        } catch let failure as TransferFailure {
+            throw failure
+        } catch {
+            var failure = Self.classify(error)
+            failure.advanced = written
+            throw failure
+        }
+        if let expected, written < expected {
+            throw TransferFailure(
+                kind: .retryable,
+                status: status,
+                domain: "transfer",
+                code: "truncated_body",
+                comment: "the body ended after \(written) of \(expected) bytes",
+                advanced: written
+            )
+        }
+        return TransferOutcome(status: status, bytes: written)
+    }
+
+    private func copyLocal(url: URL, file: PackageFile, part: URL) throws -> TransferOutcome {
+        guard let handle = FileHandle(forReadingAtPath: url.path) else {
+            throw TransferFailure(kind: .fatalStatus, status: 404, domain: "file", code: "not_found", comment: "\(url.path) cannot be read")
+        }
+        defer { try? handle.close() }
+        let fd = open(part.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TransferFailure(kind: .local, domain: "storage", code: "open_failed", comment: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        try? handle.seek(toOffset: UInt64(file.byteRange?.offset ?? 0))
+        var remaining = file.byteRange?.length ?? Int64.max
+        var written: Int64 = 0
+        while remaining > 0 {
+            let data = handle.readData(ofLength: Int(min(remaining, 1 << 20)))
+            if data.isEmpty { break }
+            try Self.writeAll(fd, ByteBuffer(bytes: data), advanced: written)
+            written += Int64(data.count)
+            remaining -= Int64(data.count)
+        }
+        return TransferOutcome(status: 200, bytes: written)
+    }
+
+    private static func writeAll(_ fd: Int32, _ buffer: ByteBuffer, advanced: Int64) throws {
+        try buffer.withUnsafeReadableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    let code = errno
+                    throw TransferFailure(
+                        kind: code == ENOSPC || code == EDQUOT ? .diskFull : .local,
+                        domain: "storage",
+                        code: code == ENOSPC ? "no_space" : "write_failed",
+                        comment: String(cString: strerror(code)),
+                        advanced: advanced + Int64(offset)
+                    )
+                }
+                offset += n
+            }
+        }
+    }
+
+    /// Hashes the whole part file, checks its length, flushes it and renames it into place.
+    private func finish(part: URL, destination: URL, expectedLength: Int64?) throws -> CompletedFile {
+        let fd = open(part.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: "the partial file vanished")
+        }
+        defer { close(fd) }
+        var hasher = SHA256Hasher()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var size: Int64 = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            size += Int64(n)
+        }
+        if let expectedLength, size != expectedLength {
+            try? FileManager.default.removeItem(at: part)
+            throw DownloadError.segmentFailed(
+                path: destination.lastPathComponent,
+                url: part.path,
+                reason: "got \(size) bytes, expected \(expectedLength)"
+            )
+        }
+        guard fsync(fd) == 0, rename(part.path, destination.path) == 0 else {
+            throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: String(cString: strerror(errno)))
+        }
+        return CompletedFile(size: size, sha256: Hex.encode(hasher.finalize()))
+    }
+
+    static func size(of url: URL) -> Int64 {
+        var info = stat()
+        return stat(url.path, &info) == 0 ? Int64(info.st_size) : 0
+    }
+
+    static func contentRangeStart(_ header: String?) -> Int64? {
+        guard let header, header.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = header.dropFirst(6)
+        guard let dash = spec.firstIndex(of: "-") else { return nil }
+        return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))
+    }
+
+    static func classify(_ error: any Error) -> TransferFailure {
+        if let failure = error as? TransferFailure { return failure }
+        let text = String(describing: error)
+        let lower = text.lowercased()
+        if lower.contains("connection refused") || lower.contains("connectionrefused") || lower.contains("connecttimeout")
+            || lower.contains("connect timeout") || lower.contains("unreachable") || lower.contains("connecttimeout")
+        {
+            return TransferFailure(kind: .networkDown, domain: "network", code: "network_down", comment: text)
+        }
+        if error is CancellationError { return TransferFailure(kind: .retryable, domain: "transfer", code: "cancelled", comment: text) }
+        return TransferFailure(kind: .retryable, domain: "network", code: "network_error", comment: text)
+    }
+}

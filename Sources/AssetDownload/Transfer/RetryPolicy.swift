@@ -1,0 +1,32 @@
+import Foundation
+
+/// When and how long to wait before trying a request again: exponential backoff with jitter, a bounded number of
+/// attempts without progress, and the server's Retry-After honoured.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Attempts in a row that may fail without a byte of progress before the file fails.
+    public var maximumAttempts: Int
+    /// The first backoff, in seconds.
+    public var initialDelay: Double
+    /// The longest backoff, in seconds.
+    public var maximumDelay: Double
+    /// While the network is unreachable (connection refused, host unreachable), the task keeps waiting this long in
+    /// total before it fails, so a download survives a network that comes back.
+    public var networkDownGrace: Double
+
+    public init(maximumAttempts: Int = 8, initialDelay: Double = 0.25, maximumDelay: Double = 8, networkDownGrace: Double = 120) {
+        self.maximumAttempts = maximumAttempts
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+        self.networkDownGrace = networkDownGrace
+    }
+
+    /// The delay before attempt `failures + 1`: `initialDelay * 2^(failures-1)` capped, times a jitter in [0.5, 1.5),
+    /// or the server's Retry-After when it asks for longer (capped at 60 s).
+    public func delay(afterFailures failures: Int, retryAfter: Double? = nil) -> Double {
+        let exponent = min(max(failures - 1, 0), 20)
+        let base = min(maximumDelay, initialDelay * Double(1 << exponent))
+        let jittered = base * Double.random(in: 0.5..<1.5)
+        if let retryAfter { return min(max(retryAfter, jittered), 60) }
+        return jittered
+    }
+}

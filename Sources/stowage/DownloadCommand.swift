@@ -1,0 +1,362 @@
+import ArgumentParser
+import AssetDownload
+import Foundation
+import OfflinePackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Options shared by the commands that run a download.
+struct DownloadRunOptions: ParsableArguments {
+    @Flag(help: "Print events as JSON lines instead of the live display.")
+    var json = false
+}
+
+/// `stowage download URL ...`
+struct DownloadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "download",
+        abstract: "Download an encrypted HLS asset into an offline package, with its keys.",
+        discussion: """
+            Takes one variant (the highest by default) and the audio and subtitle renditions asked for; obtains the
+            keys (skd keys from the key server under a persistent lease, identity keys over HTTP) before any segment;
+            streams segments into $STOWAGE_HOME/packages/ASSET_ID/ still encrypted, several at a time, with retries.
+            Ctrl-C pauses; `stowage resume ASSET_ID` carries on without fetching completed segments again.
+            Example:
+              stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --audio en,fr --subtitles all \\
+                --key-server http://127.0.0.1:8443 --token eyJhbGciOi...
+            """
+    )
+
+    @Argument(help: "The multivariant (or media) playlist URL.")
+    var url: String
+
+    @Option(help: "Take the lowest variant with at least this many bits per second.")
+    var minBitrate: Int?
+
+    @Option(help: "Take no variant above this many bits per second.")
+    var maxBitrate: Int?
+
+    @Option(help: "Audio renditions: comma-separated languages, 'all', 'default' or 'none'.")
+    var audio = "default"
+
+    @Option(help: "Subtitle renditions: comma-separated languages, 'all', 'default' or 'none'.")
+    var subtitles = "default"
+
+    @Option(help: "Segments downloaded at once.")
+    var concurrency = 4
+
+    @Option(name: .customLong("header"), help: "An extra request header 'Name: value' (repeatable).")
+    var headers: [String] = []
+
+    @Option(help: "The key server URL (default: the one the playlist advertises).")
+    var keyServer: String?
+
+    @Option(help: "The entitlement token (JWT) sent to the key server.")
+    var token: String?
+
+    @Option(help: "The asset ID (default: derived from the URL).")
+    var assetId: String?
+
+    @Option(help: "A title for `stowage list`.")
+    var title: String?
+
+    @OptionGroup var output: DownloadRunOptions
+
+    func validate() throws {
+        guard (1...32).contains(concurrency) else { throw ValidationError("--concurrency must be 1...32") }
+        for header in headers where !header.contains(":") { throw ValidationError("--header takes 'Name: value', got '\(header)'") }
+    }
+
+    func run() async throws {
+        let variant: MediaSelectionOptions.Variant =
+            minBitrate == nil && maxBitrate == nil ? .highest : .bitrate(minimum: minBitrate, maximum: maxBitrate)
+        let pairs = headers.map { header -> (String, String) in
+            let parts = header.split(separator: ":", maxSplits: 1)
+            return (
+                String(parts[0]).trimmingCharacters(in: .whitespaces), String(parts.count > 1 ? parts[1] : "").trimmingCharacters(in: .whitespaces)
+            )
+        }
+        let request = DownloadRequest(
+            url: url,
+            assetId: assetId ?? DownloadRequest.assetID(for: url),
+            title: title,
+            selection: MediaSelectionOptions(
+                variant: variant,
+                audio: .init(argument: audio),
+                subtitles: .init(argument: subtitles)
+            ),
+            headers: pairs,
+            keyServerURL: keyServer,
+            token: token,
+            concurrency: concurrency
+        )
+        await DownloadDriver.run(json: output.json) { session in try session.start(request) }
+    }
+}
+
+/// `stowage resume [ASSET]`
+struct ResumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume",
+        abstract: "Resume a paused, failed or interrupted download (all pending ones when no asset is named).",
+        discussion: """
+            Completed segments are not fetched again; a partly written segment continues with an HTTP Range request.
+            Example:
+              stowage resume demo-1
+            """
+    )
+
+    @Argument(help: "The asset ID; omitted: every download not completed.")
+    var assetId: String?
+
+    @OptionGroup var output: DownloadRunOptions
+
+    func run() async throws {
+        if let assetId {
+            await DownloadDriver.run(json: output.json) { session in try session.resume(assetId: assetId) }
+            return
+        }
+        let pending = try DownloadDriver.withStore { try $0.tasks().filter { $0.state != .completed }.map(\.assetId) }
+        if pending.isEmpty {
+            print("nothing to resume")
+            return
+        }
+        for asset in pending {
+            await DownloadDriver.run(json: output.json, exitOnEnd: asset == pending.last) { session in try session.resume(assetId: asset) }
+        }
+    }
+}
+
+/// `stowage cancel ASSET`
+struct CancelCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cancel",
+        abstract: "Cancel a download that has not completed: its partial files and state are removed.",
+        discussion: """
+            Keys already obtained stay until `stowage delete` (or `stowage keys return`). Completed packages are
+            removed with `stowage delete`.
+            Example:
+              stowage cancel demo-1
+            """
+    )
+
+    @Argument(help: "The asset ID.")
+    var assetId: String
+
+    @Flag(help: "Print the result as JSON.")
+    var json = false
+
+    func run() async throws {
+        do {
+            let session = try DownloadSession(dataDirectory: .fromEnvironment())
+            defer { Task { try? await session.shutdown() } }
+            try session.cancel(assetId: assetId)
+            try? await session.shutdown()
+            print(json ? #"{"cancelled":"\#(assetId)"}"# : "cancelled \(assetId): partial files removed")
+        } catch let error as DownloadError {
+            CommandOutput.fail(code: error.code, message: error.description, json: json)
+        }
+    }
+}
+
+/// `stowage add-media ASSET --audio ... --subtitles ...`
+struct AddMediaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add-media",
+        abstract: "Add audio or subtitle renditions to a downloaded (or downloading) asset.",
+        discussion: """
+            The asset's multivariant playlist is loaded again from its source; renditions already held are skipped.
+            Example:
+              stowage add-media demo-1 --audio de --subtitles fr
+            """
+    )
+
+    @Argument(help: "The asset ID.")
+    var assetId: String
+
+    @Option(help: "Audio renditions to add: comma-separated languages, 'all', 'default' or 'none'.")
+    var audio = "none"
+
+    @Option(help: "Subtitle renditions to add: comma-separated languages, 'all', 'default' or 'none'.")
+    var subtitles = "none"
+
+    @OptionGroup var output: DownloadRunOptions
+
+    func run() async throws {
+        let selection = MediaSelectionOptions(variant: .highest, audio: .init(argument: audio), subtitles: .init(argument: subtitles))
+        await DownloadDriver.run(json: output.json) { session in try session.addMedia(assetId: assetId, selection: selection) }
+    }
+}
+
+/// Runs one download task in the foreground: live display or JSON lines, Ctrl-C pauses, exit status from the result.
+enum DownloadDriver {
+    static func withStore<T>(_ body: (DownloadStore) throws -> T) throws -> T {
+        let directory = DataDirectory.fromEnvironment()
+        try directory.prepare()
+        return try body(try DownloadStore(databaseURL: directory.databaseURL))
+    }
+
+    static func run(json: Bool, exitOnEnd: Bool = true, _ start: (DownloadSession) throws -> DownloadTask) async {
+        let session: DownloadSession
+        let task: DownloadTask
+        do {
+            session = try DownloadSession(dataDirectory: .fromEnvironment())
+            task = try start(session)
+        } catch let error as DownloadError {
+            CommandOutput.fail(code: error.code, message: error.description, json: json)
+        } catch {
+            CommandOutput.fail(code: "download_failed", message: "\(error)", json: json)
+        }
+        let signals = SignalStop()
+        let watcher = Task {
+            await signals.wait()
+            task.pause()
+        }
+        let display = ProgressDisplay(json: json, assetId: task.assetId)
+        for await event in task.events { display.show(event) }
+        watcher.cancel()
+        var status: Int32 = 0
+        do {
+            _ = try await task.result()
+        } catch is CancellationError {
+            status = 0
+        } catch let error as DownloadError {
+            status = 1
+            _ = error
+        } catch {
+            status = 1
+        }
+        try? await session.shutdown()
+        if exitOnEnd || status != 0 { exit(status) }
+    }
+}
+
+/// Renders download events: a redrawn block on a terminal, plain lines otherwise, JSON lines with --json.
+final class ProgressDisplay {
+    let json: Bool
+    let assetId: String
+    let isTerminal = isatty(STDERR_FILENO) == 1
+    private var drawnLines = 0
+    private var lastDraw = Date.distantPast
+    private var lastPlainPercent = -10
+
+    init(json: Bool, assetId: String) {
+        self.json = json
+        self.assetId = assetId
+    }
+
+    func show(_ event: DownloadEvent) {
+        if json {
+            emitJSON(event)
+            return
+        }
+        switch event {
+        case .willDownload(let url): say("downloading \(assetId) to \(url.path)")
+        case .resolvedMediaSelections(let renditions):
+            for rendition in renditions {
+                let detail = [rendition.language, rendition.resolution, rendition.bandwidth.map { "\($0 / 1000) kbit/s" }].compactMap { $0 }
+                say(
+                    "  \(rendition.id): \(rendition.kind.rawValue) \(rendition.name) \(detail.joined(separator: ", ")), \(rendition.files.count) files"
+                )
+            }
+        case .keysAcquired(let lease, let keys): say("keys: \(keys) obtained and stored\(lease.map { " (lease \($0))" } ?? "")")
+        case .progress(let progress): draw(progress)
+        case .renditionCompleted(let id): if !isTerminal { say("  \(id) complete") }
+        case .paused(let reason):
+            say(reason.map { "paused: \($0.description) [\($0.code)]" } ?? "paused; run `stowage resume \(assetId)` to continue")
+        case .resumed: say("space is back; resuming")
+        case .finished(let manifest):
+            let bytes = manifest.knownBytes
+            say("complete: \(assetId), \(manifest.renditions.count) media selections, \(String(format: "%.1f", Double(bytes) / 1e6)) MB")
+        case .failed(let error): FileHandle.standardError.write(Data("error: \(error.description) [\(error.code)]\n".utf8))
+        }
+    }
+
+    private func say(_ line: String) {
+        if isTerminal, drawnLines > 0 {
+            FileHandle.standardError.write(Data(String(repeating: "\u{1b}[1A\u{1b}[2K", count: drawnLines).utf8))
+            drawnLines = 0
+        }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    private func draw(_ progress: DownloadProgress) {
+        let percent = Int(progress.fraction * 100)
+        let rate = String(format: "%.1f MB/s", progress.bytesPerSecond / 1e6)
+        let eta = progress.secondsLeft.map { String(format: "ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? "ETA -"
+        guard isTerminal else {
+            if percent >= lastPlainPercent + 10 || percent == 100 {
+                lastPlainPercent = percent
+                FileHandle.standardError.write(Data("  \(percent)% \(rate)\n".utf8))
+            }
+            return
+        }
+        guard Date().timeIntervalSince(lastDraw) > 0.1 || progress.fraction >= 1 else { return }
+        lastDraw = Date()
+        var lines = progress.renditions.map { r in
+            String(
+                format: "  %-16@ %3d%%  %3d/%-3d files  %.1f/%.1f s",
+                r.id as NSString,
+                r.filesTotal == 0 ? 100 : r.filesDone * 100 / r.filesTotal,
+                r.filesDone,
+                r.filesTotal,
+                r.loadedSeconds,
+                r.durationSeconds
+            )
+        }
+        lines.append("  overall %\(percent)  \(rate)  \(eta)".replacingOccurrences(of: "%\(percent)", with: "\(percent)%"))
+        var text = String(repeating: "\u{1b}[1A\u{1b}[2K", count: drawnLines)
+        text += lines.joined(separator: "\n") + "\n"
+        drawnLines = lines.count
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
+    private func emitJSON(_ event: DownloadEvent) {
+        var object: [String: Any] = ["asset": assetId]
+        switch event {
+        case .willDownload(let url):
+            object["event"] = "willDownload"
+            object["location"] = url.path
+        case .resolvedMediaSelections(let renditions):
+            object["event"] = "resolvedMediaSelections"
+            object["mediaSelections"] = renditions.map {
+                ["id": $0.id, "kind": $0.kind.rawValue, "name": $0.name, "language": $0.language ?? NSNull(), "files": $0.files.count]
+                    as [String: Any]
+            }
+        case .keysAcquired(let lease, let keys):
+            object["event"] = "keysAcquired"
+            object["leaseId"] = lease ?? NSNull()
+            object["keys"] = keys
+        case .progress(let p):
+            object["event"] = "progress"
+            object["fraction"] = p.fraction
+            object["bytes"] = p.bytes
+            object["bytesPerSecond"] = Int(p.bytesPerSecond)
+            object["renditions"] = p.renditions.map {
+                [
+                    "id": $0.id, "loadedSeconds": $0.loadedSeconds, "durationSeconds": $0.durationSeconds, "bytes": $0.bytes,
+                    "filesDone": $0.filesDone, "filesTotal": $0.filesTotal,
+                ] as [String: Any]
+            }
+        case .renditionCompleted(let id):
+            object["event"] = "mediaSelectionCompleted"
+            object["id"] = id
+        case .paused(let reason):
+            object["event"] = "paused"
+            if let reason { object["reason"] = ["code": reason.code, "message": reason.description] }
+        case .resumed: object["event"] = "resumed"
+        case .finished(let manifest):
+            object["event"] = "finished"
+            object["bytes"] = manifest.knownBytes
+            object["complete"] = manifest.isComplete
+        case .failed(let error):
+            object["event"] = "failed"
+            object["error"] = ["code": error.code, "message": error.description]
+        }
+        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) {
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+        }
+    }
+}
