@@ -73,7 +73,13 @@ let package = Package(
         ),
         .target(
             name: "Playback",
-            dependencies: ["OfflinePackage", "KeyDelivery", "MediaCrypto", "StowageCrypto"],
+            dependencies: [
+                "OfflinePackage", "KeyDelivery", "MediaCrypto", "StowageCrypto", "HLS",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -96,6 +102,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -130,10 +138,62 @@ let package = Package(
         ),
         .testTarget(
             name: "OfflinePackageTests",
-            dependencies: ["StowageTestSupport", "OfflinePackage", "HLS", "MediaCrypto", "StowageCrypto"],
+            dependencies: [
+                "StowageTestSupport", "PackageTestSupport", "OfflinePackage", "KeyDelivery", "KeyServer", "HLS", "MediaCrypto", "StowageCrypto",
+            ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "PlaybackTests", dependencies: ["Playback"], swiftSettings: swiftSettings),
+        // A real key server and origin serving an asset packaged from a clear fixture, for download tests.
+        .target(
+            name: "DownloadTestSupport",
+            dependencies: ["AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "StowageCrypto"],
+            path: "Tests/DownloadTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "OriginServerTests",
+            dependencies: [
+                "OriginServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AssetDownloadTests",
+            dependencies: [
+                "StowageTestSupport", "DownloadTestSupport",
+                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "HLS", "StowageCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Real offline packages for tests: packaged with fresh keys, leases from an in-process key server.
+        .target(
+            name: "PackageTestSupport",
+            dependencies: [
+                "OfflinePackage", "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "StowageCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            path: "Tests/PackageTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PlaybackTests",
+            dependencies: [
+                "Playback", "PackageTestSupport", "StowageTestSupport",
+                "OfflinePackage", "KeyDelivery", "HLS", "MediaCrypto", "StowageCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "KeyServerTests",
             dependencies: [
@@ -152,8 +212,8 @@ let package = Package(
         .testTarget(
             name: "StowageCLITests",
             dependencies: [
-                "StowageTestSupport",
-                "OriginServer", "AssetDownload", "HLS",
+                "StowageTestSupport", "DownloadTestSupport",
+                "OriginServer", "AssetDownload", "HLS", "OfflinePackage", "KeyServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -131,7 +131,10 @@ struct DownloadRunner: Sendable {
         }
         let tracker = ProgressTracker(manifest: manifest, completed: completed, events: events)
         await tracker.report()
-        let pending = manifest.renditions.flatMap { rendition in rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0) } }
+        let pending = manifest.renditions.flatMap { rendition in
+            let estimate = rendition.files.isEmpty ? 0 : rendition.expectedBytes / Int64(rendition.files.count)
+            return rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0, $0.byteRange?.length ?? estimate) }
+        }
         let fetcher = FileFetcher(
             client: session.http,
             configuration: .init(
@@ -146,10 +149,10 @@ struct DownloadRunner: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<concurrency {
                 group.addTask {
-                    while let (renditionId, file) = await queue.next() {
+                    while let (renditionId, file, estimate) = await queue.next() {
                         try Task.checkCancellation()
                         let destination = try package.url(forRelativePath: file.path)
-                        try await waitForSpace(file: file, package: package)
+                        try await waitForSpace(bytes: estimate, package: package)
                         let done = try await fetcher.fetch(file, to: destination) { status, bytes, seconds, retries, failure in
                             accessLog?.write([
                                 "cs-method": "GET",
@@ -213,11 +216,18 @@ struct DownloadRunner: Sendable {
                 )
             }
             let device = try DeviceIdentity.loadOrCreate(in: session.dataDirectory.url)
-            let keys = KeySession(clock: session.clock, http: session.http, store: keyStore, device: device, serverURL: server, token: request.token)
+            let keys = KeySession(
+                clock: session.clock,
+                http: session.keyHTTP,
+                store: keyStore,
+                device: device,
+                serverURL: server,
+                token: request.token
+            )
             let acquisition = try await keys.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch)
             events.yield(.keysAcquired(leaseId: acquisition.leaseId, keys: manifest.keys.count))
         } else {
-            let fetcher = IdentityKeyFetcher(http: session.http, store: keyStore, clock: session.clock, configuration: fetch)
+            let fetcher = IdentityKeyFetcher(http: session.keyHTTP, store: keyStore, clock: session.clock, configuration: fetch)
             for key in manifest.keys {
                 guard let url = URL(string: key.uri) else { throw DownloadError.unsupportedURI(key.uri) }
                 _ = try await fetcher.key(for: url, assetId: assetId)
@@ -243,8 +253,8 @@ struct DownloadRunner: Sendable {
     }
 
     /// Before each file: when the free space cannot hold it, pause (and, when configured, wait for space).
-    private func waitForSpace(file: PackageFile, package: PackageDirectory) async throws {
-        let needed = (file.byteRange?.length ?? 0) + session.configuration.storageMargin
+    private func waitForSpace(bytes: Int64, package: PackageDirectory) async throws {
+        let needed = bytes + session.configuration.storageMargin
         guard let free = session.configuration.freeSpace(package.url), free < needed else { return }
         let error = DownloadError.insufficientStorage(needed: needed, available: free)
         guard session.configuration.storageWaitSeconds > 0 else { throw error }
@@ -277,12 +287,14 @@ struct DownloadRunner: Sendable {
 
 /// Hands out pending files to the workers, in manifest order.
 actor WorkQueue {
-    private var items: [(String, PackageFile)]
+    /// Rendition ID, file, expected size.
+    typealias Item = (String, PackageFile, Int64)
+    private var items: [Item]
     private var position = 0
 
-    init(_ items: [(String, PackageFile)]) { self.items = items }
+    init(_ items: [Item]) { self.items = items }
 
-    func next() -> (String, PackageFile)? {
+    func next() -> Item? {
         guard position < items.count else { return nil }
         defer { position += 1 }
         return items[position]

@@ -67,6 +67,7 @@ public final class DownloadSession: Sendable {
     public let configuration: Configuration
     public let store: DownloadStore
     let http: HTTPClient
+    let keyHTTP: HTTPClient
     let clock: any KeyDelivery.Clock
 
     /// Opens the session's state in `dataDirectory` (created 0700 if needed).
@@ -82,11 +83,25 @@ public final class DownloadSession: Sendable {
         http.connectionPool = .init(idleTimeout: .seconds(60))
         http.httpVersion = .http1Only
         self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
+        // Key requests get their own client: the segment read timeout is tuned to catch stalled bodies, not a key
+        // server signing a lease.
+        var keys = HTTPClient.Configuration()
+        keys.timeout = .init(connect: .seconds(configuration.connectTimeout), read: .seconds(max(30, configuration.readTimeout)))
+        keys.redirectConfiguration = .follow(max: 3, allowCycles: false)
+        self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton, configuration: keys)
     }
 
     /// Closes the HTTP client. Call once every task has ended.
     public func shutdown() async throws {
+        try await keyHTTP.shutdown()
         try await http.shutdown()
+    }
+
+    deinit {
+        // A session dropped without shutdown() (an error path) must not take the process down with it:
+        // AsyncHTTPClient traps when a client is released open. Shutting down twice only throws, ignored.
+        let clients = [http, keyHTTP]
+        Task { for client in clients { try? await client.shutdown() } }
     }
 
     /// The free bytes of the file system holding `url` (statvfs), nil when unknown.
@@ -96,6 +111,23 @@ public final class DownloadSession: Sendable {
         while !FileManager.default.fileExists(atPath: path.path), path.pathComponents.count > 1 { path.deleteLastPathComponent() }
         guard statvfs(path.path, &info) == 0 else { return nil }
         return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    /// The asset ID a download of `url` gets when none is given: the key server's asset named by the playlist's skd
+    /// key URIs (so the lease and the package share one ID), else one derived from the URL.
+    public func suggestedAssetID(for url: String, headers: [(String, String)] = []) async -> String {
+        let loader = PlaylistLoader(client: http, headers: headers, timeoutSeconds: configuration.headTimeout)
+        if let loaded = try? await loader.load(url) {
+            let keys: [EncryptionKey]
+            switch loaded.parsed.playlist {
+            case .multivariant(let multivariant): keys = multivariant.sessionKeys
+            case .media(let media): keys = media.distinctKeys
+            }
+            for key in keys where key.effectiveKeyFormat == PlaylistKeySelection.skdKeyFormat {
+                if let uri = key.uri, let (asset, _) = try? PlaylistKeySelection.parseSKD(uri) { return asset }
+            }
+        }
+        return DownloadRequest.assetID(for: url)
     }
 
     // MARK: - Tasks

@@ -2,15 +2,23 @@ public import Foundation
 import Hummingbird
 public import Logging
 import NIOCore
+import NIOPosix
 import ServiceLifecycle
 
-/// A loopback HLS origin: serves a directory over HTTP/1.1 with Range, ETag and Last-Modified support.
+/// A loopback HLS origin: serves a directory over HTTP/1.1 with Range, ETag and Last-Modified support, and shapes
+/// the link like Apple's Network Link Conditioner.
 ///
 /// Tests, the demo and users' own experiments point a downloader at it. It binds 127.0.0.1 by default and an
 /// OS-assigned port when `port` is 0; ``run(onListening:)`` reports the address once the socket is bound.
 ///
+/// It answers GET and HEAD for regular files under the root (symbolic links are followed only while they stay under
+/// it) and 404 for anything else; a single byte range gets 206, an unsatisfiable one 416, several ranges the whole
+/// file. Unconditioned, bodies stream from the file in 256 KiB chunks as fast as the connection takes them; with
+/// ``NetworkConditions`` they are slowed and broken as the conditions say, the same way for the same ``Configuration/seed``.
+///
 /// ```swift
-/// let origin = Origin(configuration: .init(root: "/srv/hls"))
+/// let log = OriginRequestLog()
+/// let origin = Origin(configuration: .init(root: "/srv/hls", conditions: .profile(named: "lossy")!, seed: 7, requestLog: log))
 /// try await origin.run { address in print("listening on \(address.baseURL)") }
 /// ```
 public struct Origin: Sendable {
@@ -18,26 +26,53 @@ public struct Origin: Sendable {
     public struct Configuration: Sendable {
         /// The directory served at `/`.
         public var root: String
+        /// The address to bind; loopback by default.
         public var host: String
         /// 0 lets the OS pick a free port.
         public var port: Int
+        /// How responses are slowed and broken; ``NetworkConditions/unconditioned`` by default.
+        public var conditions: NetworkConditions
+        /// Fixes which requests fault: the same seed and the same requests per path give the same faults.
+        public var seed: UInt64
+        /// Where every request is recorded, if anywhere.
+        public var requestLog: OriginRequestLog?
 
-        public init(root: String, host: String = "127.0.0.1", port: Int = 0) {
+        /// - Parameters:
+        ///   - root: the directory served at `/`.
+        ///   - host: the address to bind.
+        ///   - port: the port to bind; 0 lets the OS pick.
+        ///   - conditions: how responses are shaped.
+        ///   - seed: which requests fault, for rates between 0 and 1.
+        ///   - requestLog: where to record requests.
+        public init(
+            root: String,
+            host: String = "127.0.0.1",
+            port: Int = 0,
+            conditions: NetworkConditions = .unconditioned,
+            seed: UInt64 = 0,
+            requestLog: OriginRequestLog? = nil
+        ) {
             self.root = root
             self.host = host
             self.port = port
+            self.conditions = conditions
+            self.seed = seed
+            self.requestLog = requestLog
         }
     }
 
     /// The address the origin listens on.
     public struct Address: Sendable, Hashable {
+        /// The bound host, as configured.
         public var host: String
+        /// The bound port.
         public var port: Int
 
         /// `http://HOST:PORT`
         public var baseURL: URL { URL(string: "http://\(host):\(port)")! }
     }
 
+    /// What the origin serves and how.
     public let configuration: Configuration
     private let logger: Logger
 
@@ -56,14 +91,21 @@ public struct Origin: Sendable {
     /// - Throws: ``OriginError`` when the root is not a directory; the server's error when it cannot bind.
     public func run(onListening: @escaping @Sendable (Address) async -> Void) async throws {
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: configuration.root, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: configuration.root, isDirectory: &isDirectory), isDirectory.boolValue,
+            let resolvedRoot = ServedFile.realPath(configuration.root)
+        else {
             throw OriginError.notADirectory(configuration.root)
         }
-        let router = Router()
-        router.add(middleware: FileMiddleware(configuration.root, searchForIndexHtml: false, logger: logger))
+        let responder = FileResponder(
+            resolvedRoot: resolvedRoot,
+            conditions: configuration.conditions,
+            seed: configuration.seed,
+            requestLog: configuration.requestLog,
+            threadPool: .singleton
+        )
         let host = configuration.host
         let app = Application(
-            router: router,
+            responder: responder,
             configuration: .init(address: .hostname(host, port: configuration.port), serverName: "stowage-origin"),
             onServerRunning: { channel in
                 await onListening(Address(host: host, port: channel.localAddress?.port ?? 0))
@@ -84,7 +126,10 @@ public struct Origin: Sendable {
 
 /// Why an origin cannot start.
 public enum OriginError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The configured root does not exist or is not a directory.
     case notADirectory(String)
+
+    /// What went wrong, for people.
 
     public var description: String {
         switch self {

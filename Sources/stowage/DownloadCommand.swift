@@ -56,7 +56,7 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "The entitlement token (JWT) sent to the key server.")
     var token: String?
 
-    @Option(help: "The asset ID (default: derived from the URL).")
+    @Option(help: "The asset ID (default: the key server's asset named by the playlist's skd keys, else derived from the URL).")
     var assetId: String?
 
     @Option(help: "A title for `stowage list`.")
@@ -78,9 +78,9 @@ struct DownloadCommand: AsyncParsableCommand {
                 String(parts[0]).trimmingCharacters(in: .whitespaces), String(parts.count > 1 ? parts[1] : "").trimmingCharacters(in: .whitespaces)
             )
         }
-        let request = DownloadRequest(
+        var request = DownloadRequest(
             url: url,
-            assetId: assetId ?? DownloadRequest.assetID(for: url),
+            assetId: assetId ?? "",
             title: title,
             selection: MediaSelectionOptions(
                 variant: variant,
@@ -92,7 +92,10 @@ struct DownloadCommand: AsyncParsableCommand {
             token: token,
             concurrency: concurrency
         )
-        await DownloadDriver.run(json: output.json) { session in try session.start(request) }
+        await DownloadDriver.run(json: output.json) { session in
+            if request.assetId.isEmpty { request.assetId = await session.suggestedAssetID(for: url, headers: pairs) }
+            return try session.start(request)
+        }
     }
 }
 
@@ -198,12 +201,12 @@ enum DownloadDriver {
         return try body(try DownloadStore(databaseURL: directory.databaseURL))
     }
 
-    static func run(json: Bool, exitOnEnd: Bool = true, _ start: (DownloadSession) throws -> DownloadTask) async {
+    static func run(json: Bool, exitOnEnd: Bool = true, _ start: (DownloadSession) async throws -> DownloadTask) async {
         let session: DownloadSession
         let task: DownloadTask
         do {
             session = try DownloadSession(dataDirectory: .fromEnvironment())
-            task = try start(session)
+            task = try await start(session)
         } catch let error as DownloadError {
             CommandOutput.fail(code: error.code, message: error.description, json: json)
         } catch {

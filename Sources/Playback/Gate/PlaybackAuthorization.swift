@@ -1,0 +1,74 @@
+public import KeyDelivery
+public import OfflinePackage
+import StowageCrypto
+
+/// What ``PlaybackGate/authorize(assetId:)`` grants: the package as checked, its content keys (in memory only) and
+/// the lease evaluation that allowed playback. A ``PlaybackServer`` serves exactly this.
+public struct PlaybackAuthorization: Sendable {
+    /// The package folder.
+    public let package: PackageDirectory
+    /// The manifest as read and checked.
+    public let manifest: PackageManifest
+    /// The lease evaluation that allowed playback (first play recorded); nil for a package whose keys are all identity
+    /// keys, which need no lease.
+    public let lease: LeaseEvaluation?
+    /// When playback was authorized (the gate's clock).
+    public let authorizedAt: Int64
+
+    /// The asset played.
+    public var assetId: String { manifest.assetId }
+
+    /// Content keys by key ID; never written anywhere.
+    let keys: [String: SecretBytes]
+    /// Every file of the manifest by its relative path.
+    let files: [String: FileRole]
+    /// Every local media playlist by its relative path, with its rendition's index.
+    let playlists: [String: Int]
+
+    init(package: PackageDirectory, manifest: PackageManifest, lease: LeaseEvaluation?, authorizedAt: Int64, keys: [String: SecretBytes]) {
+        self.package = package
+        self.manifest = manifest
+        self.lease = lease
+        self.authorizedAt = authorizedAt
+        self.keys = keys
+        var files: [String: FileRole] = [:]
+        var playlists: [String: Int] = [:]
+        for (renditionIndex, rendition) in manifest.renditions.enumerated() {
+            playlists[rendition.playlist] = renditionIndex
+            for (initIndex, section) in rendition.initSections.enumerated() {
+                // An init section is made clear (cbcs) when the segments that use it are sample-encrypted.
+                let sampleEncrypted = rendition.segments.contains {
+                    $0.initSection == initIndex && $0.file?.key?.method.uppercased() == "SAMPLE-AES"
+                }
+                files[section.path] = FileRole(
+                    file: section,
+                    renditionIndex: renditionIndex,
+                    kind: .initSection(sampleEncryptedSegments: sampleEncrypted)
+                )
+            }
+            for segment in rendition.segments {
+                guard let file = segment.file else { continue }
+                files[file.path] = FileRole(file: file, renditionIndex: renditionIndex, kind: .segment(initSection: segment.initSection))
+            }
+        }
+        self.files = files
+        self.playlists = playlists
+    }
+
+    /// Whether playback needs a lease: some key is an skd key.
+    var needsLease: Bool { manifest.keys.contains { $0.kind == .skd } }
+}
+
+/// What a file of the package is to the server.
+struct FileRole: Sendable {
+    enum Kind: Sendable {
+        /// An init section; `sampleEncryptedSegments` when its segments use SAMPLE-AES (so it is a cbcs init section).
+        case initSection(sampleEncryptedSegments: Bool)
+        /// A media segment and the index of its init section in the rendition, if any.
+        case segment(initSection: Int?)
+    }
+
+    var file: PackageFile
+    var renditionIndex: Int
+    var kind: Kind
+}

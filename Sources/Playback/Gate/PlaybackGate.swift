@@ -1,0 +1,211 @@
+public import KeyDelivery
+public import OfflinePackage
+import StowageCrypto
+
+/// Decides whether an offline package may play now: the `stowage play` gate (DESIGN.md, data flow 3).
+///
+/// ``authorize(assetId:)`` checks, in this order, and stops at the first refusal:
+/// 1. the package: its manifest reads, every rendition is complete with sizes and checksums known
+///    (``PackageCompletenessRule``), every file is on disk with the manifest's size (``PackageFilesRule``; with
+///    ``FileCheck/checksums`` also its SHA-256);
+/// 2. the lease, when the package has skd keys: evaluated as things stand (storage and playback windows, clock
+///    rollback), so a refusal records nothing;
+/// 3. the keys: every key the manifest lists is held (``PackageKeyring``);
+/// 4. the lease again through `KeyStore.authorizePlayback(assetId:at:)`, which records the first play and so starts
+///    the playback window. Identity-only packages have no lease: their sealed keys (and local lifetimes) are all.
+///
+/// Why sizes by default: hashing a whole package costs as much as reading it, so the gate checks sizes and the server
+/// hashes every file while it streams it, refusing to finish a file whose SHA-256 differs from the manifest (see
+/// ``PlaybackServer``). ``FileCheck/checksums`` hashes everything up front, for small packages or a careful user.
+///
+/// ```swift
+/// let gate = PlaybackGate(dataDirectory: .fromEnvironment(), store: store, device: device)
+/// let authorization = try gate.authorize(assetId: "movie-1")
+/// ```
+public struct PlaybackGate: Sendable {
+    /// How far the gate checks the files before playback starts.
+    public enum FileCheck: Sendable, Hashable {
+        /// Every file present with the manifest's size (the server verifies checksums while streaming).
+        case sizes
+        /// Sizes, then the SHA-256 of every file.
+        case checksums
+    }
+
+    /// The data directory holding `packages/`.
+    public let dataDirectory: DataDirectory
+    /// Reads the package's keys from the key store.
+    public let keyring: PackageKeyring
+    /// The clock lease rules are evaluated against (``SystemClock`` in use, ``TestClock`` in tests).
+    public let clock: any Clock
+    /// How far the files are checked.
+    public var fileCheck: FileCheck
+
+    /// The key store the lease and the keys are read from.
+    public var store: KeyStore { keyring.store }
+
+    /// - Parameters:
+    ///   - dataDirectory: where the packages are.
+    ///   - store: the device's key store.
+    ///   - device: the device identity the leases were issued to.
+    ///   - clock: the wall clock; injected so tests can move time.
+    ///   - fileCheck: ``FileCheck/sizes`` by default.
+    public init(
+        dataDirectory: DataDirectory,
+        store: KeyStore,
+        device: DeviceIdentity,
+        clock: any Clock = SystemClock(),
+        fileCheck: FileCheck = .sizes
+    ) {
+        self.dataDirectory = dataDirectory
+        self.keyring = PackageKeyring(store: store, device: device)
+        self.clock = clock
+        self.fileCheck = fileCheck
+    }
+
+    /// Authorizes playback of `assetId` now, recording the first play when it is the first.
+    ///
+    /// - Returns: the package, its keys and the lease evaluation, for ``PlaybackServer``.
+    /// - Throws: ``PlaybackError``: `package_not_found`, `invalid_manifest`, `package_incomplete`, `segment_missing`,
+    ///   `segment_modified`, `segment_checksum_mismatch`, a lease code (`storage_window_expired`,
+    ///   `playback_window_expired`, `clock_rollback_detected`, `no_lease`, `returned`, ...), `key_missing`,
+    ///   `key_store_unavailable`.
+    public func authorize(assetId: String) throws(PlaybackError) -> PlaybackAuthorization {
+        let (package, manifest) = try readPackage(assetId: assetId)
+        try PackageCompletenessRule().check(manifest)
+        try PackageFilesRule(checksums: fileCheck == .checksums).check(manifest, in: package)
+
+        let needsLease = manifest.keys.contains { $0.kind == .skd }
+        let now = clock.now
+        if needsLease {
+            // Evaluate first without recording anything: a package that cannot play must not start a playback window.
+            try Self.require(try evaluate(assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
+        }
+        let keys: [String: SecretBytes]
+        do {
+            keys = try keyring.keys(for: manifest, at: now)
+        } catch {
+            throw Self.mapKeyError(error, assetId: assetId)
+        }
+        var lease: LeaseEvaluation?
+        if needsLease {
+            let granted = try evaluate(assetId: assetId, at: now, recordingFirstPlay: true)
+            try Self.require(granted, assetId: assetId)
+            lease = granted
+        }
+        return PlaybackAuthorization(package: package, manifest: manifest, lease: lease, authorizedAt: now, keys: keys)
+    }
+
+    /// Checks, for one request of a running session, that playback may go on: the package folder still exists and the
+    /// lease (or, without one, every identity key) is still valid at the clock's time. Records the local time, so a
+    /// clock set back during playback is caught.
+    ///
+    /// - Returns: nil when playback may go on, else the refusal (`package_deleted`, a lease code, `key_missing`).
+    public func recheck(_ authorization: PlaybackAuthorization) -> PlaybackError? {
+        let assetId = authorization.assetId
+        guard authorization.package.exists, FileSystem.exists(authorization.package.manifestURL) else {
+            return .packageDeleted(assetId: assetId)
+        }
+        let now = clock.now
+        if authorization.needsLease {
+            do {
+                try Self.require(try evaluate(assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
+            } catch {
+                return error
+            }
+        }
+        for key in authorization.manifest.keys where key.kind == .identity {
+            do {
+                _ = try store.identityKey(uri: key.uri, at: now)
+            } catch let error as LeaseError {
+                return .lease(error, assetId: assetId)
+            } catch {
+                return .keyMissing(assetId: assetId, keyId: key.keyId, detail: "\(error). Download the asset again while online.")
+            }
+        }
+        return nil
+    }
+
+    private func readPackage(assetId: String) throws(PlaybackError) -> (PackageDirectory, PackageManifest) {
+        do {
+            let package = try PackageDirectory(assetId: assetId, in: dataDirectory)
+            return (package, try package.readManifest())
+        } catch {
+            switch error {
+            case .notFound: throw .packageNotFound(assetId: assetId)
+            case .invalidManifest(_, let reason): throw .invalidManifest(assetId: assetId, reason: reason)
+            default: throw .invalidManifest(assetId: assetId, reason: error.description)
+            }
+        }
+    }
+
+    private func evaluate(assetId: String, at now: Int64, recordingFirstPlay: Bool) throws(PlaybackError) -> LeaseEvaluation {
+        do {
+            return recordingFirstPlay ? try store.authorizePlayback(assetId: assetId, at: now) : try store.evaluate(assetId: assetId, at: now)
+        } catch {
+            throw .keyStoreUnavailable(assetId: assetId, detail: "\(error)")
+        }
+    }
+
+    private static func require(_ evaluation: LeaseEvaluation, assetId: String) throws(PlaybackError) {
+        if let error = evaluation.error { throw .lease(error, assetId: assetId) }
+    }
+
+    private static func mapKeyError(_ error: PackageKeyError, assetId: String) -> PlaybackError {
+        switch error {
+        case .missingKey(_, let keyId, _): .keyMissing(assetId: assetId, keyId: keyId, detail: error.description)
+        case .identityKeyUnavailable(_, let keyId, _): .keyMissing(assetId: assetId, keyId: keyId, detail: error.description)
+        case .storeUnavailable(let detail): .keyStoreUnavailable(assetId: assetId, detail: detail)
+        }
+    }
+}
+
+/// Every rendition downloaded completely, with each file's size and checksum known.
+public struct PackageCompletenessRule: Sendable {
+    public init() {}
+
+    /// - Throws: ``PlaybackError`` `package_incomplete`.
+    public func check(_ manifest: PackageManifest) throws(PlaybackError) {
+        guard !manifest.renditions.isEmpty else { throw .packageIncomplete(assetId: manifest.assetId, detail: "it has no rendition") }
+        if let rendition = manifest.renditions.first(where: { !$0.isComplete }) {
+            throw .packageIncomplete(assetId: manifest.assetId, detail: "rendition \(rendition.id) is still downloading")
+        }
+        if let file = manifest.files.first(where: { $0.size == nil || $0.sha256 == nil }) {
+            throw .packageIncomplete(assetId: manifest.assetId, detail: "\(file.path) has no recorded size or checksum")
+        }
+    }
+}
+
+/// Every file of the manifest on disk with the manifest's size and, when `checksums`, its SHA-256.
+public struct PackageFilesRule: Sendable {
+    /// Whether every file is hashed too.
+    public var checksums: Bool
+
+    public init(checksums: Bool) {
+        self.checksums = checksums
+    }
+
+    /// - Throws: ``PlaybackError`` `segment_missing`, `segment_modified`, `segment_checksum_mismatch`.
+    public func check(_ manifest: PackageManifest, in package: PackageDirectory) throws(PlaybackError) {
+        let assetId = manifest.assetId
+        let playlists = [manifest.multivariantPlaylist] + manifest.renditions.map(\.playlist)
+        for path in playlists {
+            guard let url = try? package.url(forRelativePath: path), FileSystem.exists(url) else {
+                throw .segmentMissing(assetId: assetId, path: path)
+            }
+        }
+        for file in manifest.files {
+            guard let url = try? package.url(forRelativePath: file.path), let size = FileSystem.size(of: url) else {
+                throw .segmentMissing(assetId: assetId, path: file.path)
+            }
+            if let expected = file.size, expected != size {
+                throw .segmentModified(assetId: assetId, path: file.path, expected: expected, found: size)
+            }
+        }
+        guard checksums else { return }
+        for file in manifest.files {
+            guard let url = try? package.url(forRelativePath: file.path) else { throw .segmentMissing(assetId: assetId, path: file.path) }
+            guard let digest = FileSystem.sha256(of: url) else { throw .segmentMissing(assetId: assetId, path: file.path) }
+            if digest != file.sha256?.lowercased() { throw .segmentChecksumMismatch(assetId: assetId, path: file.path) }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+public import KeyDelivery
+
+/// Why an offline package may not play, or why serving part of it stopped, with a stable code.
+///
+/// Modelled on ``LeaseError`` (and async-http-client's `HTTPClientError`): callers compare ``reason``, tools read
+/// ``code`` (snake_case, stable, for JSON and the CLI). Lease refusals keep the lease's own codes
+/// (`storage_window_expired`, `playback_window_expired`, `clock_rollback_detected`, ...). The message names the
+/// asset (and file or key) and says what to do; it never contains key material.
+///
+/// ```swift
+/// do {
+///     let authorization = try gate.authorize(assetId: "movie-1")
+/// } catch {
+///     print("\(error.code): \(error.message)")
+/// }
+/// ```
+public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of refusal; ``code`` gives the snake_case form.
+    public enum Reason: String, Sendable, Hashable, CaseIterable {
+        /// There is no package for the asset.
+        case packageNotFound = "package_not_found"
+        /// The manifest cannot be read or is not one this version understands.
+        case invalidManifest = "invalid_manifest"
+        /// A rendition of the package is not downloaded completely, or a file's size or checksum is unknown.
+        case packageIncomplete = "package_incomplete"
+        /// A file the manifest lists is not on disk.
+        case segmentMissing = "segment_missing"
+        /// A file's size differs from the manifest's.
+        case segmentModified = "segment_modified"
+        /// A file's SHA-256 differs from the manifest's.
+        case segmentChecksumMismatch = "segment_checksum_mismatch"
+        /// A key the package needs is not held on this device.
+        case keyMissing = "key_missing"
+        /// The key store cannot be read.
+        case keyStoreUnavailable = "key_store_unavailable"
+        /// The lease ended and its keys were erased (``LeaseError/Reason/leaseExpired``).
+        case leaseExpired = "lease_expired"
+        /// The playback window closed (``LeaseError/Reason/playbackWindowExpired``).
+        case playbackWindowExpired = "playback_window_expired"
+        /// The storage window closed (``LeaseError/Reason/storageWindowExpired``).
+        case storageWindowExpired = "storage_window_expired"
+        /// The clock was set back (``LeaseError/Reason/clockRollbackDetected``).
+        case clockRollbackDetected = "clock_rollback_detected"
+        /// The lease is not valid yet (``LeaseError/Reason/notYetValid``).
+        case notYetValid = "not_yet_valid"
+        /// The lease was released (``LeaseError/Reason/released``).
+        case released = "released"
+        /// The lease was returned (``LeaseError/Reason/returned``).
+        case returned = "returned"
+        /// No lease covers the asset (``LeaseError/Reason/noLease``).
+        case noLease = "no_lease"
+        /// The package uses an encryption method or layout playback cannot decrypt.
+        case unsupportedEncryption = "unsupported_encryption"
+        /// A file could not be decrypted (damaged, or the wrong key).
+        case decryptionFailed = "decryption_failed"
+        /// The package was deleted while it was playing.
+        case packageDeleted = "package_deleted"
+        /// The playback server could not start or failed.
+        case serverFailed = "playback_server_failed"
+    }
+
+    /// The kind of refusal.
+    public let reason: Reason
+    /// The asset concerned.
+    public let assetId: String
+    /// The file concerned (relative to the package), when there is one.
+    public let path: String?
+    /// The key concerned, when there is one.
+    public let keyId: String?
+    /// The lease refusal this error carries, for lease reasons.
+    public let leaseError: LeaseError?
+    /// What happened and what to do.
+    public let message: String
+
+    init(_ reason: Reason, assetId: String, path: String? = nil, keyId: String? = nil, leaseError: LeaseError? = nil, message: String) {
+        self.reason = reason
+        self.assetId = assetId
+        self.path = path
+        self.keyId = keyId
+        self.leaseError = leaseError
+        self.message = message
+    }
+
+    /// The stable snake_case code, e.g. `segment_checksum_mismatch`.
+    public var code: String { reason.rawValue }
+
+    public var description: String { "\(code): \(message)" }
+
+    private static let downloadAgain = "Delete the asset (`stowage delete`) and download it again while online."
+
+    /// No package for `assetId`.
+    public static func packageNotFound(assetId: String) -> Self {
+        .init(
+            .packageNotFound,
+            assetId: assetId,
+            message: "There is no offline package for asset \(assetId). `stowage list` shows the assets downloaded."
+        )
+    }
+
+    /// The manifest of `assetId` cannot be used.
+    public static func invalidManifest(assetId: String, reason: String) -> Self {
+        .init(.invalidManifest, assetId: assetId, message: "The manifest of asset \(assetId) cannot be used (\(reason)). \(downloadAgain)")
+    }
+
+    /// The package is not completely downloaded.
+    public static func packageIncomplete(assetId: String, detail: String) -> Self {
+        .init(
+            .packageIncomplete,
+            assetId: assetId,
+            message: "The package of asset \(assetId) is not complete (\(detail)). Resume the download (`stowage download`) while online."
+        )
+    }
+
+    /// A file of the package is missing.
+    public static func segmentMissing(assetId: String, path: String) -> Self {
+        .init(.segmentMissing, assetId: assetId, path: path, message: "The file \(path) of asset \(assetId) is missing. \(downloadAgain)")
+    }
+
+    /// A file's size is not the manifest's.
+    public static func segmentModified(assetId: String, path: String, expected: Int64, found: Int64) -> Self {
+        .init(
+            .segmentModified,
+            assetId: assetId,
+            path: path,
+            message: "The file \(path) of asset \(assetId) was modified (\(found) bytes, the manifest says \(expected)). \(downloadAgain)"
+        )
+    }
+
+    /// A file's SHA-256 is not the manifest's.
+    public static func segmentChecksumMismatch(assetId: String, path: String) -> Self {
+        .init(
+            .segmentChecksumMismatch,
+            assetId: assetId,
+            path: path,
+            message: "The file \(path) of asset \(assetId) does not match its checksum: it was modified or damaged. \(downloadAgain)"
+        )
+    }
+
+    /// A key is not held.
+    public static func keyMissing(assetId: String, keyId: String?, detail: String) -> Self {
+        .init(.keyMissing, assetId: assetId, keyId: keyId, message: "A key of asset \(assetId) is not available: \(detail)")
+    }
+
+    /// The key store cannot be read.
+    public static func keyStoreUnavailable(assetId: String, detail: String) -> Self {
+        .init(
+            .keyStoreUnavailable,
+            assetId: assetId,
+            message:
+                "The key store cannot be read while authorizing asset \(assetId) (\(detail)). Check the data directory's permissions and free space."
+        )
+    }
+
+    /// A lease refusal, keeping its code and message.
+    public static func lease(_ error: LeaseError, assetId: String) -> Self {
+        let reason = Reason(rawValue: error.code) ?? .noLease
+        return .init(reason, assetId: error.assetId ?? assetId, leaseError: error, message: error.message)
+    }
+
+    /// A method or layout playback cannot decrypt.
+    public static func unsupportedEncryption(assetId: String, path: String, detail: String) -> Self {
+        .init(.unsupportedEncryption, assetId: assetId, path: path, message: "The file \(path) of asset \(assetId) cannot be played: \(detail)")
+    }
+
+    /// A file could not be decrypted.
+    public static func decryptionFailed(assetId: String, path: String, detail: String) -> Self {
+        .init(
+            .decryptionFailed,
+            assetId: assetId,
+            path: path,
+            message: "The file \(path) of asset \(assetId) could not be decrypted (\(detail)). Run `stowage verify \(assetId)`; "
+                + "if it fails, delete the asset and download it again."
+        )
+    }
+
+    /// The package was deleted during playback.
+    public static func packageDeleted(assetId: String) -> Self {
+        .init(
+            .packageDeleted,
+            assetId: assetId,
+            message: "The package of asset \(assetId) was deleted; playback ended. Download it again to play it."
+        )
+    }
+
+    /// The server could not start or failed.
+    public static func serverFailed(assetId: String, detail: String) -> Self {
+        .init(.serverFailed, assetId: assetId, message: "The playback server for asset \(assetId) failed: \(detail).")
+    }
+}

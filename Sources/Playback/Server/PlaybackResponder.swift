@@ -1,0 +1,216 @@
+import Foundation
+import Hummingbird
+import MediaCrypto
+import NIOCore
+import OfflinePackage
+
+/// Answers the player's requests for one session: playlists without key tags, files decrypted on the fly.
+///
+/// Every request under the session path re-checks the gate (package still there, lease or identity keys still valid
+/// at the clock's time) before anything is read; a refusal is a 403 (410 once the package is deleted) with the
+/// reason in the body and a line in `logs/error.log`. Anything outside the session path is a 404 that reveals nothing.
+struct PlaybackResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+
+    let authorization: PlaybackAuthorization
+    let gate: PlaybackGate
+    let sessionPath: PlaybackSessionPath
+    let logs: PlaybackLogs
+    let initSections: InitSectionCache
+    let chunkSize: Int
+    /// Told when the session must end (the package was deleted).
+    let end: @Sendable (PlaybackEnd.Reason) -> Void
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let started = ContinuousClock.now
+        let method = request.method.rawValue
+        let requestPath = request.uri.path
+        guard sessionPath.contains(requestPath: requestPath) else {
+            logs.request(method: method, uri: "-", status: 404, bytes: nil, seconds: Self.seconds(since: started), rendition: nil)
+            return Self.text(.notFound, "not found")
+        }
+        let encoded = String(requestPath.dropFirst(sessionPath.description.count))
+        let relative = encoded.removingPercentEncoding ?? encoded
+        let uri = "/" + relative
+        func reply(_ status: HTTPResponse.Status, _ body: String, rendition: String? = nil) -> Response {
+            logs.request(method: method, uri: uri, status: Int(status.code), bytes: nil, seconds: Self.seconds(since: started), rendition: rendition)
+            return Self.text(status, body)
+        }
+        guard request.method == .get || request.method == .head else {
+            return reply(.methodNotAllowed, "only GET and HEAD")
+        }
+        if let refusal = gate.recheck(authorization) {
+            logs.error(uri: uri, refusal)
+            if refusal.reason == .packageDeleted {
+                end(.packageDeleted)
+                return reply(.gone, refusal.description)
+            }
+            return reply(.forbidden, refusal.description)
+        }
+        guard PackageDirectory.isSafeRelativePath(relative) else { return reply(.notFound, "not found") }
+
+        // Playlists.
+        if relative == authorization.manifest.multivariantPlaylist || authorization.playlists[relative] != nil {
+            let rendition = authorization.playlists[relative].map { authorization.manifest.renditions[$0].id }
+            do {
+                let url = try authorization.package.url(forRelativePath: relative)
+                guard let handle = ReadableFile(url), let size = handle.size else {
+                    throw PlaybackError.segmentMissing(assetId: authorization.assetId, path: relative)
+                }
+                let text = try PlaylistForPlayback.clearText(of: try handle.read(count: Int(size), at: 0), url: url)
+                let buffer = ByteBuffer(string: text)
+                logs.request(
+                    method: method,
+                    uri: uri,
+                    status: 200,
+                    bytes: buffer.readableBytes,
+                    seconds: Self.seconds(since: started),
+                    rendition: rendition
+                )
+                return Response(
+                    status: .ok,
+                    headers: [.contentType: "application/vnd.apple.mpegurl", .cacheControl: "no-store"],
+                    body: request.method == .head ? ResponseBody() : ResponseBody(byteBuffer: buffer)
+                )
+            } catch {
+                let failure =
+                    error as? PlaybackError
+                    ?? .invalidManifest(assetId: authorization.assetId, reason: "the playlist \(relative) cannot be served: \(error)")
+                logs.error(uri: uri, failure)
+                return reply(.internalServerError, failure.description, rendition: rendition)
+            }
+        }
+
+        // Files.
+        guard let role = authorization.files[relative] else { return reply(.notFound, "not found") }
+        let rendition = authorization.manifest.renditions[role.renditionIndex]
+        let contentType = Self.contentType(of: relative, kind: rendition.kind)
+        do {
+            switch role.kind {
+            case .initSection:
+                let prepared = try initSections.prepare(role, in: authorization)
+                let buffer = ByteBuffer(bytes: prepared.bytes)
+                logs.request(
+                    method: method,
+                    uri: uri,
+                    status: 200,
+                    bytes: buffer.readableBytes,
+                    seconds: Self.seconds(since: started),
+                    rendition: rendition.id
+                )
+                return Response(
+                    status: .ok,
+                    headers: [.contentType: contentType, .cacheControl: "no-store"],
+                    body: request.method == .head ? ResponseBody() : ResponseBody(byteBuffer: buffer)
+                )
+            case .segment(let initIndex):
+                let plan = try segmentStream(role, initIndex: initIndex, rendition: rendition)
+                if request.method == .head {
+                    logs.request(method: method, uri: uri, status: 200, bytes: 0, seconds: Self.seconds(since: started), rendition: rendition.id)
+                    return Response(status: .ok, headers: [.contentType: contentType, .cacheControl: "no-store"])
+                }
+                let logs = self.logs
+                let chunkSize = self.chunkSize
+                // Clear files keep their length; decrypted ones are sent chunked (SAMPLE-AES TS output is shorter).
+                let length = plan.decryption == nil ? plan.file.size.map(Int.init) : nil
+                return Response(
+                    status: .ok,
+                    headers: [.contentType: contentType, .cacheControl: "no-store"],
+                    body: ResponseBody(contentLength: length) { writer in
+                        do {
+                            let bytes = try await plan.stream(into: &writer, chunkSize: chunkSize)
+                            try await writer.finish(nil)
+                            logs.request(
+                                method: method,
+                                uri: uri,
+                                status: 200,
+                                bytes: bytes,
+                                seconds: Self.seconds(since: started),
+                                rendition: rendition.id
+                            )
+                        } catch {
+                            // Headers are sent: the only way left to refuse is to cut the response short.
+                            if let failure = error as? PlaybackError { logs.error(uri: uri, failure) }
+                            logs.request(
+                                method: method,
+                                uri: uri,
+                                status: 200,
+                                bytes: nil,
+                                seconds: Self.seconds(since: started),
+                                rendition: rendition.id
+                            )
+                            throw error
+                        }
+                    }
+                )
+            }
+        } catch {
+            logs.error(uri: uri, error)
+            let status: HTTPResponse.Status =
+                switch error.reason {
+                case .keyMissing: .forbidden
+                case .segmentMissing: .notFound
+                default: .internalServerError
+                }
+            return reply(status, error.description, rendition: rendition.id)
+        }
+    }
+
+    /// Everything needed to stream a segment, checked before the response starts.
+    private func segmentStream(_ role: FileRole, initIndex: Int?, rendition: PackageRendition) throws(PlaybackError) -> SegmentStream {
+        let file = role.file
+        let assetId = authorization.assetId
+        guard let url = try? authorization.package.url(forRelativePath: file.path), let size = FileSystem.size(of: url) else {
+            throw .segmentMissing(assetId: assetId, path: file.path)
+        }
+        if let expected = file.size, expected != size {
+            throw .segmentModified(assetId: assetId, path: file.path, expected: expected, found: size)
+        }
+        guard let key = file.key else { return SegmentStream(assetId: assetId, url: url, file: file, decryption: nil) }
+        var decryption = try Decryptions.wholeFile(key, path: file.path, in: authorization)
+        if decryption.method == .sampleAES {
+            guard let handle = ReadableFile(url), let prefix = try? handle.read(count: SegmentContainer.detectionLength, at: 0) else {
+                throw .segmentMissing(assetId: assetId, path: file.path)
+            }
+            decryption.container = SegmentContainer.detect(prefix)
+            if decryption.container == .fragmentedMP4 {
+                guard let initIndex, rendition.initSections.indices.contains(initIndex),
+                    let initRole = authorization.files[rendition.initSections[initIndex].path]
+                else {
+                    throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "a SAMPLE-AES fMP4 segment without an init section")
+                }
+                decryption.initSection = try initSections.prepare(initRole, in: authorization).protection
+                guard decryption.initSection != nil else {
+                    throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "its init section carries no cbcs protection")
+                }
+            }
+        }
+        return SegmentStream(assetId: assetId, url: url, file: file, decryption: decryption)
+    }
+
+    private static func text(_ status: HTTPResponse.Status, _ body: String) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: body.isEmpty ? "" : body + "\n"))
+        )
+    }
+
+    private static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = ContinuousClock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    private static func contentType(of path: String, kind: PackageRendition.Kind) -> String {
+        switch (path as NSString).pathExtension.lowercased() {
+        case "ts": "video/mp2t"
+        case "mp4", "m4s", "m4v", "cmfv", "cmfa":
+            kind == .audio ? "audio/mp4" : "video/mp4"
+        case "aac": "audio/aac"
+        case "ac3": "audio/ac3"
+        case "ec3": "audio/eac3"
+        case "vtt", "webvtt": "text/vtt"
+        default: "application/octet-stream"
+        }
+    }
+}

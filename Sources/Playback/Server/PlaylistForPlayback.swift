@@ -1,0 +1,33 @@
+import Foundation
+import HLS
+
+/// A local playlist as the playback server hands it to the player: the same playlist with every EXT-X-KEY and
+/// EXT-X-SESSION-KEY removed, since the server sends the segments clear. URIs are already relative (the package's
+/// playlists only ever name files of the package), so the player fetches everything under the session path.
+enum PlaylistForPlayback {
+    /// Why a local playlist cannot be served.
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The playlist text without key tags.
+    static func clearText(of bytes: [UInt8], url: URL) throws -> String {
+        let parsed: ParsedPlaylist
+        do {
+            parsed = try PlaylistParser.parse(bytes, url: url)
+        } catch {
+            throw Failure(description: "\(url.lastPathComponent) is not a valid playlist: \(error)")
+        }
+        switch parsed.playlist {
+        case .multivariant(var multivariant):
+            multivariant.sessionKeys = []
+            return PlaylistWriter.write(.multivariant(multivariant))
+        case .media(var media):
+            for index in media.segments.indices {
+                media.segments[index].tags.removeAll { if case .key = $0 { true } else { false } }
+            }
+            media.trailingTags.removeAll { if case .key = $0 { true } else { false } }
+            return PlaylistWriter.write(.media(media))
+        }
+    }
+}

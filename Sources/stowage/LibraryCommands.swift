@@ -1,0 +1,300 @@
+import ArgumentParser
+import AssetDownload
+import Foundation
+import KeyDelivery
+import OfflinePackage
+
+/// Shared pieces of the commands that read the offline library.
+enum Library {
+    static var dataDirectory: DataDirectory { DataDirectory.fromEnvironment() }
+
+    static func openStore() throws -> KeyStore {
+        try dataDirectory.prepare()
+        return try KeyStore(dataDirectory: dataDirectory.url)
+    }
+
+    static func json<T: Encodable>(_ value: T) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    static func fail(_ error: any Error, json: Bool, status: Int32 = 1) -> Never {
+        let (code, message): (String, String) =
+            switch error {
+            case let error as PackageError: (error.code, error.description)
+            case let error as DownloadError: (error.code, error.description)
+            case let error as KeyStoreError: (error.code, error.message)
+            case let error as LeaseError: (error.code, error.message)
+            case let error as ValidationError: ("invalid_arguments", error.message)
+            default: ("failed", "\(error)")
+            }
+        if status == 1 { CommandOutput.fail(code: code, message: message, json: json) }
+        if json {
+            print(Library.json(["error": ["code": code, "message": message]]))
+        } else {
+            FileHandle.standardError.write(Data("error: \(message) [\(code)]\n".utf8))
+        }
+        exit(status)
+    }
+
+    static func megabytes(_ bytes: Int64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
+
+    /// `1d 2h`, `3h 5m`, `45s`.
+    static func duration(_ seconds: Int64) -> String {
+        let s = max(0, seconds)
+        if s >= 86_400 { return "\(s / 86_400)d \((s % 86_400) / 3600)h" }
+        if s >= 3600 { return "\(s / 3600)h \((s % 3600) / 60)m" }
+        if s >= 60 { return "\(s / 60)m \(s % 60)s" }
+        return "\(s)s"
+    }
+
+    /// `48h`, `30m`, `2d`, `90s` or plain seconds.
+    static func parseDuration(_ text: String) throws -> Int64 {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
+        if let unit = text.last, let multiplier = units[unit], let value = Int64(text.dropLast()), value >= 0 { return value * multiplier }
+        if let value = Int64(text), value >= 0 { return value }
+        throw ValidationError("'\(text)' is not a duration: use e.g. 48h, 30m, 2d or seconds")
+    }
+
+    static func leaseText(_ lease: PackageLeaseSummary?) -> String {
+        guard let lease else { return "no lease" }
+        guard lease.isValid else { return "\(lease.code ?? "invalid")" }
+        var parts = ["valid"]
+        if let left = lease.timeLeft { parts.append("\(duration(left)) left") }
+        if !lease.playbackStarted, let playback = lease.playbackDuration { parts.append("\(duration(playback)) to watch once started") }
+        return parts.joined(separator: ", ")
+    }
+}
+
+/// `stowage list [--json]`
+struct ListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the offline assets: state, size on disk, renditions offline, lease and time left.",
+        discussion: """
+            Example:
+              stowage list
+              stowage list --json
+            """
+    )
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    struct Row: Encodable {
+        var assetId: String
+        var title: String?
+        var state: String
+        var sizeOnDisk: Int64
+        var renditionsOffline: Int
+        var renditions: Int
+        var download: String?
+        var failure: String?
+        var lease: PackageLeaseSummary?
+    }
+
+    func run() async throws {
+        do {
+            let store = try Library.openStore()
+            let now = SystemClock().now
+            let entries = try PackageCatalog(dataDirectory: Library.dataDirectory, store: store).entries(at: now)
+            let tasks = try DownloadStore(databaseURL: Library.dataDirectory.databaseURL).tasks()
+            var rows: [Row] = entries.map { entry in
+                let task = tasks.first { $0.assetId == entry.assetId }
+                let state = task.map { $0.state == .completed ? entry.state.rawValue : $0.state.rawValue } ?? entry.state.rawValue
+                return Row(
+                    assetId: entry.assetId,
+                    title: entry.title,
+                    state: state,
+                    sizeOnDisk: entry.sizeOnDisk,
+                    renditionsOffline: entry.renditionsComplete,
+                    renditions: entry.renditionsTotal,
+                    download: task?.state.rawValue,
+                    failure: task?.failureMessage ?? entry.problem?.message,
+                    lease: entry.lease
+                )
+            }
+            for task in tasks where !entries.contains(where: { $0.assetId == task.assetId }) {
+                rows.append(
+                    Row(
+                        assetId: task.assetId,
+                        title: task.request.title,
+                        state: task.state.rawValue,
+                        sizeOnDisk: 0,
+                        renditionsOffline: 0,
+                        renditions: 0,
+                        download: task.state.rawValue,
+                        failure: task.failureMessage,
+                        lease: nil
+                    )
+                )
+            }
+            if json {
+                print(Library.json(rows))
+                return
+            }
+            if rows.isEmpty {
+                print("no offline assets (stowage download URL adds one)")
+                return
+            }
+            for row in rows {
+                let title = row.title.map { " \"\($0)\"" } ?? ""
+                print(
+                    "\(row.assetId)\(title)  \(row.state)  \(Library.megabytes(row.sizeOnDisk))  renditions \(row.renditionsOffline)/\(row.renditions) offline  lease: \(Library.leaseText(row.lease))"
+                )
+                if let failure = row.failure, row.state != "complete" { print("    \(failure)") }
+            }
+        } catch {
+            Library.fail(error, json: json)
+        }
+    }
+}
+
+/// `stowage info ASSET [--json]`
+struct InfoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "info",
+        abstract: "Show which media selections of an asset play offline and which only online.",
+        discussion: """
+            Example:
+              stowage info demo-1
+            """
+    )
+
+    @Argument(help: "The asset ID.")
+    var assetId: String
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() async throws {
+        do {
+            let store = try Library.openStore()
+            let device = try DeviceIdentity.loadOrCreate(in: Library.dataDirectory.url)
+            let info = try PackageInfo.load(
+                assetId: assetId,
+                dataDirectory: Library.dataDirectory,
+                store: store,
+                device: device,
+                at: SystemClock().now
+            )
+            if json {
+                print(Library.json(info))
+                return
+            }
+            print("\(info.assetId)\(info.title.map { " \"\($0)\"" } ?? "") from \(info.sourceURL)")
+            print(
+                "  \(info.isComplete ? "complete" : "incomplete"), \(Library.megabytes(info.sizeOnDisk)) on disk, lease: \(Library.leaseText(info.lease))"
+            )
+            print("  playable offline: \(info.isPlayableOffline ? "yes" : "no")")
+            for selection in info.selections {
+                let detail = [selection.language, selection.resolution, selection.bandwidth.map { "\($0 / 1000) kbit/s" }].compactMap { $0 }
+                let availability = selection.isPlayableOffline ? "offline" : "online only (\(selection.reason ?? "not downloaded"))"
+                print("  \(selection.kind) \(selection.renditionId): \(selection.name) \(detail.joined(separator: ", ")) — \(availability)")
+            }
+        } catch {
+            Library.fail(error, json: json)
+        }
+    }
+}
+
+/// `stowage delete ASSET`
+struct DeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete an offline asset: files removed, key material erased, the lease release queued.",
+        discussion: """
+            Works offline; the release reaches the key server with the next `stowage keys sync`. Deleting twice is
+            not an error. A running `stowage play` of the asset ends.
+            Example:
+              stowage delete demo-1
+            """
+    )
+
+    @Argument(help: "The asset ID.")
+    var assetId: String
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() async throws {
+        do {
+            let store = try Library.openStore()
+            let downloads = try DownloadStore(databaseURL: Library.dataDirectory.databaseURL)
+            let report = try PackageDeletion(dataDirectory: Library.dataDirectory, store: store).delete(assetId: assetId, at: SystemClock().now)
+            let hadTask = try downloads.task(assetId) != nil
+            try downloads.remove(assetId)
+            if json {
+                print(Library.json(report))
+                return
+            }
+            if report.nothingToDelete, !hadTask {
+                print("nothing to delete for \(assetId)")
+                return
+            }
+            print("deleted \(assetId): \(report.filesRemoved) files, \(Library.megabytes(report.bytesFreed)) freed")
+            if !report.leasesReturned.isEmpty {
+                print("  keys erased; release of \(report.leasesReturned.count) lease(s) queued (sent with `stowage keys sync`)")
+            }
+            if report.identityKeysErased > 0 { print("  \(report.identityKeysErased) stored AES key(s) erased") }
+        } catch {
+            Library.fail(error, json: json)
+        }
+    }
+}
+
+/// `stowage verify ASSET [--deep] [--for DURATION] [--json]`
+struct VerifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Check that an asset will play offline: files, keys, lease, and trial decryption.",
+        discussion: """
+            Quick: every file present with the right size, every key held, the lease valid now, the first and last
+            segment of each rendition decrypted and validated. --deep: SHA-256 of every file and every segment
+            decrypted. --for 48h: the lease must last that long, counting the playback window as starting now.
+            Exit status: 0 playable, 1 not playable, 2 error.
+            Example:
+              stowage verify demo-1 --deep --for 48h
+            """
+    )
+
+    @Argument(help: "The asset ID.")
+    var assetId: String
+
+    @Flag(help: "Hash every file and trial-decrypt every segment.")
+    var deep = false
+
+    @Option(name: .customLong("for"), help: "How long it must stay playable (48h, 30m, 2d, seconds).")
+    var duration: String?
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    func run() async throws {
+        do {
+            let seconds = try duration.map(Library.parseDuration)
+            let store = try Library.openStore()
+            let device = try DeviceIdentity.loadOrCreate(in: Library.dataDirectory.url)
+            let package = try PackageDirectory(assetId: assetId, in: Library.dataDirectory)
+            let verifier = PackageVerifier(store: store, device: device, clock: SystemClock(), options: .init(deep: deep, duration: seconds))
+            let report = try await verifier.verify(package)
+            if json {
+                print(Library.json(report))
+            } else {
+                print("\(assetId): \(report.isPlayable ? "playable offline" : "NOT playable offline") (\(deep ? "deep" : "quick") check)")
+                print("  lease: \(Library.leaseText(report.lease))")
+                for rendition in report.renditions {
+                    let status = rendition.isPlayable ? "ok" : "\(rendition.problems) problem(s)"
+                    print(
+                        "  \(rendition.id): \(rendition.files) files, \(Library.megabytes(rendition.bytes)), \(rendition.filesDecrypted) decrypted, \(rendition.filesHashed) hashed — \(status)"
+                    )
+                }
+                for problem in report.problems { print("  problem [\(problem.code.rawValue)]: \(problem.message)") }
+            }
+            Foundation.exit(report.exitStatus)
+        } catch {
+            Library.fail(error, json: json, status: 2)
+        }
+    }
+}

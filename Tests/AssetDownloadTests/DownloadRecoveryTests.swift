@@ -1,0 +1,180 @@
+import AssetDownload
+import DownloadTestSupport
+import Foundation
+import OfflinePackage
+import OriginServer
+import Testing
+
+@Suite("Failures, resume, pause, cancel, disk space")
+struct DownloadRecoveryTests {
+    @Test("a 404 segment fails the task naming it; once it is back, resume completes without fetching completed files again")
+    func missingSegmentThenResume() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let missing = fixture.originRoot.appendingPathComponent("demo-1/video/360p/seg_2.ts")
+        let aside = missing.appendingPathExtension("away")
+        try FileManager.default.moveItem(at: missing, to: aside)
+        let log = OriginRequestLog()
+        try await fixture.withServers(log: log) { origin, keyServer in
+            let session = try fixture.session()
+            let request = DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                selection: MediaSelectionOptions(subtitles: .none),
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token(),
+                concurrency: 1
+            )
+            let first = await DownloadFixture.run(try session.start(request))
+            let error = try #require(first.result.failureValue as? DownloadError)
+            #expect(error.code == "segment_http_status")
+            #expect(error.description.contains("video/00002.ts"))
+            #expect(error.description.contains("seg_2.ts"))
+            guard case .failed = first.events.last else {
+                Issue.record("expected a failed event, got \(String(describing: first.events.last))")
+                return
+            }
+            let record = try #require(try session.store.task(fixture.assetId))
+            #expect(record.state == .failed)
+            #expect(record.failureCode == "segment_http_status")
+            // Nothing presented as complete.
+            #expect(try fixture.package.readManifest().isComplete == false)
+            let before = log.entries.count
+
+            try FileManager.default.moveItem(at: aside, to: missing)
+            let second = await DownloadFixture.run(try session.resume(assetId: fixture.assetId))
+            let manifest = try second.result.get()
+            #expect(manifest.isComplete)
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+            // The resumed run asked only for files it did not have.
+            let resumed = log.entries.dropFirst(before).map(\.path)
+            let completedFirst = Set(log.entries.prefix(before).filter { $0.status == 200 }.map(\.path))
+            #expect(Set(resumed).isDisjoint(with: completedFirst))
+            #expect(resumed.contains("/demo-1/video/360p/seg_2.ts"))
+            try await session.shutdown()
+        }
+    }
+
+    @Test("not enough space refuses before any segment; running out mid-way pauses and resumes when space is back")
+    func diskSpace() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let token = try await fixture.token()
+            let tiny = try fixture.session { $0.freeSpace = { _ in 1_000 } }
+            let request = DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                keyServerURL: keyServer.absoluteString,
+                token: token,
+                concurrency: 1
+            )
+            let refused = await DownloadFixture.run(try tiny.start(request))
+            #expect((refused.result.failureValue as? DownloadError)?.code == "insufficientStorage")
+            #expect(try tiny.store.task(fixture.assetId)?.state == .paused)
+            #expect(!FileManager.default.fileExists(atPath: fixture.package.manifestURL.path))
+            try await tiny.shutdown()
+
+            // Space runs out after a few files, then comes back.
+            let probe = SpaceProbe()
+            let session = try fixture.session {
+                $0.freeSpace = { _ in probe.next() }
+                $0.storageWaitSeconds = 20
+                $0.storageMargin = 0
+            }
+            let run = await DownloadFixture.run(try session.resume(assetId: fixture.assetId))
+            let manifest = try run.result.get()
+            #expect(manifest.isComplete)
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+            let paused = run.events.contains { if case .paused(let reason?) = $0 { reason.code == "insufficientStorage" } else { false } }
+            #expect(paused)
+            #expect(run.events.contains { if case .resumed = $0 { true } else { false } })
+            try await session.shutdown()
+        }
+    }
+
+    @Test("pause keeps the files; cancel removes files and state")
+    func pauseAndCancel() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 400_000)) { origin, keyServer in
+            let session = try fixture.session()
+            let request = DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token(),
+                concurrency: 1
+            )
+            let task = try session.start(request)
+            var sawProgress = false
+            for await event in task.events {
+                if case .progress(let progress) = event, progress.bytes > 0, !sawProgress {
+                    sawProgress = true
+                    task.pause()
+                }
+            }
+            await #expect(throws: CancellationError.self) { try await task.result() }
+            #expect(try session.store.task(fixture.assetId)?.state == .paused)
+            #expect(FileManager.default.fileExists(atPath: fixture.package.manifestURL.path))
+
+            try session.cancel(assetId: fixture.assetId)
+            #expect(try session.store.task(fixture.assetId) == nil)
+            #expect(!FileManager.default.fileExists(atPath: fixture.package.url.path))
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: fixture.clientDirectory.packagesURL.path)
+            #expect(leftovers.isEmpty)
+            #expect(throws: DownloadError.notFound(assetId: fixture.assetId)) { try session.cancel(assetId: fixture.assetId) }
+            try await session.shutdown()
+        }
+    }
+
+    @Test("add-media adds a language to a completed package")
+    func addMedia() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let session = try fixture.session()
+            let request = DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                selection: MediaSelectionOptions(audio: .defaults, subtitles: .none),
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token()
+            )
+            let first = try await DownloadFixture.run(try session.start(request)).result.get()
+            #expect(first.renditions.map(\.id) == ["video", "audio-en"])
+            let added = try await DownloadFixture.run(
+                try session.addMedia(
+                    assetId: fixture.assetId,
+                    selection: MediaSelectionOptions(audio: .languages(["de"]), subtitles: .languages(["fr"]))
+                )
+            ).result.get()
+            #expect(added.renditions.map(\.id) == ["video", "audio-en", "audio-de", "subtitles-fr"])
+            #expect(added.isComplete)
+            try fixture.assertPackageMatchesSource(added, origin: origin)
+            let master = try String(contentsOf: fixture.package.url(forRelativePath: "master.m3u8"), encoding: .utf8)
+            #expect(master.contains("audio-de/index.m3u8") && master.contains("subtitles-fr/index.m3u8") && master.contains("audio-en/index.m3u8"))
+            try await session.shutdown()
+        }
+    }
+}
+
+/// Free space that is plenty for the plan, then runs out for a while, then comes back.
+final class SpaceProbe: @unchecked Sendable {
+    private let lock = NSLock()
+    private var calls = 0
+
+    func next() -> Int64? {
+        lock.lock()
+        defer { lock.unlock() }
+        calls += 1
+        return (4...12).contains(calls) ? 10 : 1 << 40
+    }
+}
+
+extension Result {
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

@@ -1,0 +1,152 @@
+import AssetDownload
+import DownloadTestSupport
+import Foundation
+import OfflinePackage
+import OriginServer
+import Testing
+
+/// Playlists of other shapes, and hostile ones, served next to the packaged demo asset.
+@Suite("Byte ranges, gaps, live and hostile playlists")
+struct PlaylistShapeTests {
+    static let fmp4Clear = DownloadFixture.repositoryRoot.appendingPathComponent("Fixtures/media/fmp4-clear")
+
+    /// Writes `files` (path → bytes) under the origin root.
+    static func serve(_ files: [String: Data], in fixture: DownloadFixture) throws {
+        for (path, data) in files {
+            let url = fixture.originRoot.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try data.write(to: url)
+        }
+    }
+
+    /// Every regular file under `root`, relative.
+    static func files(under root: URL) -> Set<String> {
+        guard let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey]) else { return [] }
+        var found: Set<String> = []
+        for case let url as URL in enumerator where (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true {
+            found.insert(String(url.standardizedFileURL.path.dropFirst(root.standardizedFileURL.path.count)))
+        }
+        return found
+    }
+
+    @Test("a single-file fMP4 with EXT-X-BYTERANGE and a MAP range: ranges requested as ranges, each stored whole")
+    func byteRanges() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        var single = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("init.mp4"))
+        let initLength = single.count
+        var lines = [
+            "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD",
+            "#EXT-X-MAP:URI=\"all.mp4\",BYTERANGE=\"\(initLength)@0\"",
+        ]
+        for n in 0..<3 {
+            let segment = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("seg_\(n).m4s"))
+            lines += ["#EXTINF:2.0,", "#EXT-X-BYTERANGE:\(segment.count)\(n == 0 ? "@\(single.count)" : "")", "all.mp4"]
+            single.append(segment)
+        }
+        lines += ["#EXT-X-GAP", "#EXTINF:2.0,", "missing.m4s", "#EXT-X-ENDLIST", ""]
+        try Self.serve(["ranges/all.mp4": single, "ranges/index.m3u8": Data(lines.joined(separator: "\n").utf8)], in: fixture)
+        let whole = single
+        let log = OriginRequestLog()
+        try await fixture.withServers(log: log) { origin, _ in
+            let session = try fixture.session()
+            let request = DownloadRequest(url: origin.appendingPathComponent("ranges/index.m3u8").absoluteString, assetId: "ranges")
+            let manifest = try await DownloadFixture.run(try session.start(request)).result.get()
+            try await session.shutdown()
+            let package = try PackageDirectory(assetId: "ranges", in: fixture.clientDirectory)
+            #expect(manifest.isComplete)
+            #expect(manifest.files.count == 4)
+            for file in manifest.files {
+                let range = try #require(file.byteRange)
+                let local = try Data(contentsOf: package.url(forRelativePath: file.path))
+                #expect(local == whole.subdata(in: Int(range.offset)..<Int(range.offset + range.length)))
+            }
+            let ranges = log.entries.filter { $0.path == "/ranges/all.mp4" }.compactMap(\.range)
+            #expect(ranges.count == 4)
+            #expect(ranges.contains("bytes=0-\(initLength - 1)"))
+            // The GAP segment is not fetched and stays a GAP in the local playlist; no byte ranges remain there.
+            #expect(log.count(path: "/ranges/missing.m4s") == 0)
+            let local = try String(contentsOf: package.url(forRelativePath: "video/index.m3u8"), encoding: .utf8)
+            #expect(local.contains("#EXT-X-GAP"))
+            #expect(!local.contains("BYTERANGE"))
+            #expect(local.contains("#EXT-X-MAP:URI=\"init-0.mp4\""))
+        }
+    }
+
+    @Test("a live playlist is refused and nothing is presented as complete")
+    func livePlaylist() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\na.ts\n"
+        try Self.serve(["live/index.m3u8": Data(live.utf8), "live/a.ts": Data(count: 188)], in: fixture)
+        try await fixture.withServers { origin, _ in
+            let session = try fixture.session()
+            let url = origin.appendingPathComponent("live/index.m3u8").absoluteString
+            let run = await DownloadFixture.run(try session.start(DownloadRequest(url: url, assetId: "live")))
+            try await session.shutdown()
+            #expect(throws: DownloadError.livePlaylist(url: url)) { try run.result.get() }
+            #expect(try session.store.task("live")?.state == .failed)
+            #expect(!FileManager.default.fileExists(atPath: try PackageDirectory(assetId: "live", in: fixture.clientDirectory).manifestURL.path))
+        }
+    }
+
+    @Test("hostile segment URIs (../, absolute paths, encoded dots) never write outside the package")
+    func hostileURIs() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let playlist = [
+            "#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD",
+            "#EXTINF:2.0,", "../../../../../../escape.ts",
+            "#EXTINF:2.0,", "/hostile/..%2F..%2Fsecret.ts",
+            "#EXTINF:2.0,", "sub/../../hostile/ok.ts",
+            "#EXT-X-ENDLIST", "",
+        ].joined(separator: "\n")
+        try Self.serve(
+            [
+                "hostile/index.m3u8": Data(playlist.utf8), "escape.ts": Data(repeating: 1, count: 376),
+                "hostile/..%2F..%2Fsecret.ts": Data(repeating: 2, count: 188), "hostile/ok.ts": Data(repeating: 3, count: 188),
+            ],
+            in: fixture
+        )
+        let outside = fixture.root.deletingLastPathComponent()
+        let before = Self.files(under: fixture.clientDirectory.url)
+        try await fixture.withServers { origin, _ in
+            let session = try fixture.session()
+            let run = await DownloadFixture.run(
+                try session.start(DownloadRequest(url: origin.appendingPathComponent("hostile/index.m3u8").absoluteString, assetId: "hostile"))
+            )
+            try await session.shutdown()
+            // Whatever the origin answered, every file written is inside the package (or the database).
+            let written = Self.files(under: fixture.clientDirectory.url).subtracting(before)
+            for path in written {
+                #expect(path.hasPrefix("/packages/hostile/") || path.hasPrefix("/stowage.sqlite") || path.hasPrefix("/packages/.removing"), "\(path)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: outside.appendingPathComponent("escape.ts").path))
+            if case .success(let manifest) = run.result {
+                #expect(manifest.files.allSatisfy { $0.path.hasPrefix("video/") && !$0.path.contains("..") })
+            }
+        }
+    }
+
+    @Test("absurd segment counts are refused before anything is fetched")
+    func absurdCounts() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+        text.reserveCapacity(4_000_000)
+        for _ in 0...200_000 { text += "#EXTINF:1,\ns.ts\n" }
+        text += "#EXT-X-ENDLIST\n"
+        try Self.serve(["absurd/index.m3u8": Data(text.utf8)], in: fixture)
+        let log = OriginRequestLog()
+        try await fixture.withServers(log: log) { origin, _ in
+            let session = try fixture.session()
+            let run = await DownloadFixture.run(
+                try session.start(DownloadRequest(url: origin.appendingPathComponent("absurd/index.m3u8").absoluteString, assetId: "absurd"))
+            )
+            try await session.shutdown()
+            let error = try #require(run.result.failureValue as? DownloadError)
+            #expect(error.code == "too_many_segments")
+            #expect(log.count(path: "/absurd/s.ts") == 0)
+        }
+    }
+}

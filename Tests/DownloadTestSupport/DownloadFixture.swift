@@ -1,0 +1,142 @@
+public import AssetDownload
+public import Foundation
+import KeyDelivery
+public import KeyServer
+public import OfflinePackage
+public import OriginServer
+import StowageCrypto
+public import Testing
+
+/// A real key server and a real origin over loopback, serving an asset packaged from a clear fixture with
+/// `ContentPackager` (what `stowage package` does), and a client data directory to download into.
+public struct DownloadFixture: Sendable {
+    public static let repositoryRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    public static let demoFixture = repositoryRoot.appendingPathComponent("Fixtures/demo/master.m3u8")
+
+    public let root: URL
+    public let assetId: String
+    public let keyServer: KeyServerDataDirectory
+    public let serverClock: KeyServerClock
+
+    /// Served at `/`; the packaged asset is under `/<assetId>/`.
+    public var originRoot: URL { root.appendingPathComponent("origin", isDirectory: true) }
+    public var clientDirectory: DataDirectory { DataDirectory(url: root.appendingPathComponent("client", isDirectory: true)) }
+    public var package: PackageDirectory { try! PackageDirectory(assetId: assetId, in: clientDirectory) }
+
+    public static func make(
+        clearPlaylist: URL = demoFixture,
+        method: ContentPackager.Method = .sampleAES,
+        assetId: String = "demo-1"
+    ) async throws -> DownloadFixture {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("download-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let clock = KeyServerClock { Date().timeIntervalSince1970 }
+        let directory = try KeyServerDataDirectory.initialize(at: root.appendingPathComponent("keyserver").path)
+        let packager = ContentPackager(
+            assetID: assetId,
+            method: method,
+            outputDirectory: root.appendingPathComponent("origin/\(assetId)"),
+            rotationPeriod: nil,
+            keyServerURL: nil,
+            registrar: directory
+        )
+        _ = try await packager.package(playlistAt: clearPlaylist)
+        return DownloadFixture(root: root, assetId: assetId, keyServer: directory, serverClock: clock)
+    }
+
+    /// Packages `clearPlaylist` again as another asset on the same origin and key server.
+    public func addAsset(_ id: String, clearPlaylist: URL = demoFixture, method: ContentPackager.Method = .sampleAES) async throws {
+        let packager = ContentPackager(
+            assetID: id,
+            method: method,
+            outputDirectory: originRoot.appendingPathComponent(id),
+            rotationPeriod: nil,
+            keyServerURL: nil,
+            registrar: keyServer
+        )
+        _ = try await packager.package(playlistAt: clearPlaylist)
+    }
+
+    /// The packaged asset's multivariant playlist on the origin.
+    public func sourceURL(_ origin: URL, asset: String? = nil) -> String {
+        origin.appendingPathComponent("\(asset ?? assetId)/master.m3u8").absoluteString
+    }
+
+    public func token() async throws -> String {
+        try await keyServer.makeToken(subject: "alice", assets: ["*"], ttl: 86_400, clock: serverClock)
+    }
+
+    /// Runs the key server and the origin on 127.0.0.1 while `body` runs, then stops both.
+    public func withServers<T: Sendable>(
+        conditions: NetworkConditions = .unconditioned,
+        seed: UInt64 = 1,
+        log: OriginRequestLog? = nil,
+        _ body: @Sendable (_ origin: URL, _ keyServer: URL) async throws -> T
+    ) async throws -> T {
+        let server = try await KeyServerApplication(dataDirectory: keyServer, clock: serverClock)
+        let (keyAddresses, keyContinuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
+        let keyTask = Task { try await server.run(port: 0) { keyContinuation.yield($0) } }
+        let origin = Origin(configuration: .init(root: originRoot.path, conditions: conditions, seed: seed, requestLog: log))
+        let (originAddresses, originContinuation) = AsyncStream.makeStream(of: Origin.Address.self)
+        let originTask = Task { try await origin.run { originContinuation.yield($0) } }
+        defer {
+            keyTask.cancel()
+            originTask.cancel()
+        }
+        var keyIterator = keyAddresses.makeAsyncIterator()
+        var originIterator = originAddresses.makeAsyncIterator()
+        guard let keyAddress = await keyIterator.next(), let originAddress = await originIterator.next() else { throw CancellationError() }
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body(originAddress.baseURL, keyAddress.baseURL))
+        } catch {
+            result = .failure(error)
+        }
+        keyTask.cancel()
+        originTask.cancel()
+        _ = try? await keyTask.value
+        _ = try? await originTask.value
+        return try result.get()
+    }
+
+    /// A session on the client directory with fast retries.
+    public func session(_ configure: (inout DownloadSession.Configuration) -> Void = { _ in }) throws -> DownloadSession {
+        var configuration = DownloadSession.Configuration(
+            retry: RetryPolicy(maximumAttempts: 6, initialDelay: 0.02, maximumDelay: 0.2, networkDownGrace: 5)
+        )
+        configuration.readTimeout = 15
+        configure(&configuration)
+        return try DownloadSession(dataDirectory: clientDirectory, configuration: configuration)
+    }
+
+    /// Collects every event of `task` and its result.
+    public static func run(_ task: DownloadTask) async -> (events: [DownloadEvent], result: Result<PackageManifest, any Error>) {
+        var events: [DownloadEvent] = []
+        for await event in task.events { events.append(event) }
+        do {
+            return (events, .success(try await task.result()))
+        } catch {
+            return (events, .failure(error))
+        }
+    }
+
+    /// Every file of the package equals the origin's file (or byte range) it came from.
+    public func assertPackageMatchesSource(_ manifest: PackageManifest, origin: URL, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        for file in manifest.files {
+            let local = try Data(contentsOf: package.url(forRelativePath: file.path))
+            let sourcePath = String(file.sourceURL.dropFirst(origin.absoluteString.count))
+            var source = try Data(contentsOf: originRoot.appendingPathComponent(sourcePath))
+            if let range = file.byteRange { source = source.subdata(in: Int(range.offset)..<Int(range.offset + range.length)) }
+            #expect(local == source, "\(file.path) differs from \(file.sourceURL)", sourceLocation: sourceLocation)
+            #expect(file.size == Int64(local.count), sourceLocation: sourceLocation)
+            var hasher = SHA256Hasher()
+            hasher.update(Array(local))
+            #expect(file.sha256 == Hex.encode(hasher.finalize()), sourceLocation: sourceLocation)
+        }
+    }
+
+    public func remove() {
+        try? FileManager.default.removeItem(at: root)
+    }
+}

@@ -1,0 +1,119 @@
+import DownloadTestSupport
+import Foundation
+import OfflinePackage
+import OriginServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("stowage download / resume as a user runs them")
+struct DownloadCommandTests {
+    /// Starts `stowage` with `STOWAGE_HOME` set, output discarded to files.
+    static func launch(_ arguments: [String], home: URL, log: URL) throws -> Process {
+        let process = Process()
+        process.executableURL = try TestSupport.stowageBinary
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["STOWAGE_HOME"] = home.path
+        process.environment = environment
+        // O_APPEND: every run adds to the transcript; no FileHandle call that traps on EINTR.
+        let fd = open(log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return process
+    }
+
+    static func wait(_ process: Process, timeout: TimeInterval) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+    }
+
+    @Test("killed with SIGKILL at random moments again and again, resume ends byte-identical without refetching whole segments")
+    func sigkillAndResume() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let log = OriginRequestLog()
+        // Slow enough that kills land mid-transfer: ~1.1 MB at 150 KB/s.
+        let conditions = NetworkConditions(bandwidthBytesPerSecond: 150_000, latencyMilliseconds: 5)
+        try await fixture.withServers(conditions: conditions, log: log) { origin, keyServer in
+            let home = fixture.clientDirectory.url
+            let output = fixture.root.appendingPathComponent("cli.log")
+            let token = try await fixture.token()
+            var generator = SystemRandomNumberGenerator()
+            var kills = 0
+            var arguments = [
+                "download", fixture.sourceURL(origin), "--asset-id", fixture.assetId, "--audio", "all", "--subtitles", "all",
+                "--key-server", keyServer.absoluteString, "--token", token, "--json",
+            ]
+            var finished = false
+            var completedAt: [String: Int] = [:]
+            for round in 0..<12 {
+                let process = try Self.launch(arguments, home: home, log: output)
+                if round < 7 {
+                    // A random moment once segments are flowing (a file completed in this run), so kills land
+                    // mid-transfer however slowly the machine starts processes.
+                    let start = (try? Data(contentsOf: output).count) ?? 0
+                    for _ in 0..<600 where process.isRunning {
+                        let transcript = (try? Data(contentsOf: output)) ?? Data()
+                        let fresh = String(decoding: transcript.dropFirst(start), as: UTF8.self)
+                        // The first progress event reports what earlier runs left; a second one, a file done now.
+                        if fresh.components(separatedBy: #""event":"progress""#).count > 2 { break }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    try await Task.sleep(for: .seconds(Double.random(in: 0.02...0.5, using: &generator)))
+                    if process.isRunning {
+                        kill(process.processIdentifier, SIGKILL)
+                        kills += 1
+                    }
+                    process.waitUntilExit()
+                    // Files complete (renamed into place) when the process died, with the requests made for them so far.
+                    if let manifest = try? fixture.package.readManifest() {
+                        for file in manifest.files where completedAt[file.path] == nil {
+                            guard FileManager.default.fileExists(atPath: try fixture.package.url(forRelativePath: file.path).path) else { continue }
+                            completedAt[file.path] = log.count(path: String(file.sourceURL.dropFirst(origin.absoluteString.count)))
+                        }
+                    }
+                } else {
+                    Self.wait(process, timeout: 60)
+                }
+                if (try? fixture.package.readManifest().isComplete) == true {
+                    finished = process.terminationReason == .exit && process.terminationStatus == 0
+                    break
+                }
+                arguments = ["resume", fixture.assetId, "--json"]
+            }
+            let transcript = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            #expect(finished, "the download never completed:\n\(transcript.suffix(2000))")
+            #expect(kills >= 3, "too few kills landed (\(kills)); the asset downloaded too fast")
+            let manifest = try fixture.package.readManifest()
+            #expect(manifest.isComplete)
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+            // No file complete at a kill was requested again afterwards, interrupted ones continued with Range
+            // requests, and no path was asked for more often than there were runs.
+            #expect(!completedAt.isEmpty)
+            var continued = 0
+            for file in manifest.files {
+                let path = String(file.sourceURL.dropFirst(origin.absoluteString.count))
+                let requests = log.entries.filter { $0.path == path && $0.method == "GET" }
+                #expect(!requests.isEmpty)
+                if let before = completedAt[file.path] {
+                    #expect(requests.count == before, "\(path) was complete, yet requested again: \(requests)")
+                }
+                #expect(requests.count <= kills + 1, "\(path) requested \(requests.count) times")
+                continued += requests.filter { $0.status == 206 }.count
+                let served = requests.reduce(0) { $0 + $1.bytesSent }
+                #expect(served >= Int(file.size ?? 0))
+            }
+            #expect(continued >= 1, "no partial segment was continued with a Range request")
+        }
+    }
+}
