@@ -13,7 +13,7 @@ struct Stowage: AsyncParsableCommand {
         subcommands: [
             InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self, KeysCommand.self,
             PackageCommand.self, DownloadCommand.self, ResumeCommand.self, CancelCommand.self, AddMediaCommand.self,
-            ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, DeleteCommand.self,
+            ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, DeleteCommand.self, DemoCommand.self,
         ]
     )
 }

@@ -117,3 +117,20 @@ struct DownloadCommandTests {
         }
     }
 }
+
+@Suite("stowage demo")
+struct DemoCommandTests {
+    @Test("the demo runs every step and ends with the refusal and the release")
+    func demo() throws {
+        let result = try TestSupport.runStowage(
+            ["demo", "--fixture", TestSupport.fixtures.appendingPathComponent("demo/master.m3u8").path],
+            timeout: 120
+        )
+        #expect(result.status == 0, "\(result.standardError)")
+        for step in 1...9 { #expect(result.standardOutput.contains("==> \(step).")) }
+        #expect(result.standardOutput.contains("ffmpeg decoded every stream"))
+        #expect(result.standardOutput.contains("[playback_window_expired]"))
+        #expect(result.standardOutput.contains("released on the key server: 1 lease(s)"))
+        #expect(result.standardOutput.contains("demo complete"))
+    }
+}

@@ -77,7 +77,7 @@ struct DownloadPlanner: Sendable {
                 try builder.addRendition(
                     id: "video",
                     kind: .video,
-                    name: variant.resolution.map { "\($0.width)x\($0.height)" } ?? "video",
+                    name: "video",
                     attributes: nil,
                     bandwidth: variant.bandwidth,
                     codecs: variant.codecs,
