@@ -169,6 +169,9 @@ let package = Package(
                 "StowageTestSupport", "DownloadTestSupport",
                 "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "HLS", "StowageCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -25,8 +25,11 @@ public struct DownloadProgress: Sendable, Hashable, Codable {
     public struct Rendition: Sendable, Hashable, Codable {
         public var id: String
         public var kind: PackageRendition.Kind
-        /// Seconds of media in place (the loaded time ranges, merged: segments are taken in order per rendition).
+        /// Seconds of media in place: the total of ``loadedTimeRanges``.
         public var loadedSeconds: Double
+        /// The media time ranges in place, `[start, end]` in seconds from the rendition's start, merged and sorted
+        /// (AVAssetDownloadDelegate's `loadedTimeRanges`).
+        public var loadedTimeRanges: [[Double]]
         public var durationSeconds: Double
         public var bytes: Int64
         public var filesDone: Int

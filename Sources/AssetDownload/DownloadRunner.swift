@@ -306,7 +306,25 @@ actor ProgressTracker {
     private struct State {
         var progress: DownloadProgress.Rendition
         var segmentDurations: [String: Double]
+        /// Media time span of each segment file.
+        var spans: [String: (start: Double, end: Double)]
+        var loaded: [(start: Double, end: Double)]
         var files: Set<String>
+
+        /// Merges the loaded spans into sorted, disjoint ranges.
+        mutating func mergeRanges() {
+            let sorted = loaded.sorted { $0.start < $1.start }
+            var merged: [(start: Double, end: Double)] = []
+            for span in sorted {
+                if let last = merged.last, span.start <= last.end + 0.001 {
+                    merged[merged.count - 1].end = max(last.end, span.end)
+                } else {
+                    merged.append(span)
+                }
+            }
+            loaded = merged
+            progress.loadedTimeRanges = merged.map { [$0.start, $0.end] }
+        }
     }
 
     private var renditions: [State]
@@ -318,15 +336,28 @@ actor ProgressTracker {
         self.events = events
         renditions = manifest.renditions.map { rendition in
             var durations: [String: Double] = [:]
-            for segment in rendition.segments { if let path = segment.file?.path { durations[path] = segment.duration } }
+            var spans: [String: (start: Double, end: Double)] = [:]
+            var time = 0.0
+            var loaded: [(start: Double, end: Double)] = []
+            for segment in rendition.segments {
+                let span = (start: time, end: time + segment.duration)
+                time += segment.duration
+                if let path = segment.file?.path {
+                    durations[path] = segment.duration
+                    spans[path] = span
+                    if completed[path] != nil { loaded.append(span) }
+                } else {
+                    loaded.append(span)  // GAP segments have nothing to fetch
+                }
+            }
             let files = Set(rendition.files.map(\.path))
             let done = files.filter { completed[$0] != nil }
-            let gaps = rendition.segments.filter { $0.file == nil }.reduce(0) { $0 + $1.duration }
-            return State(
+            var state = State(
                 progress: .init(
                     id: rendition.id,
                     kind: rendition.kind,
-                    loadedSeconds: gaps + done.reduce(0) { $0 + (durations[$1] ?? 0) },
+                    loadedSeconds: loaded.reduce(0) { $0 + ($1.end - $1.start) },
+                    loadedTimeRanges: [],
                     durationSeconds: rendition.duration,
                     bytes: done.reduce(0) { $0 + (completed[$1]?.size ?? 0) },
                     filesDone: done.count,
@@ -334,8 +365,12 @@ actor ProgressTracker {
                     expectedBytes: Int64(Double(rendition.bandwidth ?? 128_000) * rendition.duration / 8)
                 ),
                 segmentDurations: durations,
+                spans: spans,
+                loaded: loaded,
                 files: files
             )
+            state.mergeRanges()
+            return state
         }
     }
 
@@ -344,6 +379,10 @@ actor ProgressTracker {
         renditions[index].progress.filesDone += 1
         renditions[index].progress.bytes += file.size
         renditions[index].progress.loadedSeconds += renditions[index].segmentDurations[path] ?? 0
+        if let span = renditions[index].spans[path] {
+            renditions[index].loaded.append(span)
+            renditions[index].mergeRanges()
+        }
         bytesThisRun += file.size
         report()
         if renditions[index].progress.filesDone == renditions[index].progress.filesTotal {

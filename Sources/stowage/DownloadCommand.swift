@@ -339,7 +339,8 @@ final class ProgressDisplay {
             object["bytesPerSecond"] = Int(p.bytesPerSecond)
             object["renditions"] = p.renditions.map {
                 [
-                    "id": $0.id, "loadedSeconds": $0.loadedSeconds, "durationSeconds": $0.durationSeconds, "bytes": $0.bytes,
+                    "id": $0.id, "loadedSeconds": $0.loadedSeconds, "loadedTimeRanges": $0.loadedTimeRanges, "durationSeconds": $0.durationSeconds,
+                    "bytes": $0.bytes,
                     "filesDone": $0.filesDone, "filesTotal": $0.filesTotal,
                 ] as [String: Any]
             }

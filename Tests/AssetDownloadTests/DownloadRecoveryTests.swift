@@ -3,7 +3,12 @@ import DownloadTestSupport
 import Foundation
 import OfflinePackage
 import OriginServer
+import StowageTestSupport
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("Failures, resume, pause, cancel, disk space")
 struct DownloadRecoveryTests {
@@ -176,5 +181,39 @@ extension Result {
     var failureValue: Failure? {
         if case .failure(let error) = self { return error }
         return nil
+    }
+}
+
+@Suite("Network down")
+struct NetworkDownTests {
+    @Test("while the origin refuses connections the task waits, and continues when it comes back")
+    func waitsForTheNetwork() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { _, keyServer in
+            // A port held bound but not listening refuses connections; the origin takes it over 1.5 s later.
+            let held = try HeldPort()
+            let port = held.port
+            let session = try fixture.session { $0.retry.networkDownGrace = 30 }
+            let request = DownloadRequest(
+                url: "http://127.0.0.1:\(port)/\(fixture.assetId)/master.m3u8",
+                assetId: fixture.assetId,
+                selection: MediaSelectionOptions(subtitles: .none),
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token()
+            )
+            let task = try session.start(request)
+            try await Task.sleep(for: .milliseconds(1500))
+            held.release()
+            let origin = Origin(configuration: .init(root: fixture.originRoot.path, port: port))
+            let server = Task { try await origin.run { _ in } }
+            let run = await DownloadFixture.run(task)
+            server.cancel()
+            _ = try? await server.value
+            try await session.shutdown()
+            let manifest = try run.result.get()
+            #expect(manifest.isComplete)
+            try fixture.assertPackageMatchesSource(manifest, origin: URL(string: "http://127.0.0.1:\(port)")!)
+        }
     }
 }

@@ -43,6 +43,14 @@ struct DownloadTests {
             #expect(fractions.last == 1)
             #expect(zip(fractions, fractions.dropFirst()).allSatisfy { $0 <= $1 })
             #expect(events.filter { if case .renditionCompleted = $0 { true } else { false } }.count == 5)
+            // Loaded time ranges grow to one range covering each rendition.
+            if case .progress(let last) = events.last(where: { if case .progress = $0 { true } else { false } }) {
+                for rendition in last.renditions { #expect(rendition.loadedTimeRanges == [[0, rendition.durationSeconds]]) }
+            }
+            // What the source offers beyond the package is recorded for `stowage info`.
+            let available = manifest.availableRenditions ?? []
+            #expect(available.contains { $0.kind == .audio && $0.language == "de" })
+            #expect(available.contains { $0.kind == .video && $0.resolution == "320x180" })
             guard case .finished = events.last else {
                 Issue.record("last event is \(String(describing: events.last))")
                 return

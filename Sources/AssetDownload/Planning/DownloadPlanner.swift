@@ -104,6 +104,24 @@ struct DownloadPlanner: Sendable {
                     url: loaded.url
                 )
             }
+            // What the source offers beyond the package: other variants, renditions of the variant's groups not held.
+            var available: [PackageSourceRendition] = []
+            for other in multivariant.variants where other.uri != variant.uri {
+                let resolution = other.resolution.map { "\($0.width)x\($0.height)" }
+                available.append(
+                    PackageSourceRendition(kind: .video, name: "video", bandwidth: other.bandwidth, resolution: resolution, codecs: other.codecs)
+                )
+            }
+            for (type, kind, group) in [(MediaType.audio, PackageRendition.Kind.audio, variant.audio), (.subtitles, .subtitles, variant.subtitles)] {
+                guard let group else { continue }
+                for rendition in multivariant.renditions(ofType: type, inGroup: group) {
+                    guard let uri = rendition.uri, let absolute = PlaylistURI.resolve(uri, against: top.url)?.absoluteString,
+                        !builder.manifest.renditions.contains(where: { $0.sourceURL == absolute })
+                    else { continue }
+                    available.append(PackageSourceRendition(kind: kind, name: rendition.name, language: rendition.language, groupId: group))
+                }
+            }
+            builder.manifest.availableRenditions = available
             // The local multivariant playlist: the one variant, and the renditions this package holds.
             localMultivariant = multivariant
             localMultivariant.definitions = []

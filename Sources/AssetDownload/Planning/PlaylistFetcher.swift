@@ -7,24 +7,43 @@ struct PlaylistFetcher: Sendable {
     let loader: PlaylistLoader
     let retry: RetryPolicy
 
+    /// While the host refuses connections (the network or the server is down) it keeps trying for
+    /// ``RetryPolicy/networkDownGrace``; other transient failures get ``RetryPolicy/maximumAttempts``.
     func load(_ url: URL, importedVariables: [String: String] = [:]) async throws -> LoadedPlaylist {
         var failures = 0
+        var downSince: ContinuousClock.Instant?
         while true {
             do {
                 return try await loader.load(url, importedVariables: importedVariables)
             } catch {
-                let retryable: Bool
+                var retryable = false
+                var down = false
                 switch error {
-                case .network: retryable = true
+                case .network(_, let reason):
+                    retryable = true
+                    down = FileFetcher.classify(PlaylistNetworkFailure(reason: reason)).kind == .networkDown
                 case .httpStatus(_, let status): retryable = status >= 500 || status == 429 || status == 408
-                default: retryable = false
+                default: break
                 }
-                failures += 1
-                guard retryable, failures < retry.maximumAttempts else {
-                    throw DownloadError.playlist(code: error.code, message: error.description)
+                if down {
+                    let since = downSince ?? ContinuousClock.now
+                    downSince = since
+                    retryable = FileFetcher.seconds(since: since) <= retry.networkDownGrace
+                    failures = min(failures + 1, 6)
+                } else {
+                    downSince = nil
+                    failures += 1
+                    retryable = retryable && failures < retry.maximumAttempts
                 }
+                guard retryable else { throw DownloadError.playlist(code: error.code, message: error.description) }
                 try await Task.sleep(for: .seconds(retry.delay(afterFailures: failures)))
             }
         }
     }
+}
+
+/// A playlist fetch's network failure, described as AsyncHTTPClient described it.
+struct PlaylistNetworkFailure: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { reason }
 }

@@ -148,6 +148,23 @@ public struct PackageInfo: Codable, Sendable, Hashable {
                 reason: reason
             )
         }
+        // What the source offers that the package does not hold plays only online (AVAssetCache's question).
+        let elsewhere = (manifest.availableRenditions ?? []).map { source in
+            MediaSelection(
+                renditionId: "source:\(source.kind.rawValue)-\(source.language ?? source.resolution ?? source.name)",
+                kind: source.kind.rawValue,
+                name: source.name,
+                language: source.language,
+                groupId: source.groupId,
+                isDefault: false,
+                bandwidth: source.bandwidth,
+                codecs: source.codecs,
+                resolution: source.resolution,
+                duration: manifest.renditions.first?.duration ?? 0,
+                availability: .onlineOnly,
+                reason: "not_downloaded"
+            )
+        }
         let main = selections.first { $0.kind == PackageRendition.Kind.video.rawValue } ?? selections.first
         return PackageInfo(
             assetId: manifest.assetId,
@@ -162,7 +179,7 @@ public struct PackageInfo: Codable, Sendable, Hashable {
             keys: manifest.keys.map {
                 VerificationReport.KeyStatus(keyId: $0.keyId, kind: $0.kind.rawValue, isAvailable: keys.keys[$0.keyId] != nil)
             },
-            selections: selections
+            selections: selections + elsewhere
         )
     }
 }

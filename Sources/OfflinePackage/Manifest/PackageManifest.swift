@@ -27,6 +27,9 @@ public struct PackageManifest: Codable, Sendable, Hashable {
     public var keys: [PackageKey]
     /// The media selections downloaded or being downloaded: one video variant, then audio and subtitle renditions.
     public var renditions: [PackageRendition]
+    /// What the source offers that this package does not hold (other variants, other languages): playable only
+    /// online, and what `stowage add-media` can add. Nil in manifests that did not record it.
+    public var availableRenditions: [PackageSourceRendition]?
 
     public init(
         assetId: String,
@@ -255,5 +258,34 @@ public struct PackageSegment: Codable, Sendable, Hashable {
         self.isGap = isGap
         self.initSection = initSection
         self.file = file
+    }
+}
+
+/// A media selection of the source that the package does not hold.
+public struct PackageSourceRendition: Codable, Sendable, Hashable {
+    public var kind: PackageRendition.Kind
+    public var name: String
+    public var language: String?
+    public var groupId: String?
+    public var bandwidth: Int?
+    public var resolution: String?
+    public var codecs: String?
+
+    public init(
+        kind: PackageRendition.Kind,
+        name: String,
+        language: String? = nil,
+        groupId: String? = nil,
+        bandwidth: Int? = nil,
+        resolution: String? = nil,
+        codecs: String? = nil
+    ) {
+        self.kind = kind
+        self.name = name
+        self.language = language
+        self.groupId = groupId
+        self.bandwidth = bandwidth
+        self.resolution = resolution
+        self.codecs = codecs
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import KeyDelivery
 import KeyServer
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -161,7 +162,7 @@ struct KeySessionTests {
         }
         // The server is down now: the return succeeds locally, the release stays queued. The "down" address is a port
         // held bound but not listening, so no other test's server can take it over meanwhile.
-        let closed = try ClosedPort()
+        let closed = try HeldPort()
         defer { closed.release() }
         let downURL = URL(string: "http://127.0.0.1:\(closed.port)")!
         try await withHTTPClient { http in
@@ -246,33 +247,4 @@ struct KeySessionTests {
             }
         }
     }
-}
-
-/// A loopback TCP port bound but not listening: connections to it are refused for as long as it is held.
-struct ClosedPort {
-    let descriptor: Int32
-    let port: Int
-
-    init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            close(descriptor)
-            throw POSIXError(.EADDRINUSE)
-        }
-        self.descriptor = descriptor
-        self.port = Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    func release() { close(descriptor) }
 }

@@ -1,0 +1,33 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A loopback TCP port bound but not listening: connections to it are refused until it is released.
+public final class HeldPort: Sendable {
+    let descriptor: Int32
+    public let port: Int
+
+    public init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            close(descriptor)
+            throw POSIXError(.EADDRINUSE)
+        }
+        self.descriptor = descriptor
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    public func release() { close(descriptor) }
+}
