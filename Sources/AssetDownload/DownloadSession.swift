@@ -169,29 +169,22 @@ public final class DownloadSession: Sendable {
         try store.tasks(session: configuration.name).filter { $0.state != .completed }
     }
 
-    /// Cancels a download that has not completed: removes its partial files and its state. Completed packages are
-    /// removed with `stowage delete`, which also releases their keys.
+    /// Cancels a download that has not completed: its partial files and its state are removed, and keys already
+    /// obtained are erased with their release queued (``PackageDeletion``), so a cancelled download holds no device
+    /// slot. Completed packages are removed with `stowage delete`.
     public func cancel(assetId: String) throws {
         guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
         guard record.state != .completed else {
             throw DownloadError.invalidState(assetId: assetId, state: "completed", action: "cancel (use `stowage delete`)")
         }
         try store.setState(assetId, .removing, at: clock.now)
-        let package = try PackageDirectory(assetId: assetId, in: dataDirectory)
-        try Self.removePackageFolder(package)
-        try store.remove(assetId)
-    }
-
-    /// Removes a package folder: renamed aside first so a crash never leaves a half folder under the real name.
-    public static func removePackageFolder(_ package: PackageDirectory) throws {
-        guard FileManager.default.fileExists(atPath: package.url.path) else { return }
-        let aside = package.url.deletingLastPathComponent().appendingPathComponent(
-            ".removing-\(package.assetId)-\(UInt32.random(in: 0...UInt32.max))"
-        )
-        guard rename(package.url.path, aside.path) == 0 else {
-            throw DownloadError.storage("cannot remove \(package.url.path): \(String(cString: strerror(errno)))")
+        do {
+            let keyStore = try KeyStore(dataDirectory: dataDirectory.url)
+            _ = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now)
+        } catch {
+            throw DownloadError.storage("cannot remove the partial package of \(assetId): \(error)")
         }
-        try FileManager.default.removeItem(at: aside)
+        try store.remove(assetId)
     }
 
     enum Mode: Sendable {

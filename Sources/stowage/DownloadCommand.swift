@@ -138,8 +138,8 @@ struct CancelCommand: AsyncParsableCommand {
         commandName: "cancel",
         abstract: "Cancel a download that has not completed: its partial files and state are removed.",
         discussion: """
-            Keys already obtained stay until `stowage delete` (or `stowage keys return`). Completed packages are
-            removed with `stowage delete`.
+            Keys already obtained are erased and their release queued (sent with `stowage keys sync`). Completed
+            packages are removed with `stowage delete`.
             Example:
               stowage cancel demo-1
             """
