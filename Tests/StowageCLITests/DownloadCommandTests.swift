@@ -134,3 +134,71 @@ struct DemoCommandTests {
         #expect(result.standardOutput.contains("demo complete"))
     }
 }
+
+@Suite("stowage list / info / verify / play / delete as a user runs them")
+struct LibraryCommandTests {
+    /// Runs `stowage` to completion with `STOWAGE_HOME` set; returns status and standard output.
+    static func run(_ arguments: [String], home: URL, timeout: TimeInterval = 60) throws -> (status: Int32, output: String) {
+        let output = home.deletingLastPathComponent().appendingPathComponent("out-\(UUID().uuidString).txt")
+        let process = try DownloadCommandTests.launch(arguments, home: home, log: output)
+        DownloadCommandTests.wait(process, timeout: timeout)
+        return (process.terminationStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+    }
+
+    @Test("download, list, info, verify (and damage), play through ffmpeg, delete")
+    func lifeCycle() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let home = fixture.clientDirectory.url
+            let token = try await fixture.token()
+            let download = try Self.run(
+                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
+                home: home
+            )
+            #expect(download.status == 0, "\(download.output)")
+            // The asset ID came from the playlist's skd keys.
+            #expect(download.output.contains("complete: demo-1"))
+
+            let list = try Self.run(["list", "--json"], home: home)
+            #expect(list.status == 0)
+            let rows = try JSONSerialization.jsonObject(with: Data(list.output.utf8)) as? [[String: Any]]
+            #expect(rows?.count == 1)
+            #expect(rows?.first?["assetId"] as? String == "demo-1")
+            #expect(rows?.first?["state"] as? String == "complete")
+            #expect((rows?.first?["sizeOnDisk"] as? Int ?? 0) > 500_000)
+
+            let info = try Self.run(["info", "demo-1"], home: home)
+            #expect(info.status == 0)
+            #expect(info.output.contains("playable offline: yes"))
+            #expect(info.output.contains("online only (not_downloaded)"))
+
+            #expect(try Self.run(["verify", "demo-1", "--deep", "--for", "48h"], home: home).status == 0)
+            #expect(try Self.run(["verify", "demo-1", "--for", "60d"], home: home).status == 1)
+            #expect(try Self.run(["verify", "no-such-asset"], home: home).status == 2)
+
+            // A byte changed behind Stowage's back: deep verification finds it and says which file.
+            let segment = fixture.package.url.appendingPathComponent("video/00001.ts")
+            let original = try Data(contentsOf: segment)
+            var damaged = original
+            damaged[damaged.count / 2] ^= 0xff
+            try damaged.write(to: segment)
+            let verify = try Self.run(["verify", "demo-1", "--deep", "--json"], home: home)
+            #expect(verify.status == 1)
+            #expect(verify.output.contains("file_modified") && verify.output.contains("video/00001.ts"))
+            try original.write(to: segment)
+
+            let play = try Self.run(["play", "demo-1", "--player", "ffmpeg-null"], home: home, timeout: 120)
+            #expect(play.status == 0, "\(play.output)")
+            #expect(play.output.contains("playing http://127.0.0.1:"))
+
+            let delete = try Self.run(["delete", "demo-1"], home: home)
+            #expect(delete.status == 0)
+            #expect(delete.output.contains("release of 1 lease(s) queued"))
+            #expect(try Self.run(["delete", "demo-1"], home: home).output.contains("nothing to delete"))
+            let refused = try Self.run(["play", "demo-1", "--player", "none"], home: home)
+            #expect(refused.status == 1)
+            #expect(refused.output.contains("package_not_found"))
+        }
+    }
+}

@@ -76,8 +76,9 @@ public final class ExtendedLogFile: @unchecked Sendable {
 
     /// `YYYY-MM-DD HH:MM:SS.sss` in UTC, as the format prescribes.
     static func dateTime(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        let millis = Int((date.timeIntervalSince1970 - Double(seconds)) * 1000)
+        let total = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        var seconds = time_t(total / 1000)
+        let millis = Int(total % 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
         func pad(_ value: Int32, _ width: Int) -> String {
