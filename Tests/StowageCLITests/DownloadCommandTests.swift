@@ -28,13 +28,13 @@ struct DownloadCommandTests {
         return process
     }
 
-    static func wait(_ process: Process, timeout: TimeInterval) {
+    /// Waits for `process` without blocking a thread (the servers under test share this process's thread pool);
+    /// kills it with SIGKILL after `timeout` seconds.
+    static func wait(_ process: Process, timeout: TimeInterval) async {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
+        while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        while process.isRunning { try? await Task.sleep(for: .milliseconds(10)) }
     }
 
     @Test("killed with SIGKILL at random moments again and again, resume ends byte-identical without refetching whole segments")
@@ -74,7 +74,7 @@ struct DownloadCommandTests {
                         kill(process.processIdentifier, SIGKILL)
                         kills += 1
                     }
-                    process.waitUntilExit()
+                    await Self.wait(process, timeout: 10)
                     // Files complete (renamed into place) when the process died, with the requests made for them so far.
                     if let manifest = try? fixture.package.readManifest() {
                         for file in manifest.files where completedAt[file.path] == nil {
@@ -83,7 +83,7 @@ struct DownloadCommandTests {
                         }
                     }
                 } else {
-                    Self.wait(process, timeout: 60)
+                    await Self.wait(process, timeout: 120)
                 }
                 if (try? fixture.package.readManifest().isComplete) == true {
                     finished = process.terminationReason == .exit && process.terminationStatus == 0
@@ -121,27 +121,27 @@ struct DownloadCommandTests {
 @Suite("stowage demo")
 struct DemoCommandTests {
     @Test("the demo runs every step and ends with the refusal and the release")
-    func demo() throws {
-        let result = try TestSupport.runStowage(
-            ["demo", "--fixture", TestSupport.fixtures.appendingPathComponent("demo/master.m3u8").path],
-            timeout: 120
-        )
-        #expect(result.status == 0, "\(result.standardError)")
-        for step in 1...9 { #expect(result.standardOutput.contains("==> \(step).")) }
-        #expect(result.standardOutput.contains("ffmpeg decoded every stream"))
-        #expect(result.standardOutput.contains("[playback_window_expired]"))
-        #expect(result.standardOutput.contains("released on the key server: 1 lease(s)"))
-        #expect(result.standardOutput.contains("demo complete"))
+    func demo() async throws {
+        let home = try TestSupport.temporaryDirectory("demo")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let fixture = TestSupport.fixtures.appendingPathComponent("demo/master.m3u8").path
+        let result = try await LibraryCommandTests.run(["demo", "--fixture", fixture], home: home.appendingPathComponent("home"))
+        #expect(result.status == 0, "\(result.output)")
+        for step in 1...9 { #expect(result.output.contains("==> \(step).")) }
+        #expect(result.output.contains("ffmpeg decoded every stream"))
+        #expect(result.output.contains("[playback_window_expired]"))
+        #expect(result.output.contains("released on the key server: 1 lease(s)"))
+        #expect(result.output.contains("demo complete"))
     }
 }
 
 @Suite("stowage list / info / verify / play / delete as a user runs them")
 struct LibraryCommandTests {
     /// Runs `stowage` to completion with `STOWAGE_HOME` set; returns status and standard output.
-    static func run(_ arguments: [String], home: URL, timeout: TimeInterval = 60) throws -> (status: Int32, output: String) {
+    static func run(_ arguments: [String], home: URL, timeout: TimeInterval = 120) async throws -> (status: Int32, output: String) {
         let output = home.deletingLastPathComponent().appendingPathComponent("out-\(UUID().uuidString).txt")
         let process = try DownloadCommandTests.launch(arguments, home: home, log: output)
-        DownloadCommandTests.wait(process, timeout: timeout)
+        await DownloadCommandTests.wait(process, timeout: timeout)
         return (process.terminationStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
     }
 
@@ -152,7 +152,7 @@ struct LibraryCommandTests {
         try await fixture.withServers { origin, keyServer in
             let home = fixture.clientDirectory.url
             let token = try await fixture.token()
-            let download = try Self.run(
+            let download = try await Self.run(
                 ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
                 home: home
             )
@@ -160,7 +160,7 @@ struct LibraryCommandTests {
             // The asset ID came from the playlist's skd keys.
             #expect(download.output.contains("complete: demo-1"))
 
-            let list = try Self.run(["list", "--json"], home: home)
+            let list = try await Self.run(["list", "--json"], home: home)
             #expect(list.status == 0)
             let rows = try JSONSerialization.jsonObject(with: Data(list.output.utf8)) as? [[String: Any]]
             #expect(rows?.count == 1)
@@ -168,14 +168,14 @@ struct LibraryCommandTests {
             #expect(rows?.first?["state"] as? String == "complete")
             #expect((rows?.first?["sizeOnDisk"] as? Int ?? 0) > 500_000)
 
-            let info = try Self.run(["info", "demo-1"], home: home)
+            let info = try await Self.run(["info", "demo-1"], home: home)
             #expect(info.status == 0)
             #expect(info.output.contains("playable offline: yes"))
             #expect(info.output.contains("online only (not_downloaded)"))
 
-            #expect(try Self.run(["verify", "demo-1", "--deep", "--for", "48h"], home: home).status == 0)
-            #expect(try Self.run(["verify", "demo-1", "--for", "60d"], home: home).status == 1)
-            #expect(try Self.run(["verify", "no-such-asset"], home: home).status == 2)
+            #expect(try await Self.run(["verify", "demo-1", "--deep", "--for", "48h"], home: home).status == 0)
+            #expect(try await Self.run(["verify", "demo-1", "--for", "60d"], home: home).status == 1)
+            #expect(try await Self.run(["verify", "no-such-asset"], home: home).status == 2)
 
             // A byte changed behind Stowage's back: deep verification finds it and says which file.
             let segment = fixture.package.url.appendingPathComponent("video/00001.ts")
@@ -183,20 +183,20 @@ struct LibraryCommandTests {
             var damaged = original
             damaged[damaged.count / 2] ^= 0xff
             try damaged.write(to: segment)
-            let verify = try Self.run(["verify", "demo-1", "--deep", "--json"], home: home)
+            let verify = try await Self.run(["verify", "demo-1", "--deep", "--json"], home: home)
             #expect(verify.status == 1)
             #expect(verify.output.contains("file_modified") && verify.output.contains("video/00001.ts"))
             try original.write(to: segment)
 
-            let play = try Self.run(["play", "demo-1", "--player", "ffmpeg-null"], home: home, timeout: 120)
+            let play = try await Self.run(["play", "demo-1", "--player", "ffmpeg-null"], home: home)
             #expect(play.status == 0, "\(play.output)")
             #expect(play.output.contains("playing http://127.0.0.1:"))
 
-            let delete = try Self.run(["delete", "demo-1"], home: home)
+            let delete = try await Self.run(["delete", "demo-1"], home: home)
             #expect(delete.status == 0)
             #expect(delete.output.contains("release of 1 lease(s) queued"))
-            #expect(try Self.run(["delete", "demo-1"], home: home).output.contains("nothing to delete"))
-            let refused = try Self.run(["play", "demo-1", "--player", "none"], home: home)
+            #expect(try await Self.run(["delete", "demo-1"], home: home).output.contains("nothing to delete"))
+            let refused = try await Self.run(["play", "demo-1", "--player", "none"], home: home)
             #expect(refused.status == 1)
             #expect(refused.output.contains("package_not_found"))
         }
