@@ -119,11 +119,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Helpers shared by the test targets: ffmpeg as an independent client, the built `stowage` executable.
+        // Helpers shared by the test targets: subprocesses awaited without blocking a thread, ffmpeg as an independent client,
+        // the built `stowage` executable.
         .target(name: "StowageTestSupport", path: "Tests/StowageTestSupport", swiftSettings: swiftSettings),
-        .testTarget(name: "StowageCryptoTests", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "StowageCryptoTests", dependencies: ["StowageCrypto", "StowageTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSTests", dependencies: ["HLS"], resources: [.copy("Playlists")], swiftSettings: swiftSettings),
-        .testTarget(name: "MediaCryptoTests", dependencies: ["MediaCrypto", "StowageCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "MediaCryptoTests", dependencies: ["MediaCrypto", "StowageCrypto", "StowageTestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KeyDeliveryTests",
             dependencies: [

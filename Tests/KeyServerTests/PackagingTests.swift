@@ -187,8 +187,8 @@ struct PackagingTests {
             .replacingOccurrences(of: ",KEYFORMAT=\"com.stowage.skd\",KEYFORMATVERSIONS=\"1\"", with: "")
         try Data(text.utf8).write(to: play.appendingPathComponent("video.m3u8"))
 
-        let clear = try FrameHashes.of(Self.tsClear.appendingPathComponent("video.m3u8"))
-        let packaged = try FrameHashes.of(play.appendingPathComponent("video.m3u8"))
+        let clear = try await FrameHashes.of(Self.tsClear.appendingPathComponent("video.m3u8"))
+        let packaged = try await FrameHashes.of(play.appendingPathComponent("video.m3u8"))
         #expect(!clear.isEmpty)
         #expect(packaged.count == clear.count)
         // ffmpeg's SAMPLE-AES reader may garble the last packet of a segment; allow one difference per segment.

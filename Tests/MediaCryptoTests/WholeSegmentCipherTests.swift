@@ -1,23 +1,23 @@
 import Foundation
 import MediaCrypto
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 /// Whole-segment AES-CBC against `openssl enc`, a tool nobody here wrote.
 struct WholeSegmentCipherTests {
-    private static func openssl(_ arguments: [String], input: [UInt8]) throws -> [UInt8] {
+    private static func openssl(_ arguments: [String], input: [UInt8]) async throws -> [UInt8] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-wsc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let inputURL = directory.appendingPathComponent("in")
         let outputURL = directory.appendingPathComponent("out")
         try Data(input).write(to: inputURL)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments + ["-in", inputURL.path, "-out", outputURL.path]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let result = try await ProcessRunner.run(
+            URL(fileURLWithPath: "/usr/bin/openssl"),
+            arguments + ["-in", inputURL.path, "-out", outputURL.path]
+        )
+        #expect(result.status == 0)
         return Array(try Data(contentsOf: outputURL))
     }
 
@@ -33,24 +33,24 @@ struct WholeSegmentCipherTests {
     }
 
     @Test(arguments: [WholeSegmentCipher.Method.aes128, .aes256], [1, 13, 4096, 300_000])
-    func decryptsWhatOpenSSLEncrypted(method: WholeSegmentCipher.Method, chunk: Int) throws {
+    func decryptsWhatOpenSSLEncrypted(method: WholeSegmentCipher.Method, chunk: Int) async throws {
         let key = try SecureRandom.bytes(count: method.keyLength)
         let iv = try SecureRandom.bytes(count: 16)
         let clear = try SecureRandom.bytes(count: 600_001)
         let name = method == .aes128 ? "-aes-128-cbc" : "-aes-256-cbc"
-        let encrypted = try Self.openssl(["enc", name, "-K", Hex.encode(key), "-iv", Hex.encode(iv)], input: clear)
+        let encrypted = try await Self.openssl(["enc", name, "-K", Hex.encode(key), "-iv", Hex.encode(iv)], input: clear)
         let cipher = try WholeSegmentCipher(method: method, key: SecretBytes(key), iv: iv, direction: .decrypt, segment: "s.ts")
         #expect(try Self.run(cipher, encrypted, chunk: chunk) == clear)
     }
 
-    @Test func encryptsWhatOpenSSLDecrypts() throws {
+    @Test func encryptsWhatOpenSSLDecrypts() async throws {
         let key = try SecureRandom.bytes(count: 16)
         let iv = try SecureRandom.bytes(count: 16)
         let clear = try SecureRandom.bytes(count: 70_000)
         let cipher = try WholeSegmentCipher(method: .aes128, key: SecretBytes(key), iv: iv, direction: .encrypt, segment: "s.ts")
         let encrypted = try Self.run(cipher, clear, chunk: 777)
         #expect(encrypted.count == 70_000 + 16 - 70_000 % 16)
-        let decrypted = try Self.openssl(["enc", "-d", "-aes-128-cbc", "-K", Hex.encode(key), "-iv", Hex.encode(iv)], input: encrypted)
+        let decrypted = try await Self.openssl(["enc", "-d", "-aes-128-cbc", "-K", Hex.encode(key), "-iv", Hex.encode(iv)], input: encrypted)
         #expect(decrypted == clear)
     }
 

@@ -149,7 +149,7 @@ struct SampleAESPlaylistDecryptionTests {
     }
 
     @Test(arguments: ["video", "audio"])
-    func fragmentedMP4PlaysLikeTheClearTwinInFFmpeg(stream: String) throws {
+    func fragmentedMP4PlaysLikeTheClearTwinInFFmpeg(stream: String) async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-cbcs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: out) }
         let report = try PlaylistDecryption().decrypt(
@@ -163,8 +163,8 @@ struct SampleAESPlaylistDecryptionTests {
             try Data(contentsOf: out.appendingPathComponent("\(stream)_init.mp4"))
                 == Data(contentsOf: Self.shaka.appendingPathComponent("fmp4-clear/\(stream)_init.mp4"))
         )
-        let ours = try FrameHashes.of(out.appendingPathComponent("\(stream).m3u8"))
-        let twin = try FrameHashes.of(Self.shaka.appendingPathComponent("fmp4-clear/\(stream).m3u8"))
+        let ours = try await FrameHashes.of(out.appendingPathComponent("\(stream).m3u8"))
+        let twin = try await FrameHashes.of(Self.shaka.appendingPathComponent("fmp4-clear/\(stream).m3u8"))
         #expect(ours.count > 50)
         #expect(ours == twin)
     }
@@ -175,7 +175,7 @@ struct AES256PlaylistDecryptionTests {
     private static let golden = PlaylistDecryptionTests.media.deletingLastPathComponent()
         .appendingPathComponent("golden/shaka-player-hls-aes-256")
 
-    @Test func decryptsCBCAndCTRSegmentsAndTheEncryptedInitSection() throws {
+    @Test func decryptsCBCAndCTRSegmentsAndTheEncryptedInitSection() async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-aes256-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: out) }
         let report = try PlaylistDecryption().decrypt(playlistAt: Self.golden.appendingPathComponent("media.m3u8"), to: out)
@@ -196,7 +196,7 @@ struct AES256PlaylistDecryptionTests {
             #expect(summary.sampleBytes == summary.mediaDataBytes)
         }
         // And ffmpeg plays the clear copy from start to end.
-        let frames = try FrameHashes.of(out.appendingPathComponent("media.m3u8"))
+        let frames = try await FrameHashes.of(out.appendingPathComponent("media.m3u8"))
         #expect(frames.count > 100)
     }
 }

@@ -7,6 +7,7 @@ import NIOHTTP1
 import OfflinePackage
 import PackageTestSupport
 import Playback
+import StowageTestSupport
 import Testing
 
 /// Packages, gates and running playback servers for the tests, each in its own temporary folder.
@@ -82,40 +83,20 @@ enum DecodedFrames {
     ///   - map: ffmpeg's `-map`, e.g. `0:v:0`, `0:a:m:language:fr`.
     static func of(_ input: URL, map: String) async throws -> [String] {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("framemd5-\(UUID().uuidString).txt")
-        let errors = FileManager.default.temporaryDirectory.appendingPathComponent("framemd5-\(UUID().uuidString).err")
-        defer {
-            try? FileManager.default.removeItem(at: output)
-            try? FileManager.default.removeItem(at: errors)
-        }
-        let status = try await run(
+        defer { try? FileManager.default.removeItem(at: output) }
+        let result = try await ProcessRunner.run(
+            program: "ffmpeg",
             [
-                "ffmpeg", "-nostdin", "-v", "error", "-xerror", "-allowed_extensions", "ALL",
+                "-nostdin", "-v", "error", "-xerror", "-allowed_extensions", "ALL",
                 "-i", input.isFileURL ? input.path : input.absoluteString,
                 "-map", map, "-f", "framemd5", "-y", output.path,
-            ],
-            standardError: errors
+            ]
         )
-        guard status == 0 else {
-            let message = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
-            throw Failure(description: "ffmpeg exited with \(status) on \(input.absoluteString) (map \(map)): \(message)")
+        guard result.status == 0 else {
+            let message = String(decoding: result.standardError, as: UTF8.self)
+            throw Failure(description: "ffmpeg exited with \(result.status) on \(input.absoluteString) (map \(map)): \(message)")
         }
         let text = try String(contentsOf: output, encoding: .utf8)
         return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
-    }
-
-    /// Runs a program found on PATH and waits for it without blocking a thread.
-    static func run(_ arguments: [String], standardError: URL) async throws -> Int32 {
-        _ = FileManager.default.createFile(atPath: standardError.path, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: standardError)
-        let (exits, continuation) = AsyncStream.makeStream(of: Int32.self)
-        process.terminationHandler = { continuation.yield($0.terminationStatus) }
-        try process.run()
-        var iterator = exits.makeAsyncIterator()
-        return await iterator.next() ?? -1
     }
 }

@@ -1,14 +1,15 @@
 import AssetDownload
 import Foundation
 import HLS
+import StowageTestSupport
 import Testing
 
 /// The `stowage` executable as a user runs it.
 struct CommandLineTests {
     private static let master = TestSupport.fixtures.appendingPathComponent("playlists/master.m3u8").path
 
-    @Test func inspectSummarizesAFileDeeply() throws {
-        let result = try TestSupport.runStowage(["inspect", Self.master, "--deep"])
+    @Test func inspectSummarizesAFileDeeply() async throws {
+        let result = try await TestSupport.runStowage(["inspect", Self.master, "--deep"])
         #expect(result.status == 0, "\(result.standardError)")
         let text = result.standardOutput
         #expect(text.contains("Multivariant playlist \(Self.master)"))
@@ -21,9 +22,9 @@ struct CommandLineTests {
         #expect(text.contains("Media playlists (6):"))
     }
 
-    @Test func inspectJSONIsTheFullModel() throws {
+    @Test func inspectJSONIsTheFullModel() async throws {
         let path = TestSupport.fixtures.appendingPathComponent("playlists/aes128_fmp4.m3u8").path
-        let result = try TestSupport.runStowage(["inspect", path, "--json"])
+        let result = try await TestSupport.runStowage(["inspect", path, "--json"])
         #expect(result.status == 0, "\(result.standardError)")
         let inspection = try JSONDecoder().decode(PlaylistInspection.self, from: Data(result.standardOutput.utf8))
         let segments = try #require(inspection.resolvedSegments)
@@ -42,48 +43,49 @@ struct CommandLineTests {
         #expect(playlist.segments.count == 3)
     }
 
-    @Test func inspectReportsAnInvalidPlaylistWithItsLineAndExitsOne() throws {
+    @Test func inspectReportsAnInvalidPlaylistWithItsLineAndExitsOne() async throws {
         let directory = try TestSupport.temporaryDirectory("cli-bad")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("bad.m3u8")
         try "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=abc\nv.m3u8\n".write(to: path, atomically: true, encoding: .utf8)
-        let result = try TestSupport.runStowage(["inspect", path.path])
+        let result = try await TestSupport.runStowage(["inspect", path.path])
         #expect(result.status == 1)
         #expect(result.standardError.contains("invalid_attribute_value at line 2"))
-        let json = try TestSupport.runStowage(["inspect", path.path, "--json"])
+        let json = try await TestSupport.runStowage(["inspect", path.path, "--json"])
         #expect(json.status == 1)
         let object = try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]]
         #expect(object?["error"]?["code"] == "invalid_attribute_value")
 
-        let missing = try TestSupport.runStowage(["inspect", directory.appendingPathComponent("none.m3u8").path])
+        let missing = try await TestSupport.runStowage(["inspect", directory.appendingPathComponent("none.m3u8").path])
         #expect(missing.status == 1)
         #expect(missing.standardError.contains("playlist_unreadable"))
     }
 
-    @Test func originCommandServesAndInspectFetchesOverLoopback() throws {
-        let process = Process()
-        process.executableURL = try TestSupport.stowageBinary
-        process.arguments = ["origin", TestSupport.fixtures.appendingPathComponent("playlists").path, "--port", "0"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        // The first line is the address; read it byte by byte so nothing else is consumed.
-        var line = ""
-        let handle = output.fileHandleForReading
-        while line.count < 200, let byte = try handle.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") {
-            line.append(Character(UnicodeScalar(byte)))
+    @Test func originCommandServesAndInspectFetchesOverLoopback() async throws {
+        let origin = try ProcessRunner.start(
+            try TestSupport.stowageBinary,
+            ["origin", TestSupport.fixtures.appendingPathComponent("playlists").path, "--port", "0"]
+        )
+        defer { origin.kill() }
+        // The first line is the address; poll the output file for it without blocking a thread.
+        var output = Data()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while origin.isRunning, !output.contains(UInt8(ascii: "\n")), output.count < 200, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            output = try origin.standardOutput()
         }
+        let line = String(decoding: output.prefix { $0 != UInt8(ascii: "\n") }.prefix(200), as: UTF8.self)
         #expect(line.hasPrefix("listening on http://127.0.0.1:"))
         let base = String(line.dropFirst("listening on ".count))
 
-        let result = try TestSupport.runStowage(["inspect", base + "/master.m3u8", "--deep"])
+        let result = try await TestSupport.runStowage(["inspect", base + "/master.m3u8", "--deep"])
         #expect(result.status == 0, "\(result.standardError)")
         #expect(result.standardOutput.contains("Multivariant playlist \(base)/master.m3u8"))
         #expect(!result.standardOutput.contains("error:"))
 
-        process.interrupt()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        origin.interrupt()
+        let exit = try await origin.waitForExit(timeout: .seconds(60))
+        #expect(!exit.timedOut)
+        #expect(exit.status == 0)
     }
 }

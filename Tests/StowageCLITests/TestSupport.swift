@@ -65,30 +65,13 @@ enum TestSupport {
         var standardError: String
     }
 
-    /// Runs `stowage` with arguments to completion (bounded by `timeout` seconds).
-    static func runStowage(_ arguments: [String], timeout: TimeInterval = 60) throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = try stowageBinary
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        // Read both pipes concurrently so a full pipe cannot block the child.
-        nonisolated(unsafe) var errorData = Data()
-        let errorReader = Thread { errorData = error.fileHandleForReading.readDataToEndOfFile() }
-        errorReader.start()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        while errorReader.isExecuting || !errorReader.isFinished { Thread.sleep(forTimeInterval: 0.005) }
+    /// Runs `stowage` with arguments to completion (bounded by `timeout`), awaiting it without blocking a thread.
+    static func runStowage(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> ProcessResult {
+        let result = try await ProcessRunner.run(try stowageBinary, arguments, timeout: timeout)
         return ProcessResult(
-            status: process.terminationStatus,
-            standardOutput: String(decoding: outputData, as: UTF8.self),
-            standardError: String(decoding: errorData, as: UTF8.self)
+            status: result.status,
+            standardOutput: String(decoding: result.standardOutput, as: UTF8.self),
+            standardError: String(decoding: result.standardError, as: UTF8.self)
         )
     }
 }

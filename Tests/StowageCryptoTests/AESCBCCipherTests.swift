@@ -1,5 +1,6 @@
 import Foundation
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 /// NIST SP 800-38A (2001) Appendix F.2, "CBC Example Vectors". F.2.1/F.2.2 are CBC-AES128
@@ -125,10 +126,10 @@ struct AESCBCCipherTests {
     }
 
     @Test("Matches `openssl enc` as an independent oracle", arguments: [0, 1, 15, 16, 17, 33, 4099])
-    func matchesOpenSSLCommandLine(length: Int) throws {
+    func matchesOpenSSLCommandLine(length: Int) async throws {
         let plaintext = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 3) }
         for (cipherName, vector) in [("aes-128-cbc", CBCVector.aes128), ("aes-256-cbc", CBCVector.aes256)] {
-            let expected = try OpenSSLCommand.encrypt(plaintext, cipher: cipherName, key: vector.key, iv: vector.iv)
+            let expected = try await OpenSSLCommand.encrypt(plaintext, cipher: cipherName, key: vector.key, iv: vector.iv)
             let key = SecretBytes(vector.key)
             #expect(try AESCBCCipher.encrypt(plaintext, key: key, iv: vector.iv) == expected)
             #expect(try AESCBCCipher.decrypt(expected, key: key, iv: vector.iv) == plaintext)
@@ -251,21 +252,18 @@ enum OpenSSLCommand {
         var description: String { "openssl enc exited with status \(status)" }
     }
 
-    static func encrypt(_ plaintext: [UInt8], cipher: String, key: [UInt8], iv: [UInt8]) throws -> [UInt8] {
+    static func encrypt(_ plaintext: [UInt8], cipher: String, key: [UInt8], iv: [UInt8]) async throws -> [UInt8] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("StowageCryptoTests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let input = directory.appendingPathComponent("plain.bin")
         let output = directory.appendingPathComponent("cipher.bin")
         try Data(plaintext).write(to: input)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = [
-            "enc", "-\(cipher)", "-K", Hex.encode(key), "-iv", Hex.encode(iv), "-in", input.path, "-out", output.path,
-        ]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw Failure(status: process.terminationStatus) }
+        let result = try await ProcessRunner.run(
+            URL(fileURLWithPath: "/usr/bin/openssl"),
+            ["enc", "-\(cipher)", "-K", Hex.encode(key), "-iv", Hex.encode(iv), "-in", input.path, "-out", output.path]
+        )
+        guard result.status == 0 else { throw Failure(status: result.status) }
         return [UInt8](try Data(contentsOf: output))
     }
 }

@@ -12,28 +12,14 @@ struct KeysCommandTests {
         var error: String
     }
 
-    static func stowage(_ arguments: [String], home: URL) throws -> Run {
-        let process = Process()
-        process.executableURL = try StowageExecutable.url()
-        process.arguments = arguments
+    static func stowage(_ arguments: [String], home: URL) async throws -> Run {
         var environment = ProcessInfo.processInfo.environment
         environment["STOWAGE_HOME"] = home.path
-        process.environment = environment
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        nonisolated(unsafe) var errorData = Data()
-        let reader = Thread { errorData = error.fileHandleForReading.readDataToEndOfFile() }
-        reader.start()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        while !reader.isFinished { Thread.sleep(forTimeInterval: 0.005) }
+        let result = try await ProcessRunner.run(try StowageExecutable.url(), arguments, environment: environment)
         return Run(
-            status: process.terminationStatus,
-            output: String(decoding: outputData, as: UTF8.self),
-            error: String(decoding: errorData, as: UTF8.self)
+            status: result.status,
+            output: String(decoding: result.standardOutput, as: UTF8.self),
+            error: String(decoding: result.standardError, as: UTF8.self)
         )
     }
 
@@ -59,7 +45,7 @@ struct KeysCommandTests {
                 try await fixture.session(http, url: url, token: token)
                     .acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent).terms.leaseId
             }
-            let list = try Self.stowage(["keys", "list", "--json"], home: home)
+            let list = try await Self.stowage(["keys", "list", "--json"], home: home)
             #expect(list.status == 0, "\(list.error)")
             let rows = try JSONDecoder().decode([Row].self, from: Data(list.output.utf8))
             #expect(rows.map(\.leaseId) == [leaseId])
@@ -68,26 +54,26 @@ struct KeysCommandTests {
             #expect(rows.first?.playbackTimeLeft == Int64(172_800))
             #expect(rows.first?.pendingRelease == false)
 
-            let renew = try Self.stowage(["keys", "renew", "movie-1", "--key-server", url.absoluteString, "--token", token], home: home)
+            let renew = try await Self.stowage(["keys", "renew", "movie-1", "--key-server", url.absoluteString, "--token", token], home: home)
             #expect(renew.status == 0, "\(renew.error)")
             #expect(renew.output.contains("renewed movie-1"))
 
-            let returned = try Self.stowage(["keys", "return", "movie-1"], home: home)
+            let returned = try await Self.stowage(["keys", "return", "movie-1"], home: home)
             #expect(returned.status == 0, "\(returned.error)")
             #expect(returned.output.contains("released lease \(leaseId)"))
 
-            let after = try JSONDecoder().decode([Row].self, from: Data(try Self.stowage(["keys", "list", "--json"], home: home).output.utf8))
+            let after = try JSONDecoder().decode([Row].self, from: Data(try await Self.stowage(["keys", "list", "--json"], home: home).output.utf8))
             #expect(after.first?.state == "released")
             #expect(after.first?.pendingRelease == false)
 
-            let sync = try Self.stowage(["keys", "sync"], home: home)
+            let sync = try await Self.stowage(["keys", "sync"], home: home)
             #expect(sync.status == 0, "\(sync.error)")
             #expect(sync.output.contains("no releases queued"))
         }
-        let audit = try Self.stowage(["keys", "audit", "--verify"], home: home)
+        let audit = try await Self.stowage(["keys", "audit", "--verify"], home: home)
         #expect(audit.status == 0, "\(audit.error)")
         #expect(audit.output.contains("intact"))
-        let journal = try Self.stowage(["keys", "audit"], home: home)
+        let journal = try await Self.stowage(["keys", "audit"], home: home)
         #expect(journal.output.contains("renewal"))
         #expect(journal.output.contains("release"))
     }

@@ -46,7 +46,7 @@ struct CBCSEncryptorLayoutTests {
     }
 
     @Test(arguments: ["seg_0.m4s", "seg_1.m4s", "seg_2.m4s"])
-    func muxedTracksRoundTripAndFFmpegAgrees(segment: String) throws {
+    func muxedTracksRoundTripAndFFmpegAgrees(segment: String) async throws {
         let (initSection, clear, encrypted) = try Self.encryptMuxed(segment)
         #expect(initSection.tracks.map(\.scheme) == ["cbcs", "cbcs"])
         let clearInit = try FMP4TestSupport.fixture("\(Self.directory)/init.mp4")
@@ -57,8 +57,8 @@ struct CBCSEncryptorLayoutTests {
         let summary = try FragmentedMP4Validator.validate(encrypted, initSection: initSection, segment: segment)
         #expect(summary.trackIDs == [1, 2] && summary.isEncrypted && summary.topLevelBoxes["sidx"] == 2)
         Self.checkSegmentIndexes(encrypted)
-        let ours = try FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted, decryptionKey: Self.key)
-        let twin = try FMP4FFmpeg.frameHashes(of: clearInit + clear)
+        let ours = try await FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted, decryptionKey: Self.key)
+        let twin = try await FMP4FFmpeg.frameHashes(of: clearInit + clear)
         #expect(twin.count > 50)
         #expect(ours == twin)
     }

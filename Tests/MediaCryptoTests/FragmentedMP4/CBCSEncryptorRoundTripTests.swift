@@ -31,15 +31,15 @@ struct CBCSEncryptorRoundTripTests {
     }
 
     @Test(arguments: segments)
-    func ffmpegDecryptsOurOutputToTheClearTwin(segment: String) throws {
+    func ffmpegDecryptsOurOutputToTheClearTwin(segment: String) async throws {
         let keys = try FMP4TestSupport.shakaKeys()
         let (initSection, encrypted) = try Self.encrypted(segment)
-        let ours = try FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted, decryptionKey: keys.key)
-        let twin = try FMP4FFmpeg.frameHashes(of: try CBCSShakaFixtureTests.clearTwin(segment))
+        let ours = try await FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted, decryptionKey: keys.key)
+        let twin = try await FMP4FFmpeg.frameHashes(of: try CBCSShakaFixtureTests.clearTwin(segment))
         #expect(twin.count > 20)
         #expect(ours == twin)
         // Without the key ffmpeg sees ciphertext: the comparison above is not vacuous.
-        #expect(try FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted) != twin)
+        #expect(try await FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted) != twin)
     }
 
     /// Same key, IV and subsample rule as Shaka Packager: the encrypted samples must be byte for byte Shaka's.

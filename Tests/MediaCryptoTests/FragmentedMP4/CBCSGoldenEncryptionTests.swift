@@ -67,11 +67,11 @@ struct CBCSGoldenEncryptionTests {
     /// The video vector is left out on purpose: ffmpeg 5.1 and 8.1 fail on mp4ff's cbcs.mp4 ("subsample size exceeds
     /// the packet size left"), whose trafs have several trun boxes, and on ours, whose samples are the same bytes
     /// (``ciphertextEqualsMp4ffs(vector:)``); the Shaka Packager fixtures cover video with ffmpeg.
-    @Test func ffmpegDecryptsOurAudio() throws {
+    @Test func ffmpegDecryptsOurAudio() async throws {
         let vector = Self.vectors[1]
         let (initSection, encrypted, clear) = try Self.encrypt(vector)
-        let ours = try FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted, decryptionKey: Hex.decode(vector.key)!)
-        let twin = try FMP4FFmpeg.frameHashes(of: clear)
+        let ours = try await FMP4FFmpeg.frameHashes(of: initSection.bytes + encrypted, decryptionKey: Hex.decode(vector.key)!)
+        let twin = try await FMP4FFmpeg.frameHashes(of: clear)
         #expect(twin.count > 100)
         #expect(ours == twin)
     }

@@ -30,9 +30,9 @@ struct CBCSShakaFixtureTests {
     }
 
     @Test(arguments: segments)
-    func ffmpegDemuxesTheClearTwinsPackets(segment: String) throws {
-        let ours = try FMP4FFmpeg.frameHashes(of: try Self.decrypted(segment))
-        let twin = try FMP4FFmpeg.frameHashes(of: try Self.clearTwin(segment))
+    func ffmpegDemuxesTheClearTwinsPackets(segment: String) async throws {
+        let ours = try await FMP4FFmpeg.frameHashes(of: try Self.decrypted(segment))
+        let twin = try await FMP4FFmpeg.frameHashes(of: try Self.clearTwin(segment))
         #expect(twin.count > 20)
         #expect(ours == twin)
     }

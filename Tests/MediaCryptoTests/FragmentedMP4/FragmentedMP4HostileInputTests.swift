@@ -266,7 +266,7 @@ struct FragmentedMP4HostileInputTests {
     }
 
     /// A sample of 66 000 slice NAL units would need more subsamples than senc can count: a limit, not a trap.
-    @Test func tooManySubsamplesIsALimit() throws {
+    @Test func tooManySubsamplesIsALimit() async throws {
         let keys = try FMP4TestSupport.shakaKeys()
         let clearInit = try FMP4TestSupport.fixture("\(CBCSShakaFixtureTests.clearDirectory)/video_init.mp4")
         let initSection = try CBCSInitSection.encrypting(clearInit: clearInit, keyID: keys.keyID, constantIV: keys.iv, segment: "init")
@@ -287,7 +287,7 @@ struct FragmentedMP4HostileInputTests {
         let sample = [UInt8]((0..<66_000).map { _ in SyntheticCBCSSegment.be32(UInt32(nal.count)) + nal }.joined())
         var synthetic = SyntheticCBCSSegment(samples: [SyntheticCBCSSegment.Sample(clear: sample)], auxiliaryInformation: .none)
         synthetic.sampleDescriptionIndex = 1
-        let (segment, _, _) = try synthetic.build(key: keys.key, constantIV: keys.iv)
+        let (segment, _, _) = try await synthetic.build(key: keys.key, constantIV: keys.iv)
         let outcome = Self.outcome {
             _ = try CBCSFragmentEncryptor(initSection: initSection, key: SecretBytes(keys.key), segment: "many.m4s").transform(segment)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import StowageCrypto
+import StowageTestSupport
 
 /// A hand-built cbcs media segment with a known clear twin, for layouts the public fixtures do not use. The box
 /// writer and the reference encryption here are the tests' own (ISO/IEC 14496-12 8.8, ISO/IEC 23001-7 7 and 10.4), and
@@ -56,26 +57,23 @@ struct SyntheticCBCSSegment {
     static func be64(_ value: Int) -> [UInt8] { be32(UInt32(value >> 32)) + be32(UInt32(truncatingIfNeeded: value)) }
 
     /// AES-128-CBC without padding from the openssl command line.
-    static func openssl(_ input: [UInt8], key: [UInt8], iv: [UInt8]) throws -> [UInt8] {
+    static func openssl(_ input: [UInt8], key: [UInt8], iv: [UInt8]) async throws -> [UInt8] {
         let directory = try FMP4TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let inputURL = directory.appendingPathComponent("in")
         let outputURL = directory.appendingPathComponent("out")
         try Data(input).write(to: inputURL)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = [
-            "enc", "-aes-128-cbc", "-nopad", "-K", Hex.encode(key), "-iv", Hex.encode(iv), "-in", inputURL.path, "-out", outputURL.path,
-        ]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw FMP4TestSupport.FixtureError("openssl enc failed") }
+        let result = try await ProcessRunner.run(
+            URL(fileURLWithPath: "/usr/bin/openssl"),
+            ["enc", "-aes-128-cbc", "-nopad", "-K", Hex.encode(key), "-iv", Hex.encode(iv), "-in", inputURL.path, "-out", outputURL.path]
+        )
+        guard result.status == 0 else { throw FMP4TestSupport.FixtureError("openssl enc failed") }
         return Array(try Data(contentsOf: outputURL))
     }
 
     /// The reference cbcs encryption of one sample: per protected range, the pattern's blocks gathered into one CBC
     /// chain from the IV; a partial last block stays clear.
-    func encrypt(_ sample: Sample, key: [UInt8], constantIV: [UInt8]) throws -> [UInt8] {
+    func encrypt(_ sample: Sample, key: [UInt8], constantIV: [UInt8]) async throws -> [UInt8] {
         guard !sample.clearByGroup else { return sample.clear }
         var bytes = sample.clear
         let iv = sample.iv.map { $0 + [UInt8](repeating: 0, count: 16 - $0.count) } ?? constantIV
@@ -90,7 +88,7 @@ struct SyntheticCBCSSegment {
             }
             guard !blocks.isEmpty else { continue }
             let gathered = blocks.flatMap { bytes[$0..<($0 + 16)] }
-            let encrypted = try Self.openssl(gathered, key: key, iv: iv)
+            let encrypted = try await Self.openssl(gathered, key: key, iv: iv)
             for (index, offset) in blocks.enumerated() {
                 bytes.replaceSubrange(offset..<(offset + 16), with: encrypted[(index * 16)..<(index * 16 + 16)])
             }
@@ -99,11 +97,14 @@ struct SyntheticCBCSSegment {
     }
 
     /// The encrypted segment (styp, moof, mdat) and its clear twin's mdat payload.
-    func build(key: [UInt8], constantIV: [UInt8]) throws -> (segment: [UInt8], clearPayload: [UInt8], encryptedPayload: [UInt8]) {
+    func build(key: [UInt8], constantIV: [UInt8]) async throws -> (segment: [UInt8], clearPayload: [UInt8], encryptedPayload: [UInt8]) {
         let styp = Self.box("styp", Array("msdh".utf8) + [0, 0, 0, 0] + Array("msdhmsix".utf8))
         let clearPayload = samples.flatMap(\.clear)
-        let encryptedPayload =
-            auxiliaryInformation == .none ? clearPayload : try samples.flatMap { try encrypt($0, key: key, constantIV: constantIV) }
+        var encryptedPayload = clearPayload
+        if auxiliaryInformation != .none {
+            encryptedPayload = []
+            for sample in samples { encryptedPayload += try await encrypt(sample, key: key, constantIV: constantIV) }
+        }
         let mfhd = Self.box("mfhd", [0, 0, 0, 0] + Self.be32(7))
         let hasSubsamples = samples.contains { !$0.subsamples.isEmpty }
         let ivSize = samples.first?.iv?.count ?? 0

@@ -8,7 +8,7 @@ import Testing
 @Suite("SAMPLE-AES transport stream decryption")
 struct SampleAESTransportStreamDecryptorTests {
     @Test("decrypts every segment of the Shaka fixtures to its clear twin, packet for packet", arguments: TransportStreamFixtures.all)
-    func decryptsToClearTwin(fixture: TransportStreamFixtures.Fixture) throws {
+    func decryptsToClearTwin(fixture: TransportStreamFixtures.Fixture) async throws {
         let directory = try TransportStreamFixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         var packetsPerPlaylist: [String: Int] = [:]
@@ -20,8 +20,8 @@ struct SampleAESTransportStreamDecryptorTests {
             // ffmpeg demuxes ours and the twin: every stream, every packet, same size and MD5.
             let output = directory.appendingPathComponent(segment.file)
             try Data(decrypted).write(to: output)
-            let ours = TransportStreamFFmpeg.byStream(try TransportStreamFFmpeg.packets(output))
-            let twin = TransportStreamFFmpeg.byStream(try TransportStreamFFmpeg.packets(segment.clear))
+            let ours = TransportStreamFFmpeg.byStream(try await TransportStreamFFmpeg.packets(output))
+            let twin = TransportStreamFFmpeg.byStream(try await TransportStreamFFmpeg.packets(segment.clear))
             #expect(ours.keys.sorted() == twin.keys.sorted(), "\(segment): streams")
             for (stream, expected) in twin {
                 let actual = ours[stream] ?? []

@@ -186,13 +186,13 @@ struct SampleAESTransportStreamEncryptorTests {
     ///    NAL units down only while the last protected NAL unit shrank too; a protected NAL unit that does not shrink
     ///    (and anything after it) stays where it was, so the packet is garbled.
     @Test("ffmpeg decrypts our encryption through a playlist, except where its known defects strike", arguments: TransportStreamFixtures.names)
-    func ffmpegDecryptsOurOutput(name: String) throws {
+    func ffmpegDecryptsOurOutput(name: String) async throws {
         let fixture = TransportStreamFixtures.fixture(name)
         let directory = try TransportStreamFixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         for kind in ["video", "audio"] {
             let clear = try fixture.segments(of: kind).map { try TransportStreamFixtures.read($0.clear) }
-            let result = try Self.playThroughFFmpeg(clear, key: fixture.segments[0].key, name: kind, directory: directory)
+            let result = try await Self.playThroughFFmpeg(clear, key: fixture.segments[0].key, name: kind, directory: directory)
             #expect(
                 result.differing == result.predicted,
                 "\(fixture) \(kind): ffmpeg differs at \(result.differing.sorted()), its defects predict \(result.predicted.sorted())"
@@ -205,7 +205,7 @@ struct SampleAESTransportStreamEncryptorTests {
     /// prevention byte in a clear part: the committed multi-slice fixture has none such, so one is made from it by
     /// writing `00 00 03 01` into the clear bytes of one slice (past the slice header, so demuxing is unchanged).
     @Test("ffmpeg garbles a multi-slice picture after a slice with an emulation prevention byte, as predicted")
-    func ffmpegMultiSliceDefect() throws {
+    func ffmpegMultiSliceDefect() async throws {
         let segment = TransportStreamFixtures.fixture("multislice").segments(of: "video")[0]
         let original = try TransportStreamFixtures.read(segment.clear)
         let pid = TransportStreamTestMuxing.programMap(original, pmtPID: TransportStreamTestMuxing.pmtPID(original))[0].pid
@@ -229,7 +229,7 @@ struct SampleAESTransportStreamEncryptorTests {
         let clear = TransportStreamTestMuxing.segment(streams: [.init(pid: pid, streamType: 0x1B)], pes: pictures.map { (pid, $0) })
         let directory = try TransportStreamFixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let result = try Self.playThroughFFmpeg([clear], key: segment.key, name: "video", directory: directory)
+        let result = try await Self.playThroughFFmpeg([clear], key: segment.key, name: "video", directory: directory)
         #expect(result.misplaced.contains(picture), "the modified picture \(picture) triggers defect 2")
         #expect(
             result.differing == result.predicted,
@@ -252,7 +252,7 @@ struct SampleAESTransportStreamEncryptorTests {
         key: [UInt8],
         name: String,
         directory: URL
-    ) throws -> (differing: Set<Int>, predicted: Set<Int>, misplaced: Set<Int>) {
+    ) async throws -> (differing: Set<Int>, predicted: Set<Int>, misplaced: Set<Int>) {
         try Data(key).write(to: directory.appendingPathComponent("key.bin"))
         var playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:3\n"
         var expected: [TransportStreamFFmpeg.Packet] = []
@@ -267,7 +267,7 @@ struct SampleAESTransportStreamEncryptorTests {
             playlist += "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"key.bin\",IV=0x\(TransportStreamFixtures.hex(ivs[index]))\n"
             playlist += "#EXTINF:2.0,\n\(name)-\(index).ts\n"
 
-            let twin = try TransportStreamFFmpeg.packets(clearURL)
+            let twin = try await TransportStreamFFmpeg.packets(clearURL)
             let frames = TransportStreamTestMuxing.pesPackets(encrypted).values.first!.map(TransportStreamTestMuxing.pesPayload)
             let streamType = TransportStreamTestMuxing.programMap(encrypted, pmtPID: TransportStreamTestMuxing.pmtPID(encrypted))[0].streamType
             if streamType == 0xDB {
@@ -286,7 +286,7 @@ struct SampleAESTransportStreamEncryptorTests {
         playlist += "#EXT-X-ENDLIST\n"
         let playlistURL = directory.appendingPathComponent("\(name).m3u8")
         try playlist.write(to: playlistURL, atomically: true, encoding: .utf8)
-        let actual = try TransportStreamFFmpeg.packets(playlistURL, extraArguments: ["-allowed_extensions", "ALL"])
+        let actual = try await TransportStreamFFmpeg.packets(playlistURL, extraArguments: ["-allowed_extensions", "ALL"])
         #expect(actual.count == expected.count, "\(name): ffmpeg demuxes \(actual.count) packets, the clear segments \(expected.count)")
         let differing = Set(zip(actual, expected).enumerated().filter { $0.element.0 != $0.element.1 }.map(\.offset))
         return (differing, predicted.union(misplaced), misplaced)

