@@ -18,7 +18,8 @@ when the same size is asked again. It serves the directory with `stowage origin`
   - `stowage download master.m3u8 --asset-id bench --json` into a fresh STOWAGE_HOME,
 reporting throughput (decimal MB of encrypted segment bytes per second of wall time), peak resident memory of the
 process tree (/proc polled every 20 ms: the largest sum of VmRSS over the tree, or any one process's VmHWM), CPU time of the tool
-and of the origin during the run. Each output is checked for size and deleted after measuring.
+and of the origin during the run. Each output is checked for size and deleted after measuring; stowage's package is
+also checked against its manifest (every segment under video/ with the source's size, SHA-256 of the first and last).
 
 Targets: stowage >= 0.8x the better curl row, >= 2x the faster ffmpeg, >= 2x the faster yt-dlp row, peak RSS < 64 MiB,
 and flat memory: peak RSS at the largest size within +8 MiB of the smallest.
@@ -301,6 +302,35 @@ def measure(command, timeout, origin, env=None, log_path=None):
     return process.returncode, elapsed, peak, usage.ru_utime + usage.ru_stime, origin_cpu, text
 
 
+def check_package(package, source):
+    """Why the stowage package at `package` is not a faithful copy of the asset directory `source`, or None: every
+    segment the manifest lists is there with the source's size, the manifest records sizes and SHA-256s, and for the
+    first and last segments the SHA-256 of the stored bytes is the recorded one and the source's."""
+    try:
+        with open(os.path.join(package, "manifest.json")) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError) as error:
+        return f"no readable manifest.json: {error}"
+    files = [segment["file"] for rendition in manifest.get("renditions", []) for segment in rendition.get("segments", [])
+             if segment.get("file")]
+    if not files or not all(r.get("isComplete") for r in manifest["renditions"]):
+        return "the manifest lists no segments or an incomplete rendition"
+    for index, file in enumerate(files):
+        stored = os.path.join(package, file["path"])
+        original = os.path.join(source, file["sourceURL"].rsplit("/", 1)[-1])
+        size, want = (os.path.getsize(p) if os.path.exists(p) else -1 for p in (stored, original))
+        if size != want or file.get("size") != size:
+            return f"{file['path']}: {size} bytes stored, manifest says {file.get('size')}, source has {want}"
+        if index in (0, len(files) - 1):
+            digests = set()
+            for path in (stored, original):
+                with open(path, "rb") as handle:
+                    digests.add(hashlib.sha256(handle.read()).hexdigest())
+            if digests != {file.get("sha256")}:
+                return f"{file['path']}: SHA-256 of stored bytes, source and manifest differ"
+    return None
+
+
 def tree_bytes(path):
     if os.path.isfile(path):
         return os.path.getsize(path)
@@ -425,8 +455,9 @@ def contenders(stowage, selected):
 
         def make(base, out, info):
             env = dict(os.environ, STOWAGE_HOME=out)
+            # The package keeps segments as served (still encrypted) under the rendition folder, video/.
             return ([stowage, "download", f"{base}/master.m3u8", "--asset-id", "bench", "--json"], env,
-                    os.path.join(out, "packages", "bench"), info["clear_bytes"])
+                    os.path.join(out, "packages", "bench", "video"), info["encrypted_bytes"])
         rows.append(("stowage", "stowage", "stowage download" if available else None, make))
     return rows, notes
 
@@ -516,6 +547,8 @@ def main():
                             record["error"] = f"FAILED (exit {code}): {text.strip().splitlines()[-1] if text.strip() else ''}"
                     elif got < expected:
                         record["error"] = f"FAILED: wrote {got} bytes, expected at least {expected}"
+                    elif key == "stowage" and (problem := check_package(os.path.dirname(produced), os.path.join(work, name))):
+                        record["error"] = f"FAILED: {problem}"
                     else:
                         record["seconds"].append(seconds)
                         record["peak"] = max(record["peak"], peak)

@@ -149,30 +149,38 @@ struct DownloadRunner: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<concurrency {
                 group.addTask {
-                    while let (renditionId, file, estimate) = await queue.next() {
-                        try Task.checkCancellation()
-                        let destination = try package.url(forRelativePath: file.path)
-                        try await waitForSpace(bytes: estimate, package: package)
-                        let done = try await fetcher.fetch(file, to: destination) { status, bytes, seconds, retries, failure in
-                            accessLog?.write([
-                                "cs-method": "GET",
-                                "cs-uri": file.sourceURL,
-                                "sc-status": status.map(String.init) ?? "-",
-                                "sc-bytes": String(bytes),
-                                "time-taken": String(format: "%.3f", seconds),
-                                "x-retries": String(retries),
-                                "x-rendition": renditionId,
-                                "x-throughput": seconds > 0 ? String(Int(Double(bytes) / seconds)) : "-",
-                            ])
-                            if let failure {
-                                errorLog?.write([
-                                    "cs-uri": file.sourceURL, "x-error-domain": failure.domain, "x-error-code": failure.code,
-                                    "x-comment": failure.comment,
+                    // A worker streams its next file while the previous one is flushed, renamed and recorded.
+                    try await withThrowingTaskGroup(of: Void.self) { placing in
+                        while let (renditionId, file, estimate) = await queue.next() {
+                            try Task.checkCancellation()
+                            let destination = try package.url(forRelativePath: file.path)
+                            try await waitForSpace(bytes: estimate, package: package)
+                            let staged = try await fetcher.fetch(file, to: destination) { status, bytes, seconds, retries, failure in
+                                accessLog?.write([
+                                    "cs-method": "GET",
+                                    "cs-uri": file.sourceURL,
+                                    "sc-status": status.map(String.init) ?? "-",
+                                    "sc-bytes": String(bytes),
+                                    "time-taken": String(format: "%.3f", seconds),
+                                    "x-retries": String(retries),
+                                    "x-rendition": renditionId,
+                                    "x-throughput": seconds > 0 ? String(Int(Double(bytes) / seconds)) : "-",
                                 ])
+                                if let failure {
+                                    errorLog?.write([
+                                        "cs-uri": file.sourceURL, "x-error-domain": failure.domain, "x-error-code": failure.code,
+                                        "x-comment": failure.comment,
+                                    ])
+                                }
+                            }
+                            try await placing.next()
+                            placing.addTask {
+                                try await fetcher.place(staged)
+                                try store.recordFile(assetId, path: file.path, size: staged.done.size, sha256: staged.done.sha256)
+                                await tracker.complete(file.path, renditionId: renditionId, staged.done)
                             }
                         }
-                        try store.recordFile(assetId, path: file.path, size: done.size, sha256: done.sha256)
-                        await tracker.complete(file.path, renditionId: renditionId, done)
+                        try await placing.waitForAll()
                     }
                 }
             }

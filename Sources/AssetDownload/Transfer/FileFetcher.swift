@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import OfflinePackage
 import StowageCrypto
 
@@ -13,6 +14,15 @@ import Glibc
 struct TransferOutcome: Sendable {
     var status: Int
     var bytes: Int64
+    /// Size and SHA-256 of the whole part file, hashed as it was written; nil when `check` has to read it back.
+    var whole: CompletedFile? = nil
+}
+
+/// A file whose bytes are all in `NAME.part`, checked and hashed, waiting for ``FileFetcher/place(_:)``.
+struct StagedFile: Sendable {
+    var part: URL
+    var destination: URL
+    var done: CompletedFile
 }
 
 /// Why one attempt failed, and whether another may succeed.
@@ -29,8 +39,8 @@ struct TransferFailure: Error, Sendable {
 }
 
 /// Streams one package file from the network into place: appended to `NAME.part` as bytes arrive (SHA-256 computed on
-/// the way), resumed with an HTTP Range request where a partial file exists, fsynced and renamed when whole. Never
-/// holds more than one network chunk in memory.
+/// the way, over what a partial file already held first), resumed with an HTTP Range request where a partial file
+/// exists, then (``place(_:)``) fsynced and renamed when whole. Never holds more than one network chunk in memory.
 struct FileFetcher: Sendable {
     struct Configuration: Sendable {
         var headers: [(String, String)]
@@ -44,12 +54,15 @@ struct FileFetcher: Sendable {
     let client: HTTPClient
     let configuration: Configuration
 
-    /// Fetches `file` into `destination` with retries. Returns the final size and SHA-256.
+    /// Buffer size for reading a part file back.
+    static let readSize = 1 << 20
+
+    /// Fetches `file` into `destination`'s part file with retries. Returns it checked and hashed, for ``place(_:)``.
     func fetch(
         _ file: PackageFile,
         to destination: URL,
         log: @escaping @Sendable (_ status: Int?, _ bytes: Int64, _ seconds: Double, _ retries: Int, _ failure: TransferFailure?) -> Void
-    ) async throws -> CompletedFile {
+    ) async throws -> StagedFile {
         guard let url = URL(string: file.sourceURL) else { throw DownloadError.unsupportedURI(file.sourceURL) }
         let part = destination.appendingPathExtension("part")
         var failures = 0
@@ -60,7 +73,8 @@ struct FileFetcher: Sendable {
             do {
                 let outcome = try await attempt(url: url, file: file, part: part)
                 log(outcome.status, outcome.bytes, Self.seconds(since: started), failures, nil)
-                return try finish(part: part, destination: destination, expectedLength: file.byteRange?.length)
+                let done = try check(part: part, destination: destination, expectedLength: file.byteRange?.length, whole: outcome.whole)
+                return StagedFile(part: part, destination: destination, done: done)
             } catch let failure as TransferFailure {
                 log(failure.status, failure.advanced, Self.seconds(since: started), failures, failure)
                 switch failure.kind {
@@ -184,7 +198,7 @@ struct FileFetcher: Sendable {
         }
         let limit = file.byteRange.map { $0.length - keep }
         let expected: Int64? = limit ?? (status == 200 ? response.headers.first(name: "Content-Length").flatMap(Int64.init) : nil)
-        let fd = open(part.path, O_WRONLY | O_CREAT | O_CLOEXEC | (keep == 0 ? O_TRUNC : O_APPEND), 0o600)
+        let fd = open(part.path, O_RDWR | O_CREAT | O_CLOEXEC | (keep == 0 ? O_TRUNC : O_APPEND), 0o600)
         guard fd >= 0 else {
             throw TransferFailure(
                 kind: errno == ENOSPC ? .diskFull : .local,
@@ -194,6 +208,9 @@ struct FileFetcher: Sendable {
             )
         }
         defer { close(fd) }
+        // The digest covers the whole file: what an earlier attempt left comes first.
+        var hasher = SHA256Hasher()
+        if keep > 0 { try Self.hash(fd, into: &hasher) }
         var written: Int64 = 0
         do {
             for try await var chunk in response.body {
@@ -207,6 +224,7 @@ struct FileFetcher: Sendable {
                     chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(limit - written)) ?? chunk
                 }
                 try Self.writeAll(fd, chunk, advanced: written)
+                chunk.withUnsafeReadableBytes { hasher.update($0) }
                 written += Int64(chunk.readableBytes)
                 if let limit, written >= limit { break }
             }
@@ -227,7 +245,11 @@ struct FileFetcher: Sendable {
                 advanced: written
             )
         }
-        return TransferOutcome(status: status, bytes: written)
+        return TransferOutcome(
+            status: status,
+            bytes: written,
+            whole: CompletedFile(size: keep + written, sha256: Hex.encode(hasher.finalize()))
+        )
     }
 
     private func copyLocal(url: URL, file: PackageFile, part: URL) throws -> TransferOutcome {
@@ -272,35 +294,68 @@ struct FileFetcher: Sendable {
         }
     }
 
-    /// Hashes the whole part file, checks its length, flushes it and renames it into place.
-    private func finish(part: URL, destination: URL, expectedLength: Int64?) throws -> CompletedFile {
-        let fd = open(part.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: "the partial file vanished")
+    /// Checks the part file's length. Returns its size and SHA-256: `whole` when the transfer hashed the file as it
+    /// wrote it, else read back from the file.
+    private func check(part: URL, destination: URL, expectedLength: Int64?, whole: CompletedFile?) throws -> CompletedFile {
+        var done: CompletedFile
+        if let whole {
+            done = whole
+        } else {
+            let fd = open(part.path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: "the partial file vanished")
+            }
+            defer { close(fd) }
+            var hasher = SHA256Hasher()
+            do {
+                done = CompletedFile(size: try Self.hash(fd, into: &hasher), sha256: "")
+            } catch {
+                throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: error.comment)
+            }
+            done.sha256 = Hex.encode(hasher.finalize())
         }
-        defer { close(fd) }
-        var hasher = SHA256Hasher()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var size: Int64 = 0
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { break }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            size += Int64(n)
-        }
-        if let expectedLength, size != expectedLength {
+        if let expectedLength, done.size != expectedLength {
             try? FileManager.default.removeItem(at: part)
             throw DownloadError.segmentFailed(
                 path: destination.lastPathComponent,
                 url: part.path,
-                reason: "got \(size) bytes, expected \(expectedLength)"
+                reason: "got \(done.size) bytes, expected \(expectedLength)"
             )
         }
-        guard fsync(fd) == 0, rename(part.path, destination.path) == 0 else {
-            throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: String(cString: strerror(errno)))
+        return done
+    }
+
+    /// Flushes a staged file to disk and renames it into place, so that a file under its final name is whole on disk.
+    /// The flush waits for the disk: it runs on NIO's blocking-I/O pool, not on the few threads that run tasks.
+    func place(_ staged: StagedFile) async throws {
+        let part = staged.part.path
+        let destination = staged.destination.path
+        let code = try await NIOThreadPool.singleton.runIfActive { () -> Int32 in
+            let fd = open(part, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return errno }
+            defer { close(fd) }
+            return fsync(fd) == 0 && rename(part, destination) == 0 ? 0 : errno
         }
-        return CompletedFile(size: size, sha256: Hex.encode(hasher.finalize()))
+        guard code == 0 else {
+            throw DownloadError.segmentFailed(path: staged.destination.lastPathComponent, url: part, reason: String(cString: strerror(code)))
+        }
+    }
+
+    /// Feeds `fd` from its start to its end into `hasher`; returns the bytes read.
+    @discardableResult
+    private static func hash(_ fd: Int32, into hasher: inout SHA256Hasher) throws(TransferFailure) -> Int64 {
+        var buffer = [UInt8](repeating: 0, count: readSize)
+        var size: Int64 = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, $0.count, off_t(size)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw TransferFailure(kind: .local, domain: "storage", code: "read_failed", comment: String(cString: strerror(errno)))
+            }
+            guard n > 0 else { return size }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            size += Int64(n)
+        }
     }
 
     static func size(of url: URL) -> Int64 {
