@@ -52,7 +52,7 @@ public struct PackageDeletion: Sendable {
         // What an interrupted deletion left is gone already as a package; it is measured and removed with the rest.
         var targets: [URL] = []
         if Self.exists(deleting) {
-            report.bytesFreed += Self.sizeOnDisk(of: deleting)
+            report.bytesFreed += PackageDirectory.sizeOnDisk(of: deleting)
             targets.append(deleting)
         }
         if Self.exists(package.url) {
@@ -89,19 +89,6 @@ public struct PackageDeletion: Sendable {
     private static func exists(_ url: URL) -> Bool {
         var info = stat()
         return lstat(url.path, &info) == 0
-    }
-
-    /// Allocated bytes of the regular files under `url`, as ``PackageDirectory/sizeOnDisk()`` counts them.
-    private static func sizeOnDisk(of url: URL) -> Int64 {
-        guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: nil) else { return 0 }
-        var total: Int64 = 0
-        for case let file as URL in enumerator {
-            var info = stat()
-            if lstat(file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
-                total += Int64(info.st_blocks) * 512
-            }
-        }
-        return total
     }
 
     private static func fileCount(in url: URL) -> Int {

@@ -122,7 +122,10 @@ public struct PackageDirectory: Sendable, Hashable {
     }
 
     /// The bytes the package's files take on disk (allocated blocks), all files in the folder counted.
-    public func sizeOnDisk() -> Int64 {
+    public func sizeOnDisk() -> Int64 { Self.sizeOnDisk(of: url) }
+
+    /// Allocated bytes of the regular files under `url` (links not followed).
+    static func sizeOnDisk(of url: URL) -> Int64 {
         guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: nil) else { return 0 }
         var total: Int64 = 0
         for case let file as URL in enumerator {
