@@ -154,7 +154,6 @@ struct CancelCommand: AsyncParsableCommand {
     func run() async throws {
         do {
             let session = try DownloadSession(dataDirectory: .fromEnvironment())
-            defer { Task { try? await session.shutdown() } }
             try session.cancel(assetId: assetId)
             try? await session.shutdown()
             print(json ? #"{"cancelled":"\#(assetId)"}"# : "cancelled \(assetId): partial files removed")
@@ -309,7 +308,7 @@ final class ProgressDisplay {
                 r.durationSeconds
             )
         }
-        lines.append("  overall %\(percent)  \(rate)  \(eta)".replacingOccurrences(of: "%\(percent)", with: "\(percent)%"))
+        lines.append("  overall \(percent)%  \(rate)  \(eta)")
         var text = String(repeating: "\u{1b}[1A\u{1b}[2K", count: drawnLines)
         text += lines.joined(separator: "\n") + "\n"
         drawnLines = lines.count

@@ -98,6 +98,11 @@ struct DownloadTests {
             let manifest = try result.get()
             #expect(manifest.renditions.map(\.id) == ["video", "audio-en"])
             #expect(manifest.rendition(id: "video")?.resolution == "320x180")
+            // No subtitles held: the local variant names no subtitle group.
+            let package = try PackageDirectory(assetId: "low", in: fixture.clientDirectory)
+            let master = try String(contentsOf: package.url(forRelativePath: "master.m3u8"), encoding: .utf8)
+            #expect(!master.contains("SUBTITLES="))
+            #expect(master.contains("AUDIO=\"aud\""))
 
             let all = DownloadRequest(
                 url: fixture.sourceURL(origin, asset: "all"),

@@ -139,13 +139,20 @@ struct DownloadPlanner: Sendable {
                     continue
                 }
                 guard let absolute = PlaylistURI.resolve(uri, against: top.url)?.absoluteString,
-                    let held = builder.manifest.renditions.first(where: { $0.sourceURL == absolute || $0.originalURI == absolute })
+                    let held = builder.manifest.renditions.first(where: { $0.sourceURL == absolute })
                 else { continue }
                 var copy = rendition
                 copy.uri = held.playlist
                 renditions.append(copy)
             }
             localMultivariant.renditions = renditions
+            // A group the package holds nothing of is not referenced (a variant naming an empty group is invalid).
+            if let group = local.subtitles, !renditions.contains(where: { $0.type == .subtitles && $0.groupID == group }) {
+                localMultivariant.variants[0].subtitles = nil
+            }
+            if let group = local.audio, !renditions.contains(where: { $0.type == .audio && $0.groupID == group }) {
+                localMultivariant.variants[0].audio = nil
+            }
             localMultivariant.sessionKeys = multivariant.sessionKeys.map { key in
                 var key = key
                 if let uri = key.uri, let absolute = PlaylistURI.resolve(uri, against: top.url) { key.uri = absolute.absoluteString }
@@ -221,11 +228,6 @@ struct DownloadPlanner: Sendable {
         let trimmed = String(allowed).split(separator: "-").joined(separator: "-")
         return trimmed.isEmpty ? "x" : String(trimmed.prefix(32))
     }
-}
-
-extension PackageRendition {
-    /// Where the rendition's media playlist came from before redirects (kept equal to sourceURL today).
-    var originalURI: String { sourceURL }
 }
 
 /// Builds renditions, local file names and local media playlists.
