@@ -16,7 +16,6 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     case notFound(assetId: String)
     case alreadyExists(assetId: String, state: String)
     case invalidState(assetId: String, state: String, action: String)
-    case cancelled
 
     /// A stable code.
     public var code: String {
@@ -35,15 +34,6 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .notFound: "download_not_found"
         case .alreadyExists: "download_exists"
         case .invalidState: "download_invalid_state"
-        case .cancelled: "download_cancelled"
-        }
-    }
-
-    /// Whether `stowage resume` can carry on after this error (the file or network may come back).
-    public var isResumable: Bool {
-        switch self {
-        case .segmentFailed, .segmentHTTPStatus, .insufficientStorage, .keys, .playlist: true
-        default: false
         }
     }
 
@@ -70,7 +60,6 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .alreadyExists(let asset, let state):
             "asset \(asset) already exists (\(state)); use `stowage resume \(asset)`, `stowage add-media \(asset)` or `stowage delete \(asset)`"
         case .invalidState(let asset, let state, let action): "cannot \(action) asset \(asset): it is \(state)"
-        case .cancelled: "the download was cancelled"
         }
     }
 

@@ -21,10 +21,6 @@ struct DownloadRunner: Sendable {
             let manifest = try await download()
             events.yield(.finished(manifest))
             return manifest
-        } catch let error as DownloadError where error == .cancelled {
-            try? store.setState(assetId, .paused, at: now)
-            events.yield(.paused(nil))
-            throw CancellationError()
         } catch is CancellationError {
             try? store.setState(assetId, .paused, at: now)
             events.yield(.paused(nil))
