@@ -13,6 +13,8 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     case insufficientStorage(needed: Int64, available: Int64)
     case keys(code: String, message: String)
     case storage(String)
+    case database(String)
+    case package(code: String, message: String)
     case notFound(assetId: String)
     case alreadyExists(assetId: String, state: String)
     case invalidState(assetId: String, state: String, action: String)
@@ -30,7 +32,9 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .segmentHTTPStatus: "segment_http_status"
         case .insufficientStorage: "insufficientStorage"
         case .keys(let code, _): code
-        case .storage: "download_state_error"
+        case .storage: "package_write_failed"
+        case .database: "download_state_error"
+        case .package(let code, _): code
         case .notFound: "download_not_found"
         case .alreadyExists: "download_exists"
         case .invalidState: "download_invalid_state"
@@ -55,7 +59,11 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .insufficientStorage(let needed, let available):
             "not enough disk space: about \(Self.megabytes(needed)) needed, \(Self.megabytes(available)) free; free some space, then `stowage resume`"
         case .keys(_, let message): message
-        case .storage(let reason): "the download state cannot be written: \(reason)"
+        case .storage(let reason):
+            "\(reason); check free space and the permissions of the data directory ($STOWAGE_HOME), then `stowage resume`"
+        case .database(let reason):
+            "the download state in stowage.sqlite cannot be read or written (\(reason)); check the data directory ($STOWAGE_HOME)"
+        case .package(_, let message): message
         case .notFound(let asset): "no download of asset \(asset); `stowage list` shows the assets"
         case .alreadyExists(let asset, let state):
             "asset \(asset) already exists (\(state)); use `stowage resume \(asset)`, `stowage add-media \(asset)` or `stowage delete \(asset)`"

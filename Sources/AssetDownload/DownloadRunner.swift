@@ -43,8 +43,8 @@ struct DownloadRunner: Sendable {
         case let error as DownloadError: error
         case let error as KeySessionError: .keys(code: error.code, message: error.message)
         case let error as KeyStoreError: .keys(code: error.code, message: error.message)
-        case let error as PackageError: .storage(error.description)
-        default: .storage(String(describing: error))
+        case let error as PackageError: .package(code: error.code, message: error.description)
+        default: .storage("asset download stopped: \(error)")
         }
     }
 
@@ -100,7 +100,7 @@ struct DownloadRunner: Sendable {
                     try FileManager.default.createDirectory(at: try package.url(forRelativePath: rendition.id), withIntermediateDirectories: true)
                 }
             } catch {
-                throw DownloadError.storage("cannot write the package: \(error)")
+                throw DownloadError.storage("cannot write the playlists of package \(assetId): \(error)")
             }
             try package.writeManifest(manifest)
         }
@@ -151,23 +151,13 @@ struct DownloadRunner: Sendable {
                             try Task.checkCancellation()
                             let destination = try package.url(forRelativePath: file.path)
                             try await waitForSpace(bytes: estimate, package: package)
-                            let staged = try await fetcher.fetch(file, to: destination) { status, bytes, seconds, retries, failure in
-                                accessLog?.write([
-                                    "cs-method": "GET",
-                                    "cs-uri": file.sourceURL,
-                                    "sc-status": status.map(String.init) ?? "-",
-                                    "sc-bytes": String(bytes),
-                                    "time-taken": String(format: "%.3f", seconds),
-                                    "x-retries": String(retries),
-                                    "x-rendition": renditionId,
-                                    "x-throughput": seconds > 0 ? String(Int(Double(bytes) / seconds)) : "-",
-                                ])
-                                if let failure {
-                                    errorLog?.write([
-                                        "cs-uri": file.sourceURL, "x-error-domain": failure.domain, "x-error-code": failure.code,
-                                        "x-comment": failure.comment,
-                                    ])
-                                }
+                            let staged: StagedFile
+                            do {
+                                staged = try await fetcher.fetch(file, to: destination, log: Self.attemptLog(file, renditionId, accessLog, errorLog))
+                            } catch {
+                                // The previous file is whole: put it in place before stopping, so no resume asks for it again.
+                                try? await placing.waitForAll()
+                                throw error
                             }
                             try await placing.next()
                             placing.addTask {
@@ -202,6 +192,32 @@ struct DownloadRunner: Sendable {
         try package.writeManifest(manifest)
         try store.setState(assetId, .completed, at: now)
         return manifest
+    }
+
+    /// Writes each attempt at `file` to the access log, and failed ones to the error log too.
+    static func attemptLog(
+        _ file: PackageFile,
+        _ renditionId: String,
+        _ accessLog: ExtendedLogFile?,
+        _ errorLog: ExtendedLogFile?
+    ) -> @Sendable (Int?, Int64, Double, Int, TransferFailure?) -> Void {
+        { status, bytes, seconds, retries, failure in
+            accessLog?.write([
+                "cs-method": "GET",
+                "cs-uri": file.sourceURL,
+                "sc-status": status.map(String.init) ?? "-",
+                "sc-bytes": String(bytes),
+                "time-taken": String(format: "%.3f", seconds),
+                "x-retries": String(retries),
+                "x-rendition": renditionId,
+                "x-throughput": seconds > 0 ? String(Int(Double(bytes) / seconds)) : "-",
+            ])
+            if let failure {
+                errorLog?.write([
+                    "cs-uri": file.sourceURL, "x-error-domain": failure.domain, "x-error-code": failure.code, "x-comment": failure.comment,
+                ])
+            }
+        }
     }
 
     // MARK: - Keys
@@ -309,11 +325,9 @@ actor WorkQueue {
 actor ProgressTracker {
     private struct State {
         var progress: DownloadProgress.Rendition
-        var segmentDurations: [String: Double]
         /// Media time span of each segment file.
         var spans: [String: (start: Double, end: Double)]
         var loaded: [(start: Double, end: Double)]
-        var files: Set<String>
 
         /// Merges the loaded spans into sorted, disjoint ranges.
         mutating func mergeRanges() {
@@ -328,6 +342,7 @@ actor ProgressTracker {
             }
             loaded = merged
             progress.loadedTimeRanges = merged.map { [$0.start, $0.end] }
+            progress.loadedSeconds = merged.reduce(0) { $0 + ($1.end - $1.start) }
         }
     }
 
@@ -339,7 +354,6 @@ actor ProgressTracker {
     init(manifest: PackageManifest, completed: [String: CompletedFile], events: AsyncStream<DownloadEvent>.Continuation) {
         self.events = events
         renditions = manifest.renditions.map { rendition in
-            var durations: [String: Double] = [:]
             var spans: [String: (start: Double, end: Double)] = [:]
             var time = 0.0
             var loaded: [(start: Double, end: Double)] = []
@@ -347,7 +361,6 @@ actor ProgressTracker {
                 let span = (start: time, end: time + segment.duration)
                 time += segment.duration
                 if let path = segment.file?.path {
-                    durations[path] = segment.duration
                     spans[path] = span
                     if completed[path] != nil { loaded.append(span) }
                 } else {
@@ -360,7 +373,7 @@ actor ProgressTracker {
                 progress: .init(
                     id: rendition.id,
                     kind: rendition.kind,
-                    loadedSeconds: loaded.reduce(0) { $0 + ($1.end - $1.start) },
+                    loadedSeconds: 0,
                     loadedTimeRanges: [],
                     durationSeconds: rendition.duration,
                     bytes: done.reduce(0) { $0 + (completed[$1]?.size ?? 0) },
@@ -368,10 +381,8 @@ actor ProgressTracker {
                     filesTotal: files.count,
                     expectedBytes: Int64(Double(rendition.bandwidth ?? 128_000) * rendition.duration / 8)
                 ),
-                segmentDurations: durations,
                 spans: spans,
-                loaded: loaded,
-                files: files
+                loaded: loaded
             )
             state.mergeRanges()
             return state
@@ -382,7 +393,6 @@ actor ProgressTracker {
         guard let index = renditions.firstIndex(where: { $0.progress.id == renditionId }) else { return }
         renditions[index].progress.filesDone += 1
         renditions[index].progress.bytes += file.size
-        renditions[index].progress.loadedSeconds += renditions[index].segmentDurations[path] ?? 0
         if let span = renditions[index].spans[path] {
             renditions[index].loaded.append(span)
             renditions[index].mergeRanges()

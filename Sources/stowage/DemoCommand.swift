@@ -173,7 +173,7 @@ struct Demo {
             say("\(rendition.id): \(rendition.files) files, \(rendition.filesDecrypted) decrypted, \(rendition.isPlayable ? "ok" : "PROBLEM")")
         }
         guard report.isPlayable else {
-            throw DownloadError.storage(report.problems.map(\.message).joined(separator: "; "))
+            throw DemoError("verification found problems: " + report.problems.map(\.message).joined(separator: "; "))
         }
         say("playable offline for at least 48 h: yes (\(Library.megabytes(manifest.knownBytes)))")
 

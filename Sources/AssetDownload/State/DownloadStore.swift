@@ -109,7 +109,7 @@ public final class DownloadStore: Sendable {
                 )
             }
         } catch {
-            throw .storage(String(describing: error))
+            throw .database(String(describing: error))
         }
     }
 
@@ -223,7 +223,7 @@ public final class DownloadStore: Sendable {
         do {
             return try JSONEncoder().encode(request)
         } catch {
-            throw .storage(String(describing: error))
+            throw .database(String(describing: error))
         }
     }
 
@@ -231,7 +231,7 @@ public final class DownloadStore: Sendable {
         do {
             try pool.write(body)
         } catch {
-            throw .storage(String(describing: error))
+            throw .database(String(describing: error))
         }
     }
 
@@ -239,7 +239,7 @@ public final class DownloadStore: Sendable {
         do {
             return try pool.read(body)
         } catch {
-            throw .storage(String(describing: error))
+            throw .database(String(describing: error))
         }
     }
 }
