@@ -63,7 +63,7 @@ struct DownloadRunner: Sendable {
                 loader: PlaylistFetcher(
                     loader: PlaylistLoader(
                         client: session.http,
-                        headers: record.request.headerPairs,
+                        headers: record.request.scopedHeaders,
                         timeoutSeconds: session.configuration.headTimeout
                     ),
                     retry: session.configuration.retry
@@ -85,8 +85,8 @@ struct DownloadRunner: Sendable {
                 try store.setKeysAcquired(assetId, false, at: now)
                 record.keysAcquired = false
             }
-            if record.request.keyServerURL == nil, let advertised = plan.advertisedKeyServer {
-                record.request.keyServerURL = advertised.absoluteString
+            if let advertised = plan.advertisedKeyServer?.absoluteString, record.request.advertisedKeyServerURL != advertised {
+                record.request.advertisedKeyServerURL = advertised
                 try store.updateRequest(record.request, at: now)
             }
             try checkSpace(for: manifest, completed: existing == nil ? [:] : try store.completedFiles(assetId), package: package)
@@ -134,7 +134,7 @@ struct DownloadRunner: Sendable {
         let fetcher = FileFetcher(
             client: session.http,
             configuration: .init(
-                headers: record.request.headerPairs,
+                headers: record.request.scopedHeaders,
                 headTimeout: .seconds(session.configuration.headTimeout),
                 transferTimeout: .seconds(session.configuration.transferTimeout),
                 retry: session.configuration.retry
@@ -223,16 +223,27 @@ struct DownloadRunner: Sendable {
     // MARK: - Keys
 
     private func acquireKeys(manifest: PackageManifest, request: DownloadRequest) async throws {
-        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url)
+        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, clock: session.clock)
         let entries = manifest.keys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
         let needsServer = manifest.keys.contains { $0.kind == .skd }
         var fetch = IdentityKeyFetcher.Configuration()
-        fetch.headers = request.headerPairs
+        fetch.headers = request.scopedHeaders
         if needsServer {
-            guard let server = request.keyServerURL.flatMap(URL.init(string:)) else {
+            // The bearer token goes only to a key server the user trusts (docs/SECURITY.md): named for this download,
+            // listed in the data directory, or advertised on the playlist's own host over https.
+            let trust = try KeyServerTrust(configured: try TrustedKeyServers.load(from: session.dataDirectory.url) + request.trustedKeyServers)
+            let chosen = try trust.choose(
+                explicit: try request.keyServerURL.map { text in
+                    guard let url = URL(string: text) else { throw DownloadError.unsupportedURI(text) }
+                    return url
+                },
+                advertised: request.advertisedKeyServerURL.flatMap(URL.init(string:)),
+                playlistURL: URL(string: request.url)
+            )
+            guard let server = chosen else {
                 throw DownloadError.keys(
                     code: "no_key_server",
-                    message: "asset \(assetId) uses skd keys but no key server is known: pass --key-server URL"
+                    message: "asset \(assetId) uses skd keys but its playlist names no key server; pass --key-server URL"
                 )
             }
             let device = try DeviceIdentity.loadOrCreate(in: session.dataDirectory.url)
@@ -249,7 +260,9 @@ struct DownloadRunner: Sendable {
         } else {
             let fetcher = IdentityKeyFetcher(http: session.keyHTTP, store: keyStore, clock: session.clock, configuration: fetch)
             for key in manifest.keys {
-                guard let url = URL(string: key.uri) else { throw DownloadError.unsupportedURI(key.uri) }
+                guard let url = URL(string: key.uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                    throw DownloadError.unsupportedURI(key.uri)
+                }
                 _ = try await fetcher.key(for: url, assetId: assetId)
             }
             events.yield(.keysAcquired(leaseId: nil, keys: manifest.keys.count))

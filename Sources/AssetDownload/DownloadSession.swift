@@ -122,7 +122,7 @@ public final class DownloadSession: Sendable {
 
     /// The asset ID a download of `url` gets when none is given: the key server's asset named by the playlist's skd
     /// key URIs (so the lease and the package share one ID), else one derived from the URL.
-    public func suggestedAssetID(for url: String, headers: [(String, String)] = []) async -> String {
+    public func suggestedAssetID(for url: String, headers: ScopedHeaders = .none) async -> String {
         let loader = PlaylistLoader(client: http, headers: headers, timeoutSeconds: configuration.headTimeout)
         if let loaded = try? await loader.load(url) {
             let keys: [EncryptionKey]
@@ -186,7 +186,7 @@ public final class DownloadSession: Sendable {
         }
         try store.setState(assetId, .removing, at: clock.now)
         do {
-            let keyStore = try KeyStore(dataDirectory: dataDirectory.url)
+            let keyStore = try KeyStore(dataDirectory: dataDirectory.url, clock: clock)
             _ = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now)
         } catch {
             throw DownloadError.storage("cannot remove the partial package of \(assetId): \(error)")

@@ -85,8 +85,10 @@ public struct KeyServerApplication: Sendable {
             configuration: configuration,
             signingKey: signingKey,
             sealer: sealer,
-            entitlement: await EntitlementVerifier(secret: tokenSecret),
+            entitlement: await EntitlementVerifier(secret: tokenSecret, configuration: configuration),
             rateLimiter: RequestRateLimiter(configuration.rateLimit),
+            sourceLimiter: RequestRateLimiter(configuration.sourceRateLimit),
+            refusals: RefusalLog(),
             clock: clock,
             logger: logger
         )
@@ -96,8 +98,13 @@ public struct KeyServerApplication: Sendable {
     public var serverPublicKey: Ed25519.PublicKey { service.signingKey.publicKey }
 
     /// The protocol's routes, for running in another Hummingbird application or in `HummingbirdTesting`.
-    public func makeRouter() -> Router<BasicRequestContext> {
+    public func makeRouter() -> Router<KeyServerRequestContext> {
         KeyServerRoutes.makeRouter(service: service)
+    }
+
+    /// Writes every refusal counted so far to the audit log (the server does this each minute and when it stops).
+    public func flushAudit() async {
+        await service.flushRefusals(everything: true)
     }
 
     /// Serves until the calling task is cancelled, then shuts down gracefully (open requests finish).
@@ -125,10 +132,27 @@ public struct KeyServerApplication: Sendable {
         // a cancellation of every open connection (the pattern of OriginServer's Origin).
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
         let runner = Task { try await group.run() }
-        try await withTaskCancellationHandler {
-            try await runner.value
-        } onCancel: {
-            Task { await group.triggerGracefulShutdown() }
+        // Refusals are aggregated in memory and written once a minute, not one write per refused request.
+        let service = self.service
+        let flusher = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(60))
+                await service.flushRefusals()
+            }
         }
+        defer { flusher.cancel() }
+        var failure: (any Error)?
+        do {
+            try await withTaskCancellationHandler {
+                try await runner.value
+            } onCancel: {
+                Task { await group.triggerGracefulShutdown() }
+            }
+        } catch {
+            failure = error
+        }
+        // In a task of its own: the caller's task is cancelled by now, and the store refuses work from a cancelled task.
+        await Task { await service.flushRefusals(everything: true) }.value
+        if let failure { throw failure }
     }
 }

@@ -57,6 +57,8 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         case packageDeleted = "package_deleted"
         /// The playback server could not start or failed.
         case serverFailed = "playback_server_failed"
+        /// The one-time URL given to the player was requested again (another process replaying it, say).
+        case entryReused = "playback_url_reused"
     }
 
     /// The kind of refusal.
@@ -179,6 +181,16 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
             .packageDeleted,
             assetId: assetId,
             message: "The package of asset \(assetId) was deleted; playback ended. Download it again to play it."
+        )
+    }
+
+    /// The one-time URL of the session was requested again, or for something other than the multivariant playlist.
+    public static func entryReused(assetId: String) -> Self {
+        .init(
+            .entryReused,
+            assetId: assetId,
+            message: "The playback URL of asset \(assetId) was requested again after the player used it; it works once. Another "
+                + "process may have copied it from the player's command line. Run `stowage play \(assetId)` for a new one."
         )
     }
 

@@ -1,24 +1,59 @@
 import StowageCrypto
+import Synchronization
 
-/// The unguessable path prefix under which one `stowage play` session serves its package on loopback.
+/// The two unguessable path prefixes under which one `stowage play` session serves its package on loopback.
 ///
-/// 128 random bits from OpenSSL's generator, as 26 lowercase base32 characters: another local user or a web page
-/// probing 127.0.0.1 cannot guess it, so the decrypted stream is reachable only through the URL Stowage prints.
+/// - The entry token goes on the player's command line (`http://127.0.0.1:PORT/ENTRY/master.m3u8`), where other local
+///   processes can read it (`/proc/PID/cmdline`). It serves the multivariant playlist once; a second request for it is
+///   refused, so a URL copied from a command line cannot be replayed.
+/// - The session token is written only into the playlists the server hands out, so only the player ever sees it: every
+///   URI the served multivariant playlist names starts with `/TOKEN/`.
+///
+/// Each is 128 random bits from OpenSSL's generator, as 26 lowercase base32 characters, and compared in constant time.
 public struct PlaybackSessionPath: Sendable, Hashable, CustomStringConvertible {
-    /// The random component, e.g. `k3q9...`.
-    public let token: String
+    /// Where a request path points.
+    public enum Target: Sendable, Hashable {
+        /// Under the entry token: the rest of the path (the multivariant playlist's name, for a valid request).
+        case entry(String)
+        /// Under the session token: the rest of the path, still percent-encoded.
+        case session(String)
+        /// Neither.
+        case outside
+    }
 
-    /// A new random session path.
+    /// The session token, written only into served playlists.
+    public let token: String
+    /// The one-time token of the URL given to the player.
+    public let entryToken: String
+
+    /// A new pair of random tokens.
     public init() throws {
         token = Self.base32(try SecureRandom.bytes(count: 16))
+        entryToken = Self.base32(try SecureRandom.bytes(count: 16))
     }
 
     /// `/TOKEN/`
     public var description: String { "/\(token)/" }
 
-    /// Whether a request path lies under this session.
+    /// `/ENTRY/`
+    public var entryPrefix: String { "/\(entryToken)/" }
+
+    /// Which prefix a request path lies under, comparing tokens in constant time.
+    public func target(of path: String) -> Target {
+        guard path.hasPrefix("/") else { return .outside }
+        let rest = path.dropFirst()
+        guard let slash = rest.firstIndex(of: "/") else { return .outside }
+        let candidate = Array(rest[..<slash].utf8)
+        let remainder = String(rest[rest.index(after: slash)...])
+        if ConstantTime.isEqual(candidate, Array(token.utf8)) { return .session(remainder) }
+        if ConstantTime.isEqual(candidate, Array(entryToken.utf8)) { return .entry(remainder) }
+        return .outside
+    }
+
+    /// Whether a request path lies under the session token.
     public func contains(requestPath path: String) -> Bool {
-        path.hasPrefix("/\(token)/")
+        if case .session = target(of: path) { return true }
+        return false
     }
 
     private static func base32(_ bytes: [UInt8]) -> String {
@@ -36,5 +71,18 @@ public struct PlaybackSessionPath: Sendable, Hashable, CustomStringConvertible {
         }
         if bits > 0 { output.append(alphabet[(buffer << (5 - bits)) & 31]) }
         return output
+    }
+}
+
+/// Whether the entry URL of a session was used: it serves the multivariant playlist once.
+final class EntryLatch: Sendable {
+    private let used = Mutex(false)
+
+    /// True the first time, false ever after.
+    func claim() -> Bool {
+        used.withLock { used in
+            defer { used = true }
+            return !used
+        }
     }
 }

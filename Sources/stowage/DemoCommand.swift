@@ -164,7 +164,7 @@ struct Demo {
         try await session.shutdown()
 
         step(5, "Verifying the package before going offline (deep: every file hashed and trial-decrypted)")
-        let store = try KeyStore(dataDirectory: home.url)
+        let store = try KeyStore(dataDirectory: home.url, clock: clock)
         let device = try DeviceIdentity.loadOrCreate(in: home.url)
         let package = try PackageDirectory(assetId: assetId, in: home)
         let report = try await PackageVerifier(store: store, device: device, clock: clock, options: .init(deep: true, duration: 48 * 3600))
@@ -224,7 +224,7 @@ struct Demo {
             say(
                 "\(deletion.filesRemoved) files removed, \(Library.megabytes(deletion.bytesFreed)) freed, \(deletion.leasesReturned.count) lease(s) queued for release"
             )
-            let sync = try await keys.syncReleases()
+            let sync = try await keys.sync()
             say("released on the key server: \(sync.released.count) lease(s)\(sync.failed.isEmpty ? "" : ", still queued: \(sync.failed.count)")")
             try await http.shutdown()
         } catch {

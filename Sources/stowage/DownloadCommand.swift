@@ -1,6 +1,7 @@
 import ArgumentParser
 import AssetDownload
 import Foundation
+import KeyDelivery
 import OfflinePackage
 
 #if canImport(Glibc)
@@ -23,6 +24,9 @@ struct DownloadCommand: AsyncParsableCommand {
             keys (skd keys from the key server under a persistent lease, identity keys over HTTP) before any segment;
             streams segments into $STOWAGE_HOME/packages/ASSET_ID/ still encrypted, several at a time, with retries.
             Ctrl-C pauses; `stowage resume ASSET_ID` carries on without fetching completed segments again.
+            The entitlement token goes only to a key server you trust: --key-server, --trust-key-server, one added
+            with `stowage keys trust`, or one the playlist advertises on its own host over https (http on loopback).
+            --header values go only to the playlist's host and the hosts named with --header-host.
             Example:
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --audio en,fr --subtitles all \\
                 --key-server http://127.0.0.1:8443 --token eyJhbGciOi...
@@ -47,11 +51,20 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "Segments downloaded at once.")
     var concurrency = 4
 
-    @Option(name: .customLong("header"), help: "An extra request header 'Name: value' (repeatable).")
+    @Option(name: .customLong("header"), help: "An extra request header 'Name: value' (repeatable); sent only to the playlist's host.")
     var headers: [String] = []
 
-    @Option(help: "The key server URL (default: the one the playlist advertises).")
+    @Option(name: .customLong("header-host"), help: "Another host the --header values may be sent to (repeatable).")
+    var headerHosts: [String] = []
+
+    @Option(help: "The key server URL (default: the one the playlist advertises, if it is on the playlist's host over https).")
     var keyServer: String?
+
+    @Option(
+        name: .customLong("trust-key-server"),
+        help: "Trust this key server when the playlist advertises it on another host (repeatable)."
+    )
+    var trustedKeyServers: [String] = []
 
     @Option(help: "The entitlement token (JWT) sent to the key server.")
     var token: String?
@@ -88,12 +101,19 @@ struct DownloadCommand: AsyncParsableCommand {
                 subtitles: .init(argument: subtitles)
             ),
             headers: pairs,
+            headerHosts: headerHosts,
             keyServerURL: keyServer,
+            trustedKeyServers: trustedKeyServers,
             token: token,
             concurrency: concurrency
         )
         await DownloadDriver.run(json: output.json) { session in
-            if request.assetId.isEmpty { request.assetId = await session.suggestedAssetID(for: url, headers: pairs) }
+            if request.assetId.isEmpty {
+                request.assetId = await session.suggestedAssetID(
+                    for: url,
+                    headers: ScopedHeaders(pairs, playlistURL: URL(string: url), extraHosts: headerHosts)
+                )
+            }
             return try session.start(request)
         }
     }

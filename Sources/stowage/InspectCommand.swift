@@ -3,6 +3,7 @@ import AssetDownload
 import AsyncHTTPClient
 import Foundation
 import HLS
+import KeyDelivery
 
 /// `stowage inspect PLAYLIST_PATH_OR_URL [--deep] [--json]`
 struct InspectCommand: AsyncParsableCommand {
@@ -43,7 +44,12 @@ struct InspectCommand: AsyncParsableCommand {
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .follow(max: 5, allowCycles: false)))
         let result: Result<PlaylistInspection, PlaylistLoadError>
         do {
-            result = .success(try await PlaylistLoader(client: client, headers: headerPairs).inspect(playlist, deep: deep))
+            result = .success(
+                try await PlaylistLoader(client: client, headers: ScopedHeaders(headerPairs, playlistURL: URL(string: playlist))).inspect(
+                    playlist,
+                    deep: deep
+                )
+            )
         } catch {
             result = .failure(error)
         }

@@ -4,30 +4,30 @@ import Foundation
 import KeyDelivery
 import OfflinePackage
 
-/// `stowage keys list|renew|return|sync|audit`: the content keys this device holds (KeySession, docs/key-delivery-offline.md).
+/// `stowage keys list|renew|return|sync|trust|unpin|audit`: the content keys this device holds (KeySession,
+/// docs/key-delivery-offline.md).
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "List, renew, return and release the content-key leases kept in the data directory.",
         discussion: """
             The data directory is $STOWAGE_HOME, else $XDG_DATA_HOME/stowage, else ~/.local/share/stowage.
-            The key server URL given last with --key-server is remembered there (key-server.url).
+            Each lease remembers the key server it came from: renewals, first-play reports and releases go there.
             Example:
               STOWAGE_HOME=/tmp/stowage stowage keys list --json
-              stowage keys renew movie-1 --key-server http://127.0.0.1:8443 --token eyJhbGciOi...
+              stowage keys renew movie-1 --token eyJhbGciOi...
               stowage keys return movie-1
-              stowage keys sync --key-server http://127.0.0.1:8443
+              stowage keys sync
+              stowage keys trust https://keys.example.com
               stowage keys audit --verify
             """,
-        subcommands: [List.self, Renew.self, Return.self, Sync.self, Audit.self]
+        subcommands: [List.self, Renew.self, Return.self, Sync.self, Trust.self, Unpin.self, Audit.self]
     )
-
-    static let serverURLFileName = "key-server.url"
 
     static var dataDirectory: URL { DataDirectory.fromEnvironment().url }
 
     static func openStore() throws -> KeyStore {
-        try KeyStore(dataDirectory: dataDirectory)
+        try KeyStore(dataDirectory: dataDirectory, clock: SystemClock())
     }
 
     static func fail(_ error: any Error, json: Bool = false) -> Never {
@@ -40,22 +40,17 @@ struct KeysCommand: AsyncParsableCommand {
         }
     }
 
-    /// The key server URL: `given` (remembered for next time), else the remembered one.
-    static func serverURL(_ given: String?) throws -> URL? {
-        let file = dataDirectory.appendingPathComponent(serverURLFileName)
-        if let given {
-            guard let url = URL(string: given), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
-                throw ValidationError("--key-server must be an http(s) URL, got \(given)")
-            }
-            try? Data((given + "\n").utf8).write(to: file, options: .atomic)
-            return url
-        }
-        guard let data = try? Data(contentsOf: file) else { return nil }
-        return URL(string: String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-
-    /// Runs `body` with a session on `url`, shutting the HTTP client down after.
-    static func withSession<Result>(url: URL, token: String?, store: KeyStore, _ body: (KeySession) async throws -> Result) async throws -> Result {
+    /// Runs `body` with a session on the key server `keyServer` (a normalized URL, as leases record it), shutting the
+    /// HTTP client down after.
+    static func withSession<Result>(
+        keyServer: String,
+        token: String?,
+        store: KeyStore,
+        _ body: (KeySession) async throws -> Result
+    ) async throws
+        -> Result
+    {
+        guard let url = URL(string: keyServer) else { throw KeySessionError.invalidRequest("\(keyServer) is not a key server URL") }
         let device = try DeviceIdentity.loadOrCreate(in: dataDirectory)
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         let session = KeySession(clock: SystemClock(), http: http, store: store, device: device, serverURL: url, token: token)
@@ -71,12 +66,25 @@ struct KeysCommand: AsyncParsableCommand {
 
     static func time(_ value: Int64?) -> String {
         guard let value else { return "-" }
-        return ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(value)))
+        return HumanTime.date(value)
     }
 
     static func duration(_ seconds: Int64?) -> String {
         guard let seconds else { return "unlimited" }
-        return seconds >= 86_400 ? "\(seconds / 86_400)d\((seconds % 86_400) / 3_600)h" : "\(seconds / 3_600)h\((seconds % 3_600) / 60)m"
+        return HumanTime.duration(seconds)
+    }
+
+    /// Sends first-play reports and queued releases to every key server that has some, one session each.
+    static func syncAll(store: KeyStore) async throws -> KeySession.SyncReport {
+        let servers = Set(try store.pendingReleases().map(\.keyServer) + store.pendingFirstPlayReports().map(\.keyServer))
+        var total = KeySession.SyncReport()
+        for server in servers.sorted() where !server.isEmpty {
+            let report = try await withSession(keyServer: server, token: nil, store: store) { try await $0.sync() }
+            total.reported += report.reported
+            total.released += report.released
+            total.failed.merge(report.failed) { first, _ in first }
+        }
+        return total
     }
 
     // MARK: list
@@ -104,6 +112,9 @@ struct KeysCommand: AsyncParsableCommand {
             var playbackTimeLeft: Int64?
             var renewableUntil: Int64?
             var pendingRelease: Bool
+            var keyServer: String
+            /// What was found altered, for a lease refused with `lease_tampered`.
+            var tampering: String?
         }
 
         func run() async throws {
@@ -126,7 +137,9 @@ struct KeysCommand: AsyncParsableCommand {
                         storageExpiresAt: record.terms.storageExpiresAt,
                         playbackTimeLeft: playbackLeft,
                         renewableUntil: record.terms.renewableUntil,
-                        pendingRelease: pending.contains(lease.leaseId)
+                        pendingRelease: pending.contains(lease.leaseId),
+                        keyServer: lease.keyServer,
+                        tampering: record.tampering
                     )
                 }
                 if json {
@@ -137,7 +150,12 @@ struct KeysCommand: AsyncParsableCommand {
                 }
                 if rows.isEmpty { print("no leases in \(KeysCommand.dataDirectory.path)") }
                 for row in rows {
-                    print("\(row.assetId)  lease \(row.leaseId)  \(row.type)  \(row.state)\(row.pendingRelease ? "  release pending" : "")")
+                    print(
+                        "\(row.assetId)  lease \(row.leaseId)  \(row.type)  \(row.tampering == nil ? row.state : "tampered")"
+                            + (row.pendingRelease ? "  release pending" : "")
+                    )
+                    if let tampering = row.tampering { print("  refused (lease_tampered): \(tampering)") }
+                    print("  key server: \(row.keyServer)")
                     print("  keys: \(row.keyIds.joined(separator: ", "))")
                     print("  storage expires: \(KeysCommand.time(row.storageExpiresAt))")
                     print("  playback time left: \(KeysCommand.duration(row.playbackTimeLeft))")
@@ -155,9 +173,11 @@ struct KeysCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Renew the leases of an asset (or all leases) with the key server.",
             discussion: """
+                Each lease is renewed with the key server it came from. A renewal also re-anchors this device's time
+                and repairs a lease refused with lease_tampered.
                 Example:
-                  stowage keys renew movie-1 --key-server http://127.0.0.1:8443 --token eyJhbGciOi...
-                  stowage keys renew --all --key-server https://keys.example.com --token "$TOKEN"
+                  stowage keys renew movie-1 --token eyJhbGciOi...
+                  stowage keys renew --all --token "$TOKEN"
                 """
         )
 
@@ -166,9 +186,6 @@ struct KeysCommand: AsyncParsableCommand {
 
         @Flag(help: "Renew every lease that still holds keys.")
         var all = false
-
-        @Option(help: "The key server's base URL.")
-        var keyServer: String
 
         @Option(help: "The entitlement token (JWT).")
         var token: String
@@ -180,14 +197,13 @@ struct KeysCommand: AsyncParsableCommand {
         func run() async throws {
             do {
                 let store = try KeysCommand.openStore()
-                guard let url = try KeysCommand.serverURL(keyServer) else { throw ValidationError("--key-server is required") }
                 let leases = try store.leases(assetId: all ? nil : asset).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
                 if leases.isEmpty { throw KeySessionError.leaseNotStored(asset ?? "any asset") }
-                try await KeysCommand.withSession(url: url, token: token, store: store) { session in
-                    for lease in leases {
-                        let record = try await session.renew(leaseId: lease.leaseId)
-                        print("renewed \(record.assetId) lease \(record.leaseId): storage expires \(KeysCommand.time(record.terms.storageExpiresAt))")
+                for lease in leases {
+                    let record = try await KeysCommand.withSession(keyServer: lease.keyServer, token: token, store: store) { session in
+                        try await session.renew(leaseId: lease.leaseId)
                     }
+                    print("renewed \(record.assetId) lease \(record.leaseId): storage expires \(KeysCommand.time(record.terms.storageExpiresAt))")
                 }
             } catch {
                 KeysCommand.fail(error)
@@ -202,31 +218,19 @@ struct KeysCommand: AsyncParsableCommand {
             abstract: "Return an asset: erase its keys now, then tell the key server (queued if it cannot be reached).",
             discussion: """
                 Example:
-                  stowage keys return movie-1 --key-server http://127.0.0.1:8443
+                  stowage keys return movie-1
                 """
         )
 
         @Argument(help: "The asset to return.")
         var asset: String
 
-        @Option(help: "The key server's base URL (default: the one used last).")
-        var keyServer: String?
-
         func run() async throws {
             do {
                 let store = try KeysCommand.openStore()
-                guard let url = try KeysCommand.serverURL(keyServer) else {
-                    let returned = try store.returnAsset(assetId: asset, at: SystemClock().now)
-                    print(
-                        "returned \(returned.count) lease(s) of \(asset); releases queued (no key server known: run `stowage keys sync --key-server URL`)"
-                    )
-                    return
-                }
-                let (returned, sync) = try await KeysCommand.withSession(url: url, token: nil, store: store) { session in
-                    try await session.returnAsset(assetId: asset)
-                }
+                let returned = try store.returnAsset(assetId: asset, at: SystemClock().now)
                 print(returned.isEmpty ? "no leases of \(asset) to return" : "returned \(returned.count) lease(s) of \(asset)")
-                KeysCommand.report(sync)
+                KeysCommand.report(try await KeysCommand.syncAll(store: store))
             } catch {
                 KeysCommand.fail(error)
             }
@@ -234,37 +238,100 @@ struct KeysCommand: AsyncParsableCommand {
     }
 
     static func report(_ sync: KeySession.SyncReport) {
+        for leaseId in sync.reported { print("reported the first play of lease \(leaseId)") }
         for leaseId in sync.released { print("released lease \(leaseId)") }
-        for (leaseId, reason) in sync.failed.sorted(by: { $0.key < $1.key }) { print("release of \(leaseId) still queued: \(reason)") }
+        for (leaseId, reason) in sync.failed.sorted(by: { $0.key < $1.key }) { print("lease \(leaseId) still queued: \(reason)") }
     }
 
     // MARK: sync
 
     struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Send every queued release to the key server.",
+            abstract: "Tell the key servers what they must know: first plays, then every queued release.",
             discussion: """
+                Each report goes to the key server its lease came from.
                 Example:
-                  stowage keys sync --key-server http://127.0.0.1:8443
-                Exits 1 while releases remain queued.
+                  stowage keys sync
+                Exits 1 while something remains queued.
                 """
         )
-
-        @Option(help: "The key server's base URL (default: the one used last).")
-        var keyServer: String?
 
         func run() async throws {
             let sync: KeySession.SyncReport
             do {
-                let store = try KeysCommand.openStore()
-                guard let url = try KeysCommand.serverURL(keyServer) else { throw ValidationError("no key server known: pass --key-server URL") }
-                sync = try await KeysCommand.withSession(url: url, token: nil, store: store) { try await $0.syncReleases() }
+                sync = try await KeysCommand.syncAll(store: try KeysCommand.openStore())
             } catch {
                 KeysCommand.fail(error)
             }
-            if sync.released.isEmpty && sync.failed.isEmpty { print("no releases queued") }
+            if sync.reported.isEmpty && sync.released.isEmpty && sync.failed.isEmpty { print("nothing queued") }
             KeysCommand.report(sync)
             if !sync.isComplete { throw ExitCode(1) }
+        }
+    }
+
+    // MARK: trust
+
+    struct Trust: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Trust a key server that playlists advertise (key-servers.json in the data directory), or list the trusted ones.",
+            discussion: """
+                Downloads send the entitlement token only to a key server named with --key-server or
+                --trust-key-server, listed here, or advertised on the playlist's own host over https.
+                Example:
+                  stowage keys trust https://keys.example.com
+                  stowage keys trust https://keys.example.com --remove
+                  stowage keys trust
+                """
+        )
+
+        @Argument(help: "The key server URL (https, or http on loopback); omitted: list the trusted ones.")
+        var url: String?
+
+        @Flag(help: "Stop trusting it.")
+        var remove = false
+
+        func run() async throws {
+            do {
+                guard let url else {
+                    let list = try TrustedKeyServers.load(from: KeysCommand.dataDirectory)
+                    print(list.isEmpty ? "no key servers trusted beyond the playlists' own hosts" : list.joined(separator: "\n"))
+                    return
+                }
+                guard let parsed = URL(string: url) else { throw ValidationError("\(url) is not a URL") }
+                let list = try TrustedKeyServers.update(parsed, remove: remove, in: KeysCommand.dataDirectory)
+                print(remove ? "no longer trusted: \(url)" : "trusted: \(url)")
+                print("trusted key servers: \(list.isEmpty ? "none" : list.joined(separator: ", "))")
+            } catch {
+                KeysCommand.fail(error)
+            }
+        }
+    }
+
+    // MARK: unpin
+
+    struct Unpin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Forget the signing key pinned for a key server, after its operator changed it on purpose.",
+            discussion: """
+                Refused while a lease from that key server still holds keys (delete or return the asset first).
+                Example:
+                  stowage keys unpin https://keys.example.com
+                """
+        )
+
+        @Argument(help: "The key server URL.")
+        var url: String
+
+        func run() async throws {
+            do {
+                guard let parsed = URL(string: url), let key = KeyServerURL.normalized(parsed) else {
+                    throw ValidationError("\(url) is not an http(s) URL")
+                }
+                let removed = try KeysCommand.openStore().unpin(key, at: SystemClock().now)
+                print(removed ? "unpinned \(key)" : "no key was pinned for \(key)")
+            } catch {
+                KeysCommand.fail(error)
+            }
         }
     }
 

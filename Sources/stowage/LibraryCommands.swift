@@ -10,7 +10,7 @@ enum Library {
 
     static func openStore() throws -> KeyStore {
         try dataDirectory.prepare()
-        return try KeyStore(dataDirectory: dataDirectory.url)
+        return try KeyStore(dataDirectory: dataDirectory.url, clock: SystemClock())
     }
 
     static func json<T: Encodable>(_ value: T) -> String {

@@ -45,7 +45,7 @@ struct PlayCommand: AsyncParsableCommand {
         let gate: PlaybackGate
         do {
             try directory.prepare()
-            let store = try KeyStore(dataDirectory: directory.url)
+            let store = try KeyStore(dataDirectory: directory.url, clock: SystemClock())
             let device = try DeviceIdentity.loadOrCreate(in: directory.url)
             gate = PlaybackGate(dataDirectory: directory, store: store, device: device, fileCheck: checksums ? .checksums : .sizes)
             authorization = try gate.authorize(assetId: assetId)

@@ -56,7 +56,7 @@ struct DownloadTests {
                 return
             }
             // Keys: a persistent lease held in the key store, its content key unwrappable offline.
-            let store = try KeyStore(dataDirectory: fixture.clientDirectory.url)
+            let store = try KeyStore(dataDirectory: fixture.clientDirectory.url, clock: SystemClock())
             let device = try DeviceIdentity.loadOrCreate(in: fixture.clientDirectory.url)
             let keys = try PackageKeyring(store: store, device: device).keys(for: manifest, at: Int64(Date().timeIntervalSince1970))
             #expect(Set(keys.keys) == Set(manifest.keys.map(\.keyId)))

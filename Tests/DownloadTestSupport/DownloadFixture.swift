@@ -33,6 +33,10 @@ public struct DownloadFixture: Sendable {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let clock = KeyServerClock { Date().timeIntervalSince1970 }
         let directory = try KeyServerDataDirectory.initialize(at: root.appendingPathComponent("keyserver").path)
+        // Tests download several assets of the fixture's origin with one token.
+        var configuration = try directory.loadConfiguration()
+        configuration.allowWildcardAssets = true
+        try directory.saveConfiguration(configuration)
         let packager = ContentPackager(
             assetID: assetId,
             method: method,

@@ -48,13 +48,17 @@ struct KeyProtocolMessagesTests {
         let lease = try #require(object?["lease"] as? [String: Any])
         #expect(lease["playbackDuration"] is NSNull)
         #expect(lease["renewableUntil"] is NSNull)
+        // The extension member is left out when unknown, so payloads stay as the protocol shows them.
+        #expect(lease["firstPlayedAt"] == nil)
         #expect(lease["storageExpiresAt"] as? Int == 2)
         #expect(object?["serverTime"] as? Int == 3)
         #expect(try JSONDecoder().decode(LeasePayload.self, from: JSONEncoder().encode(payload)) == payload)
     }
 
     @Test func errorCodesCarryTheProtocolStatuses() {
-        #expect(KeyProtocolErrorCode.allCases.count == 14)
+        // The protocol's 14 and one extension (docs/key-protocol-extensions.md).
+        #expect(KeyProtocolErrorCode.allCases.count == 15)
+        #expect(KeyProtocolErrorCode.streamLimitReached.httpStatus == 403)
         #expect(KeyProtocolErrorCode.replayedRequest.httpStatus == 409)
         #expect(KeyProtocolErrorCode.leaseExpired.httpStatus == 410)
         #expect(KeyProtocolErrorCode.badDeviceSignature.httpStatus == 401)

@@ -9,7 +9,7 @@ import Testing
 /// content key as raw bytes, hex or base64.
 struct ContentKeyAtRestTests {
     @Test func noContentKeyInTheClearOnDisk() async throws {
-        let fixture = try await KeyServerFixture.make()
+        let fixture = try await KeyServerFixture.make { $0.policies["default"]?.identityAllowed = true }
         defer { fixture.remove() }
         let token = try await fixture.token()
         let device = try TestDevice()

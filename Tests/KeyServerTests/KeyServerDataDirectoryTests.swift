@@ -74,8 +74,10 @@ struct KeyServerDataDirectoryTests {
             #expect(error?.code == .invalidConfiguration)
         }
         // Members left out take the standard values; null means none.
-        try Data(#"{"defaultPolicy": "open", "policies": {"open": {"playbackDuration": null, "maxDevices": null, "renewable": false}}}"#.utf8)
-            .write(to: file)
+        try Data(
+            #"{"defaultPolicy": "open", "tokenAudience": "stowage:test", "policies": {"open": {"playbackDuration": null, "maxDevices": null, "renewable": false}}}"#
+                .utf8
+        ).write(to: file)
         let configuration = try directory.loadConfiguration()
         let open = try #require(configuration.policies["open"])
         #expect(open.playbackDuration == nil)
@@ -83,6 +85,13 @@ struct KeyServerDataDirectoryTests {
         #expect(!open.renewable)
         #expect(open.storageDuration == AssetPolicy.standard.storageDuration)
         #expect(configuration.rateLimit == KeyServerConfiguration().rateLimit)
+        #expect(!open.identityAllowed && open.maxStreams == nil && !open.oncePerAccount)
+        #expect(!configuration.allowWildcardAssets)
+        #expect(configuration.tokenAudience == "stowage:test")
+        // Without tokenAudience the server would accept tokens minted for any server sharing its token secret.
+        try Data(#"{"defaultPolicy": "open", "policies": {"open": {}}}"#.utf8).write(to: file)
+        let missing = #expect(throws: KeyServerSetupError.self) { try directory.loadConfiguration() }
+        #expect(missing?.message.contains("tokenAudience") == true)
     }
 
     @Test func addAssetValidatesAndRefusesToReplaceAKey() async throws {

@@ -28,6 +28,8 @@ struct KeyServerFixture: Sendable {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("keyserver-tests-\(UUID().uuidString)").path
         let directory = try KeyServerDataDirectory.initialize(at: path)
         var configuration = try directory.loadConfiguration()
+        configuration.allowWildcardAssets = true
+        configuration.maxTokenLifetime = 365 * 86_400
         configuration.policies["rental"] = AssetPolicy(
             storageDuration: 7 * 86_400,
             playbackDuration: 86_400,

@@ -220,8 +220,8 @@ struct KeyServerFlowTests {
         }
     }
 
-    @Test func identityEndpointServesTheRawKey() async throws {
-        let fixture = try await KeyServerFixture.make()
+    @Test func identityEndpointServesTheRawKeyWhereThePolicyAllowsIt() async throws {
+        let fixture = try await KeyServerFixture.make { $0.policies["default"]?.identityAllowed = true }
         defer { fixture.remove() }
         let token = try await fixture.token(assets: ["movie-1"])
         try await fixture.withLiveServer { client in

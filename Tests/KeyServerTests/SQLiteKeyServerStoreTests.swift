@@ -31,28 +31,47 @@ struct SQLiteKeyServerStoreTests {
 
     static let audit = AuditRecord(time: 0, event: .issued, operation: "keys")
 
+    /// Saves under a device limit with no payload to sign; the outcome as a short string.
+    static func save(_ store: SQLiteKeyServerStore, _ lease: IssuedLease, deviceLimit: Int?, nonce: RequestNonce, now: Int64) async throws -> String {
+        switch try await store.saveLease(
+            lease,
+            limits: IssuanceLimits(maxDevices: deviceLimit),
+            nonce: nonce,
+            now: now,
+            audit: audit,
+            sign: { _ in nil }
+        ) {
+        case .saved: "saved"
+        case .replayed: "replayed"
+        case .released: "released"
+        case .deviceLimitReached(let count): "deviceLimitReached(\(count))"
+        case .streamLimitReached(let count): "streamLimitReached(\(count))"
+        case .rentalEnded(let end): "rentalEnded(\(end))"
+        }
+    }
+
     @Test func nonceWindowAndDeviceLimitAreOneTransaction() async throws {
         try await Self.withStore { store async throws in
             #expect(
-                try await store.saveLease(Self.lease("l1", device: "d1"), deviceLimit: 1, nonce: Self.nonce(1), now: 10, audit: Self.audit) == .saved
+                try await Self.save(store, Self.lease("l1", device: "d1"), deviceLimit: 1, nonce: Self.nonce(1), now: 10) == "saved"
             )
             // The same nonce again, inside its window: nothing written.
             #expect(
-                try await store.saveLease(Self.lease("l2", device: "d1"), deviceLimit: 1, nonce: Self.nonce(1), now: 109, audit: Self.audit)
-                    == .replayed
+                try await Self.save(store, Self.lease("l2", device: "d1"), deviceLimit: 1, nonce: Self.nonce(1), now: 109)
+                    == "replayed"
             )
             #expect(try await store.lease(id: "l2") == nil)
             // Another device over the limit: refused, but its nonce is spent.
-            let refused = try await store.saveLease(Self.lease("l3", device: "d2"), deviceLimit: 1, nonce: Self.nonce(2), now: 20, audit: Self.audit)
-            #expect(refused == .deviceLimitReached(activeDevices: 1))
+            let refused = try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 1, nonce: Self.nonce(2), now: 20)
+            #expect(refused == "deviceLimitReached(1)")
             #expect(
-                try await store.saveLease(Self.lease("l3", device: "d2"), deviceLimit: 2, nonce: Self.nonce(2), now: 21, audit: Self.audit)
-                    == .replayed
+                try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 2, nonce: Self.nonce(2), now: 21)
+                    == "replayed"
             )
             // Once the window has passed the nonce is accepted again; an expired lease frees its slot.
             #expect(
-                try await store.saveLease(Self.lease("l3", device: "d2"), deviceLimit: 1, nonce: Self.nonce(1), now: 1_001, audit: Self.audit)
-                    == .saved
+                try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 1, nonce: Self.nonce(1), now: 1_001)
+                    == "saved"
             )
             let stored = try #require(try await store.lease(id: "l3"))
             #expect(stored.keyIDs == ["k1", "k2"])
@@ -64,7 +83,7 @@ struct SQLiteKeyServerStoreTests {
     @Test func releaseIsIdempotentAndARacingRenewalCannotUndoIt() async throws {
         try await Self.withStore { store async throws in
             var lease = Self.lease("l1", device: "d1")
-            #expect(try await store.saveLease(lease, deviceLimit: nil, nonce: Self.nonce(1), now: 10, audit: Self.audit) == .saved)
+            #expect(try await Self.save(store, lease, deviceLimit: nil, nonce: Self.nonce(1), now: 10) == "saved")
             #expect(try await store.releaseLease(id: "l1", at: 20, deletedAt: 19, nonce: Self.nonce(2), audit: Self.audit))
             #expect(!(try await store.releaseLease(id: "l1", at: 21, deletedAt: 19, nonce: Self.nonce(2), audit: Self.audit)))
             #expect(try await store.releaseLease(id: "l1", at: 30, deletedAt: 29, nonce: Self.nonce(3), audit: Self.audit))
@@ -73,7 +92,7 @@ struct SQLiteKeyServerStoreTests {
             #expect(released.deletedAt == 19)
             // A renewal computed before the release saw it.
             lease.storageExpiresAt = 5_000
-            #expect(try await store.saveLease(lease, deviceLimit: nil, nonce: Self.nonce(4), now: 31, audit: Self.audit) == .released)
+            #expect(try await Self.save(store, lease, deviceLimit: nil, nonce: Self.nonce(4), now: 31) == "released")
             #expect(try await store.lease(id: "l1")?.storageExpiresAt == 1_000)
         }
     }

@@ -32,7 +32,7 @@ struct IdentityKeyPackages {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-verify-\(UUID().uuidString)")
         dataDirectory = DataDirectory(url: root.appendingPathComponent("data"))
         try dataDirectory.prepare()
-        store = try KeyStore(dataDirectory: dataDirectory.url, machineID: Self.testMachineID)
+        store = try KeyStore(dataDirectory: dataDirectory.url, machineID: Self.testMachineID, clock: TestClock(now: 0))
         device = try DeviceIdentity.loadOrCreate(in: dataDirectory.url)
         clock = TestClock(now: Self.start)
     }

@@ -130,6 +130,7 @@ public enum TestPackages {
         let server = try KeyServerDataDirectory.initialize(at: folder.appendingPathComponent("keyserver").path)
         var configuration = try server.loadConfiguration()
         if case .skd(let policy) = keys { configuration.policies[policyName] = policy }
+        configuration.maxTokenLifetime = 365 * 86_400
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try encoder.encode(configuration).write(to: URL(fileURLWithPath: server.path(of: KeyServerDataDirectory.configurationFile)))
@@ -145,7 +146,7 @@ public enum TestPackages {
         // The device.
         let data = DataDirectory(url: folder.appendingPathComponent("data", isDirectory: true))
         try data.prepare()
-        let store = try KeyStore(dataDirectory: data.url, machineID: machineID)
+        let store = try KeyStore(dataDirectory: data.url, machineID: machineID, clock: clock)
         let device = try DeviceIdentity.loadOrCreate(in: data.url)
 
         var leaseId: String?

@@ -43,8 +43,9 @@ struct PlaybackFrameTests {
         let configuration = PlaybackServer.Configuration(chunkSize: testCase.chunkSize)
         let ((video, audio), end) = try await PlaybackHarness.withSession(package, configuration: configuration) { address in
             (
+                // The player's one-time URL first, then the session's own for the second rendition.
                 try await DecodedFrames.of(address.multivariantURL, map: "0:v:0"),
-                try await DecodedFrames.of(address.multivariantURL, map: "0:a:0")
+                try await DecodedFrames.of(address.sessionMultivariantURL, map: "0:a:0")
             )
         }
         #expect(video == expectedVideo)
@@ -90,7 +91,7 @@ struct PlaybackFrameTests {
         let played = try await PlaybackHarness.withSession(package) { address in
             var frames: [String: [String]] = ["video": try await DecodedFrames.of(address.multivariantURL, map: "0:v:0")]
             for language in fixture.audio.keys {
-                frames[language] = try await DecodedFrames.of(address.multivariantURL, map: "0:a:m:language:\(language)")
+                frames[language] = try await DecodedFrames.of(address.sessionMultivariantURL, map: "0:a:m:language:\(language)")
             }
             // Subtitles are served as they were packaged (clear).
             let subtitles = package.manifest.renditions.first { $0.kind == .subtitles }!

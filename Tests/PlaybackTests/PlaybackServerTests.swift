@@ -147,7 +147,7 @@ struct PlaybackServerTests {
         let statuses = try await PlaybackHarness.withSession(package) { address in
             let playing = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: FileHandle.nullDevice)
             package.clock.advance(by: 48 * 3_600)
-            let expired = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: FileHandle.nullDevice)
+            let expired = try await PlaybackPlayer.ffmpegNull.play(address.sessionMultivariantURL, standardError: FileHandle.nullDevice)
             return (playing, expired)
         }.0
         #expect(statuses.0 == 0)

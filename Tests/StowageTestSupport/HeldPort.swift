@@ -9,12 +9,14 @@ public final class HeldPort: Sendable {
     let descriptor: Int32
     public let port: Int
 
-    public init() throws {
+    /// - Parameter port: the port to hold; 0 (the default) lets the OS choose a free one.
+    public init(port: Int = 0) throws {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in

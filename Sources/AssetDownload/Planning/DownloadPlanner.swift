@@ -70,7 +70,7 @@ struct DownloadPlanner: Sendable {
             }
             if existing == nil {
                 guard let variantURL = PlaylistURI.resolve(variant.uri, against: top.url) else { throw DownloadError.unsupportedURI(variant.uri) }
-                let loaded = try await loader.load(variantURL, importedVariables: variables)
+                let loaded = try await loader.load(variantURL, importedVariables: variables, referrer: top.url)
                 guard case .media(let media) = loaded.parsed.playlist else {
                     throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(variantURL) is not a media playlist")
                 }
@@ -89,7 +89,7 @@ struct DownloadPlanner: Sendable {
             for (rendition, kind) in chosenRenditions {
                 guard let uri = rendition.uri, let renditionURL = PlaylistURI.resolve(uri, against: top.url) else { continue }
                 if builder.manifest.renditions.contains(where: { $0.sourceURL == renditionURL.absoluteString }) { continue }
-                let loaded = try await loader.load(renditionURL, importedVariables: variables)
+                let loaded = try await loader.load(renditionURL, importedVariables: variables, referrer: top.url)
                 guard case .media(let media) = loaded.parsed.playlist else {
                     throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(renditionURL) is not a media playlist")
                 }

@@ -9,12 +9,12 @@ struct PlaylistFetcher: Sendable {
 
     /// While the host refuses connections (the network or the server is down) it keeps trying for
     /// ``RetryPolicy/networkDownGrace``; other transient failures get ``RetryPolicy/maximumAttempts``.
-    func load(_ url: URL, importedVariables: [String: String] = [:]) async throws -> LoadedPlaylist {
+    func load(_ url: URL, importedVariables: [String: String] = [:], referrer: URL? = nil) async throws -> LoadedPlaylist {
         var failures = 0
         var downSince: ContinuousClock.Instant?
         while true {
             do {
-                return try await loader.load(url, importedVariables: importedVariables)
+                return try await loader.load(url, importedVariables: importedVariables, referrer: referrer)
             } catch {
                 var retryable = false
                 var down = false

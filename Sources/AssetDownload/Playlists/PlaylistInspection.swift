@@ -74,7 +74,7 @@ extension PlaylistLoader {
                 )
                 do throws(PlaylistLoadError) {
                     guard let url else { throw .unreadable(url: loaded.url, reason: "cannot resolve \(target.uri)") }
-                    let media = try await load(url, importedVariables: variables)
+                    let media = try await load(url, importedVariables: variables, referrer: loaded.url)
                     result.url = media.url
                     result.warnings = media.parsed.warnings
                     if case .media(let playlist) = media.parsed.playlist {

@@ -1,6 +1,7 @@
 public import AsyncHTTPClient
 public import Foundation
 public import HLS
+public import KeyDelivery
 import NIOCore
 import NIOHTTP1
 
@@ -16,17 +17,28 @@ public struct LoadedPlaylist: Sendable {
 /// Bodies are read with a size bound (``PlaylistParser/maximumSize``) so a hostile server cannot exhaust memory.
 public struct PlaylistLoader: Sendable {
     private let client: HTTPClient
-    private let headers: [(String, String)]
+    private let headers: ScopedHeaders
     private let timeout: TimeAmount
 
     /// - Parameters:
     ///   - client: the HTTP client; the caller owns it and shuts it down.
-    ///   - headers: extra request headers (authorization, cookies).
+    ///   - headers: extra request headers (authorization, cookies), sent only to the hosts they are scoped to.
     ///   - timeout: bound on the whole transfer of one playlist.
-    public init(client: HTTPClient, headers: [(String, String)] = [], timeoutSeconds: Int64 = 30) {
+    public init(client: HTTPClient, headers: ScopedHeaders = .none, timeoutSeconds: Int64 = 30) {
         self.client = client
         self.headers = headers
         self.timeout = .seconds(timeoutSeconds)
+    }
+
+    /// Whether a URI that a playlist at `referrer` names may be fetched: `http(s)` always; `file:` only when the
+    /// playlist itself is a local file, so a remote playlist can never make Stowage read (or block on) a local file
+    /// such as `/etc/passwd` or `/dev/zero`.
+    public static func isFetchable(_ url: URL, referrer: URL) -> Bool {
+        switch url.scheme?.lowercased() {
+        case "http", "https": url.host != nil
+        case "file": referrer.isFileURL
+        default: false
+        }
     }
 
     /// Loads the playlist at a path or an `http(s)`/`file` URL and parses it.
@@ -42,7 +54,11 @@ public struct PlaylistLoader: Sendable {
     }
 
     /// Loads the playlist at a URL and parses it.
-    public func load(_ url: URL, importedVariables: [String: String] = [:]) async throws(PlaylistLoadError) -> LoadedPlaylist {
+    ///
+    /// - Parameter referrer: the playlist that names this one; when it is remote, only http(s) URLs are loaded
+    ///   (``isFetchable(_:referrer:)``), refused before anything is read.
+    public func load(_ url: URL, importedVariables: [String: String] = [:], referrer: URL? = nil) async throws(PlaylistLoadError) -> LoadedPlaylist {
+        if let referrer, !Self.isFetchable(url, referrer: referrer) { throw .unsupportedScheme(url: url) }
         let (bytes, finalURL) = try await fetch(url)
         do {
             let parsed = try PlaylistParser.parse(bytes, url: finalURL, importedVariables: importedVariables)
@@ -56,16 +72,27 @@ public struct PlaylistLoader: Sendable {
         if url.isFileURL {
             do {
                 let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+                // Only regular files: a device or a FIFO (/dev/zero, /dev/stdin) would be read forever or block.
+                guard attributes[.type] as? FileAttributeType == .typeRegular else {
+                    throw PlaylistLoadError.unreadable(url: url, reason: "it is not a regular file")
+                }
                 if let size = attributes[.size] as? Int, size > PlaylistParser.maximumSize { throw PlaylistLoadError.tooLarge(url: url) }
-                return (Array(try Data(contentsOf: url)), url)
+                let handle = try FileHandle(forReadingFrom: url)
+                defer { try? handle.close() }
+                let data = try handle.read(upToCount: PlaylistParser.maximumSize + 1) ?? Data()
+                guard data.count <= PlaylistParser.maximumSize else { throw PlaylistLoadError.tooLarge(url: url) }
+                return (Array(data), url)
             } catch let error as PlaylistLoadError {
                 throw error
             } catch {
                 throw .unreadable(url: url, reason: (error as NSError).localizedDescription)
             }
         }
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw .unsupportedScheme(url: url)
+        }
         var request = HTTPClientRequest(url: url.absoluteString)
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        for (name, value) in headers.for(url) { request.headers.add(name: name, value: value) }
         do {
             let response = try await client.execute(request, timeout: timeout)
             guard response.status == .ok else { throw PlaylistLoadError.httpStatus(url: url, status: Int(response.status.code)) }
@@ -89,6 +116,8 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
     case network(url: URL, reason: String)
     case tooLarge(url: URL)
     case invalidPlaylist(url: URL, PlaylistError)
+    /// A URI that is neither http(s) nor (from a local playlist) a local file, or a local file named by a remote one.
+    case unsupportedScheme(url: URL)
 
     /// A stable snake_case code.
     public var code: String {
@@ -97,6 +126,7 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
         case .httpStatus: "playlist_http_status"
         case .network: "playlist_network_error"
         case .tooLarge: "playlist_too_large"
+        case .unsupportedScheme: "unsupported_uri"
         case .invalidPlaylist(_, let error): error.code
         }
     }
@@ -109,6 +139,9 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
         case .tooLarge(let url):
             "\(url.absoluteString) is larger than \(PlaylistParser.maximumSize >> 20) MiB; it is not a playlist Stowage will read"
         case .invalidPlaylist(let url, let error): "\(url.absoluteString) is not a valid playlist: \(error)"
+        case .unsupportedScheme(let url):
+            "\(url.absoluteString) is not an http(s) URL; a remote playlist may only name http(s) URIs (local files only from a "
+                + "local playlist), so nothing was read"
         }
     }
 }

@@ -1,5 +1,6 @@
 public import Foundation
 import GRDB
+import KeyDelivery
 
 /// The state of a download task, as iOS and Media3 name them.
 public enum DownloadState: String, Sendable, Codable, Hashable, CaseIterable {
@@ -12,9 +13,17 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
     public var assetId: String
     public var title: String?
     public var selection: MediaSelectionOptions
-    /// Extra request headers, `[name, value]` pairs (authorization, cookies).
+    /// Extra request headers, `[name, value]` pairs (authorization, cookies), sent only to the playlist's host and to
+    /// ``headerHosts``.
     public var headers: [[String]]
+    /// More hosts the headers may go to (`--header-host`).
+    public var headerHosts: [String]
+    /// The key server the user named for this download (`--key-server`): always used.
     public var keyServerURL: String?
+    /// Key servers the user trusts for this download (`--trust-key-server`), beside the data directory's list.
+    public var trustedKeyServers: [String]
+    /// The key server the multivariant playlist advertises, recorded at planning so a resume decides the same way.
+    public var advertisedKeyServerURL: String?
     public var token: String?
     public var concurrency: Int
 
@@ -24,7 +33,9 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         title: String? = nil,
         selection: MediaSelectionOptions = MediaSelectionOptions(),
         headers: [(String, String)] = [],
+        headerHosts: [String] = [],
         keyServerURL: String? = nil,
+        trustedKeyServers: [String] = [],
         token: String? = nil,
         concurrency: Int = 4
     ) {
@@ -33,12 +44,38 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         self.title = title
         self.selection = selection
         self.headers = headers.map { [$0.0, $0.1] }
+        self.headerHosts = headerHosts
         self.keyServerURL = keyServerURL
+        self.trustedKeyServers = trustedKeyServers
         self.token = token
         self.concurrency = concurrency
     }
 
     var headerPairs: [(String, String)] { headers.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil } }
+
+    /// The headers, scoped to the playlist's host and ``headerHosts``.
+    var scopedHeaders: ScopedHeaders { ScopedHeaders(headerPairs, playlistURL: URL(string: url), extraHosts: headerHosts) }
+
+    private enum CodingKeys: String, CodingKey {
+        case url, assetId, title, selection, headers, headerHosts, keyServerURL, trustedKeyServers, advertisedKeyServerURL, token
+        case concurrency
+    }
+
+    /// Requests stored before `headerHosts` and `trustedKeyServers` existed read back with empty lists.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        url = try container.decode(String.self, forKey: .url)
+        assetId = try container.decode(String.self, forKey: .assetId)
+        title = try container.decodeIfPresent(String.self, forKey: .title)
+        selection = try container.decode(MediaSelectionOptions.self, forKey: .selection)
+        headers = try container.decode([[String]].self, forKey: .headers)
+        headerHosts = try container.decodeIfPresent([String].self, forKey: .headerHosts) ?? []
+        keyServerURL = try container.decodeIfPresent(String.self, forKey: .keyServerURL)
+        trustedKeyServers = try container.decodeIfPresent([String].self, forKey: .trustedKeyServers) ?? []
+        advertisedKeyServerURL = try container.decodeIfPresent(String.self, forKey: .advertisedKeyServerURL)
+        token = try container.decodeIfPresent(String.self, forKey: .token)
+        concurrency = try container.decode(Int.self, forKey: .concurrency)
+    }
 
     /// An asset ID derived from a URL: the last path components without extensions, made safe, plus a short hash.
     public static func assetID(for url: String) -> String {

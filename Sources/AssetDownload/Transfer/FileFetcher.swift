@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import KeyDelivery
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -43,7 +44,8 @@ struct TransferFailure: Error, Sendable {
 /// exists, then (``place(_:)``) fsynced and renamed when whole. Never holds more than one network chunk in memory.
 struct FileFetcher: Sendable {
     struct Configuration: Sendable {
-        var headers: [(String, String)]
+        /// Extra headers, sent only to the hosts they are scoped to.
+        var headers: ScopedHeaders
         /// Bound on waiting for the response head.
         var headTimeout: TimeAmount
         /// Bound on the whole transfer of one file.
@@ -122,7 +124,7 @@ struct FileFetcher: Sendable {
             return TransferOutcome(status: 0, bytes: 0)
         }
         var request = HTTPClientRequest(url: url.absoluteString)
-        for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+        for (name, value) in configuration.headers.for(url) { request.headers.add(name: name, value: value) }
         if rangeStart > 0 || rangeEnd != nil {
             request.headers.replaceOrAdd(name: "Range", value: "bytes=\(rangeStart)-\(rangeEnd.map(String.init) ?? "")")
         }

@@ -67,6 +67,14 @@ public struct AuditEventKind: RawRepresentable, Sendable, Hashable, CustomString
     public static let releaseFailed = Self(rawValue: "release_failed")
     /// The clock was found set back below the time high-water mark.
     public static let rollbackDetected = Self(rawValue: "rollback_detected")
+    /// A key server's signing key was pinned for its URL.
+    public static let serverKeyPinned = Self(rawValue: "server_key_pinned")
+    /// The pin of a key server was removed (`stowage keys unpin`).
+    public static let serverKeyUnpinned = Self(rawValue: "server_key_unpinned")
+    /// A copy of the client's own state (the time record, a lease row, a queued release) was found deleted or altered.
+    public static let stateTampered = Self(rawValue: "state_tampered")
+    /// The key server learned when playback started (a report sent at sync or with a renewal).
+    public static let firstPlayReported = Self(rawValue: "first_play_reported")
     /// A renewal re-anchored time to the server's.
     public static let timeReanchored = Self(rawValue: "time_reanchored")
     /// A key was sealed and stored for a key URI.

@@ -40,6 +40,10 @@ public enum PayloadSigning {
         json.string(lease.assetId)
         json.raw(#","deviceId":"#)
         json.string(lease.deviceId)
+        if let firstPlayedAt = lease.firstPlayedAt {
+            json.raw(#","firstPlayedAt":"#)
+            json.integer(firstPlayedAt)
+        }
         json.raw(#","issuedAt":"#)
         json.integer(lease.issuedAt)
         json.raw(#","keyIds":["#)

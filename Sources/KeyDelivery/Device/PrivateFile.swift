@@ -114,6 +114,70 @@ enum PrivateFile {
         return true
     }
 
+    /// Reads a small owner-only file (a sealed state file, the pins file) of at most `limit` bytes; nil if it does not
+    /// exist. Refuses what ``readSecret(_:count:)`` refuses: another owner, group or other access, a link.
+    static func readSmall(_ path: String, limit: Int) throws(PrivateFileError) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw .ioFailure(path: path, operation: "open", errno: errno)
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .ioFailure(path: path, operation: "stat", errno: errno) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw .wrongFileType(path: path, expected: "regular file") }
+        guard info.st_uid == geteuid() else { throw .notOwned(path: path, owner: info.st_uid) }
+        guard info.st_mode & 0o077 == 0 else {
+            throw .insecurePermissions(path: path, mode: UInt32(info.st_mode), directory: false)
+        }
+        guard Int(info.st_size) <= limit else { throw .malformedFile(path: path, reason: "it is larger than \(limit) bytes") }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var offset = 0
+        while offset < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else {
+                throw got == 0 ? .malformedFile(path: path, reason: "it ended early") : .ioFailure(path: path, operation: "read", errno: errno)
+            }
+            offset += got
+        }
+        return bytes
+    }
+
+    /// Replaces `path` with `contents`, mode 0600, atomically: written and synced to a temporary file, renamed over the
+    /// old one, and the directory synced, so a reader sees the old file or the new one and never a mix.
+    static func replaceAtomically(_ path: String, contents: [UInt8]) throws(PrivateFileError) {
+        let temporary = "\(path).\(getpid()).\(UInt32.random(in: .min ... .max)).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw .ioFailure(path: temporary, operation: "create", errno: errno) }
+        var renamed = false
+        defer { if !renamed { unlink(temporary) } }
+        guard fchmod(descriptor, 0o600) == 0 else {
+            let code = errno
+            close(descriptor)
+            throw .ioFailure(path: temporary, operation: "chmod", errno: code)
+        }
+        let written: Int = contents.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let result = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if result < 0, errno == EINTR { continue }
+                guard result > 0 else { return -1 }
+                offset += result
+            }
+            return offset
+        }
+        guard written == contents.count, fsync(descriptor) == 0 else {
+            let code = errno
+            close(descriptor)
+            throw .ioFailure(path: temporary, operation: "write", errno: code)
+        }
+        close(descriptor)
+        guard rename(temporary, path) == 0 else { throw .ioFailure(path: path, operation: "rename", errno: errno) }
+        renamed = true
+        syncDirectory(parentPath(of: path))
+    }
+
     /// Applies mode 0600 to a file that exists (the database and its WAL, which SQLite creates with the umask's mode).
     static func restrict(_ path: String) {
         _ = chmod(path, 0o600)

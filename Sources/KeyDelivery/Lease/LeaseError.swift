@@ -32,6 +32,9 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
         case expiresTooSoon = "expires_too_soon"
         /// A life-cycle event that is not allowed in the lease's state (renewing a returned lease, say).
         case invalidTransition = "invalid_lease_transition"
+        /// The stored lease is not what the server signed and this device recorded: a row that disagrees with its
+        /// signed payload, a missing or wrong authentication code, a deleted copy of the time record.
+        case leaseTampered = "lease_tampered"
     }
 
     /// The kind of refusal.
@@ -80,7 +83,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: end,
-            message: "The storage window of the \(subject(lease)) ended at \(end) (Unix time). Renew the lease or download "
+            message: "The storage window of the \(subject(lease)) ended at \(HumanTime.date(end)). Renew the lease or download "
                 + "the keys again while online."
         )
     }
@@ -92,7 +95,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: end,
-            message: "The playback window of the \(subject(lease)) ended at \(end) (Unix time). Get a new lease while online."
+            message: "The playback window of the \(subject(lease)) ended at \(HumanTime.date(end)). Get a new lease while online."
         )
     }
 
@@ -101,8 +104,10 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
     public static func clockRollbackDetected(_ lease: LeaseRecord?, now: Int64, mark: Int64, latched: Bool = false) -> Self {
         let what =
             latched
-            ? "The system clock was set back earlier (this device has seen \(mark)) and time has not been re-anchored since."
-            : "The system clock (\(now)) is behind a time this device has already seen (\(mark)), so it was set back."
+            ? "The system clock was set back earlier (this device has seen \(HumanTime.date(mark))) and time has not been "
+                + "re-anchored since."
+            : "The system clock (\(HumanTime.date(now))) is behind a time this device has already seen (\(HumanTime.date(mark))), "
+                + "so it was set back."
         return .init(
             .clockRollbackDetected,
             assetId: lease?.assetId,
@@ -119,7 +124,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: start,
-            message: "The \(subject(lease)) is not valid before \(start) (Unix time). Check that the system clock is right."
+            message: "The \(subject(lease)) is not valid before \(HumanTime.date(start)). Check that the system clock is right."
         )
     }
 
@@ -163,8 +168,22 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: end,
-            message: "The \(subject(lease)) ends at \(end) (Unix time), \(required - end) s before the requested time "
-                + "\(required), counting playback as starting now. Renew the lease while online."
+            message: "The \(subject(lease)) ends at \(HumanTime.date(end)), \(HumanTime.duration(required - end)) before the "
+                + "requested \(HumanTime.date(required)), counting playback as starting now. Renew the lease while online."
+        )
+    }
+
+    /// The stored lease cannot be trusted: `detail` says what disagrees. Renewing it online stores a fresh signed
+    /// payload and state; otherwise the asset must be downloaded again.
+    public static func leaseTampered(_ lease: LeaseRecord?, assetId: String? = nil, detail: String) -> Self {
+        let subject = lease.map { Self.subject($0) } ?? "stored lease of asset \(assetId ?? "?")"
+        return .init(
+            .leaseTampered,
+            assetId: lease?.assetId ?? assetId,
+            leaseId: lease?.leaseId,
+            time: nil,
+            message: "The \(subject) was altered outside Stowage: \(detail). Renew it while online "
+                + "(`stowage keys renew`), or delete the asset and download it again."
         )
     }
 

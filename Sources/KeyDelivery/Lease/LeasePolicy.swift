@@ -56,6 +56,18 @@ public struct LeaseStatePolicy: LeasePolicy {
     }
 }
 
+/// The stored lease is the one the server signed and this device recorded: no row that disagrees with its payload, no
+/// missing or wrong authentication code (docs/SECURITY.md). Evaluated first, since nothing else about a tampered
+/// lease can be believed.
+public struct LeaseIntegrityPolicy: LeasePolicy {
+    public init() {}
+
+    public func evaluate(_ lease: LeaseRecord, at now: Int64) -> LeasePolicyResult {
+        guard let tampering = lease.tampering else { return .satisfied }
+        return .denied(.leaseTampered(lease, detail: tampering))
+    }
+}
+
 /// `now >= issuedAt - leeway` (shared/KEY-PROTOCOL.md, "Client-side lease rules": leeway 300 s).
 public struct IssuedAtPolicy: LeasePolicy {
     public let leeway: Int64
@@ -123,6 +135,14 @@ public struct ClockRollbackPolicy: LeasePolicy {
 
     public func evaluate(_ lease: LeaseRecord, at now: Int64) -> LeasePolicyResult {
         guard highWaterMark.isRolledBack(at: now) else { return .satisfied }
+        if highWaterMark.isTamperLatched {
+            return .denied(
+                .leaseTampered(
+                    lease,
+                    detail: "this device's record of time (in stowage.sqlite and key-store.anchor) was deleted or altered"
+                )
+            )
+        }
         return .denied(
             .clockRollbackDetected(lease, now: now, mark: highWaterMark.mark ?? now, latched: highWaterMark.isRollbackLatched)
         )

@@ -37,6 +37,10 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
     public var playbackDuration: Int64?
     /// Last moment a renewal may be asked for; nil: not renewable.
     public var renewableUntil: Int64?
+    /// When playback of this lease (or, for a policy of one rental per account, of the account's first lease of the
+    /// asset) started, as the server knows it; nil when the server knows of no play. The playback window runs from the
+    /// earlier of this and the device's own first play.
+    public var firstPlayedAt: Int64?
 
     public init(
         leaseId: String,
@@ -47,7 +51,8 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
         issuedAt: Int64,
         storageExpiresAt: Int64,
         playbackDuration: Int64?,
-        renewableUntil: Int64?
+        renewableUntil: Int64?,
+        firstPlayedAt: Int64? = nil
     ) {
         self.leaseId = leaseId
         self.assetId = assetId
@@ -58,6 +63,7 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
         self.storageExpiresAt = storageExpiresAt
         self.playbackDuration = playbackDuration
         self.renewableUntil = renewableUntil
+        self.firstPlayedAt = firstPlayedAt
     }
 
     /// The terms of a decoded payload's lease.
@@ -71,7 +77,8 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
             issuedAt: lease.issuedAt,
             storageExpiresAt: lease.storageExpiresAt,
             playbackDuration: lease.playbackDuration,
-            renewableUntil: lease.renewableUntil
+            renewableUntil: lease.renewableUntil,
+            firstPlayedAt: lease.firstPlayedAt
         )
     }
 }
@@ -80,22 +87,33 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
 public struct LeaseRecord: Sendable, Hashable {
     public var terms: LeaseTerms
     public var state: LeaseState
-    /// When playback was first authorized; nil until then.
+    /// When playback was first authorized on this device; nil until then.
     public var firstPlayedAt: Int64?
+    /// Why the stored lease cannot be trusted (its row disagrees with the signed payload, an authentication code is
+    /// missing or wrong, the server key it was verified with is gone); nil for an intact lease. A lease with evidence
+    /// of tampering is refused with `lease_tampered` (``LeaseIntegrityPolicy``).
+    public var tampering: String?
 
-    public init(terms: LeaseTerms, state: LeaseState, firstPlayedAt: Int64? = nil) {
+    public init(terms: LeaseTerms, state: LeaseState, firstPlayedAt: Int64? = nil, tampering: String? = nil) {
         self.terms = terms
         self.state = state
         self.firstPlayedAt = firstPlayedAt
+        self.tampering = tampering
     }
 
     public var leaseId: String { terms.leaseId }
     public var assetId: String { terms.assetId }
 
+    /// When the playback window started: the earlier of this device's first play and the first play the server signed
+    /// into the terms; nil while neither knows of a play.
+    public var playbackStartedAt: Int64? {
+        [firstPlayedAt, terms.firstPlayedAt].compactMap { $0 }.min()
+    }
+
     /// End of the playback window (exclusive), once playback has started and if the lease has a playback window.
     public var playbackEndsAt: Int64? {
-        guard let firstPlayedAt, let duration = terms.playbackDuration else { return nil }
-        return firstPlayedAt.addingClamped(duration)
+        guard let start = playbackStartedAt, let duration = terms.playbackDuration else { return nil }
+        return start.addingClamped(duration)
     }
 
     /// When the lease stops being valid as things stand: the earlier of the storage window's end and, once playback

@@ -21,6 +21,7 @@ public struct LeaseRules: Sendable {
     /// The protocol's rules, with the device's time high-water mark.
     public static func standard(highWaterMark: TimeHighWaterMark) -> LeaseRules {
         LeaseRules {
+            LeaseIntegrityPolicy()
             LeaseStatePolicy()
             ClockRollbackPolicy(highWaterMark: highWaterMark)
             IssuedAtPolicy()

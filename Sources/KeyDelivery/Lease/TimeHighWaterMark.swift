@@ -25,21 +25,33 @@ public struct TimeHighWaterMark: Sendable, Hashable, Codable {
     public private(set) var mark: Int64?
     /// The local time at which a rollback was found, while it is latched; nil otherwise.
     public private(set) var rollbackDetectedAt: Int64?
+    /// The local time at which one of the two copies of the time record was found deleted or altered, while that is
+    /// latched; nil otherwise. Like a rollback, it refuses playback until a renewal re-anchors time.
+    public private(set) var tamperDetectedAt: Int64?
     /// The leeway below the mark, 300 s by the protocol.
     public let leeway: Int64
 
-    public init(mark: Int64? = nil, rollbackDetectedAt: Int64? = nil, leeway: Int64 = KeyProtocol.clockLeeway) {
+    public init(
+        mark: Int64? = nil,
+        rollbackDetectedAt: Int64? = nil,
+        tamperDetectedAt: Int64? = nil,
+        leeway: Int64 = KeyProtocol.clockLeeway
+    ) {
         self.mark = mark
         self.rollbackDetectedAt = rollbackDetectedAt
+        self.tamperDetectedAt = tamperDetectedAt
         self.leeway = leeway
     }
 
     /// Whether a rollback is latched.
     public var isRollbackLatched: Bool { rollbackDetectedAt != nil }
 
-    /// Whether `now` would be refused: a rollback is latched, or `now` is more than `leeway` below the mark.
+    /// Whether tampering with the time record is latched.
+    public var isTamperLatched: Bool { tamperDetectedAt != nil }
+
+    /// Whether `now` would be refused: a rollback or tampering is latched, or `now` is more than `leeway` below the mark.
     public func isRolledBack(at now: Int64) -> Bool {
-        if isRollbackLatched { return true }
+        if isRollbackLatched || isTamperLatched { return true }
         guard let mark else { return false }
         return now < mark.addingClamped(-leeway)
     }
@@ -47,7 +59,7 @@ public struct TimeHighWaterMark: Sendable, Hashable, Codable {
     /// Records a local clock reading: raises the mark, or latches a rollback if the reading is too far below it.
     @discardableResult
     public mutating func observe(localTime now: Int64) -> Observation {
-        if isRollbackLatched { return .rollbackStillLatched }
+        if isRollbackLatched || isTamperLatched { return .rollbackStillLatched }
         if let mark, now < mark.addingClamped(-leeway) {
             rollbackDetectedAt = now
             return .rollbackDetected
@@ -69,6 +81,24 @@ public struct TimeHighWaterMark: Sendable, Hashable, Codable {
     public mutating func reanchor(serverTime: Int64, localTime: Int64) -> Observation {
         mark = serverTime
         rollbackDetectedAt = nil
+        tamperDetectedAt = nil
         return observe(localTime: localTime)
+    }
+
+    /// Latches tampering found at `now` (a copy of the time record deleted or altered); a latch already set is kept.
+    public mutating func latchTampering(at now: Int64) {
+        if tamperDetectedAt == nil { tamperDetectedAt = now }
+    }
+
+    /// The two copies of the record merged the restrictive way: the larger mark, and each latch if either copy has it
+    /// (the earlier time).
+    public func merged(with other: TimeHighWaterMark) -> TimeHighWaterMark {
+        func earliest(_ a: Int64?, _ b: Int64?) -> Int64? { [a, b].compactMap { $0 }.min() }
+        return TimeHighWaterMark(
+            mark: [mark, other.mark].compactMap { $0 }.max(),
+            rollbackDetectedAt: earliest(rollbackDetectedAt, other.rollbackDetectedAt),
+            tamperDetectedAt: earliest(tamperDetectedAt, other.tamperDetectedAt),
+            leeway: leeway
+        )
     }
 }

@@ -14,13 +14,16 @@ public enum KeyProtocolErrorCode: String, Sendable, Codable, CaseIterable {
     case leaseExpired = "lease_expired"
     case rateLimited = "rate_limited"
     case `internal` = "internal"
+    /// Extension (docs/key-protocol-extensions.md): the account already streams on as many devices or tokens as its
+    /// policy's `maxStreams` allows.
+    case streamLimitReached = "stream_limit_reached"
 
     /// The HTTP status the protocol pairs with the code.
     public var httpStatus: Int {
         switch self {
         case .malformedRequest: 400
         case .invalidToken, .badDeviceSignature: 401
-        case .notEntitled, .deviceLimitReached, .renewalNotAllowed: 403
+        case .notEntitled, .deviceLimitReached, .renewalNotAllowed, .streamLimitReached: 403
         case .unknownAsset, .unknownKey, .unknownLease: 404
         case .replayedRequest, .deviceKeyMismatch: 409
         case .leaseExpired: 410

@@ -122,6 +122,11 @@ public struct LeasePayload: Sendable, Codable, Hashable {
         /// nil: not renewable.
         public var renewableUntil: Int64?
         public var requestNonce: String
+        /// Extension (docs/key-protocol-extensions.md), optional and left out when nil: when playback of this lease
+        /// started as the server knows it (reported by the device, or inherited from the account's first lease of the
+        /// asset under a once-per-account policy). The playback window runs from the earlier of this and the device's
+        /// own first play. Clients that do not know the member ignore it.
+        public var firstPlayedAt: Int64?
 
         public init(
             leaseId: String,
@@ -133,7 +138,8 @@ public struct LeasePayload: Sendable, Codable, Hashable {
             storageExpiresAt: Int64,
             playbackDuration: Int64?,
             renewableUntil: Int64?,
-            requestNonce: String
+            requestNonce: String,
+            firstPlayedAt: Int64? = nil
         ) {
             self.leaseId = leaseId
             self.assetId = assetId
@@ -145,6 +151,7 @@ public struct LeasePayload: Sendable, Codable, Hashable {
             self.playbackDuration = playbackDuration
             self.renewableUntil = renewableUntil
             self.requestNonce = requestNonce
+            self.firstPlayedAt = firstPlayedAt
         }
 
         // Null members are written as null, as the protocol shows them, rather than left out.
@@ -160,6 +167,7 @@ public struct LeasePayload: Sendable, Codable, Hashable {
             try container.encode(playbackDuration, forKey: .playbackDuration)
             try container.encode(renewableUntil, forKey: .renewableUntil)
             try container.encode(requestNonce, forKey: .requestNonce)
+            try container.encodeIfPresent(firstPlayedAt, forKey: .firstPlayedAt)
         }
     }
 
@@ -186,13 +194,16 @@ public struct RenewRequest: Sendable, Codable, Hashable {
     public var deviceId: String
     public var nonce: String
     public var clientTime: Int64
+    /// Extension, optional: when playback of the lease started on the device (docs/key-protocol-extensions.md).
+    public var firstPlayedAt: Int64?
 
-    public init(leaseId: String, deviceId: String, nonce: String, clientTime: Int64) {
+    public init(leaseId: String, deviceId: String, nonce: String, clientTime: Int64, firstPlayedAt: Int64? = nil) {
         self.version = KeyProtocol.version
         self.leaseId = leaseId
         self.deviceId = deviceId
         self.nonce = nonce
         self.clientTime = clientTime
+        self.firstPlayedAt = firstPlayedAt
     }
 }
 
@@ -203,14 +214,43 @@ public struct ReleaseRequest: Sendable, Codable, Hashable {
     public var deviceId: String
     public var nonce: String
     public var deletedAt: Int64
+    /// Extension, optional: when playback of the lease started on the device (docs/key-protocol-extensions.md).
+    public var firstPlayedAt: Int64?
 
-    public init(leaseId: String, deviceId: String, nonce: String, deletedAt: Int64) {
+    public init(leaseId: String, deviceId: String, nonce: String, deletedAt: Int64, firstPlayedAt: Int64? = nil) {
         self.version = KeyProtocol.version
         self.leaseId = leaseId
         self.deviceId = deviceId
         self.nonce = nonce
         self.deletedAt = deletedAt
+        self.firstPlayedAt = firstPlayedAt
     }
+}
+
+/// Extension `POST /v1/leases/LEASE_ID/first-play` request body (docs/key-protocol-extensions.md), signed like every
+/// POST: tells the key server when playback of a persistent lease started on the device, so a renewal or a second
+/// request cannot restart the playback window.
+public struct FirstPlayReport: Sendable, Codable, Hashable {
+    public var version: Int
+    public var leaseId: String
+    public var deviceId: String
+    public var nonce: String
+    public var firstPlayedAt: Int64
+
+    public init(leaseId: String, deviceId: String, nonce: String, firstPlayedAt: Int64) {
+        self.version = KeyProtocol.version
+        self.leaseId = leaseId
+        self.deviceId = deviceId
+        self.nonce = nonce
+        self.firstPlayedAt = firstPlayedAt
+    }
+}
+
+/// Answer to ``FirstPlayReport``: the first play the server now records (the earliest it was told).
+public struct FirstPlayResponse: Sendable, Codable, Hashable {
+    public var firstPlayedAt: Int64
+
+    public init(firstPlayedAt: Int64) { self.firstPlayedAt = firstPlayedAt }
 }
 
 /// `POST /v1/leases/LEASE_ID/release` response: `{"released": true}`, also for a lease released before.

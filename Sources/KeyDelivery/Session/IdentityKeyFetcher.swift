@@ -9,8 +9,8 @@ public import StowageCrypto
 /// Key bytes are never logged nor put in errors.
 public struct IdentityKeyFetcher: Sendable {
     public struct Configuration: Sendable {
-        /// Extra request headers, e.g. `("Authorization", "Bearer ...")`, `("Cookie", "...")`.
-        public var headers: [(String, String)]
+        /// Extra request headers, e.g. `Authorization`, `Cookie`, sent only to the hosts they are scoped to.
+        public var headers: ScopedHeaders
         /// Local lifetime of a stored key, in seconds; nil: no expiry.
         public var lifetimeSeconds: Int64?
         /// Attempts per URI, the first included.
@@ -26,7 +26,7 @@ public struct IdentityKeyFetcher: Sendable {
         public var allowsAES256: Bool
 
         public init(
-            headers: [(String, String)] = [],
+            headers: ScopedHeaders = .none,
             lifetimeSeconds: Int64? = nil,
             maxAttempts: Int = 4,
             initialBackoffSeconds: Double = 0.5,
@@ -136,7 +136,9 @@ public struct IdentityKeyFetcher: Sendable {
     private func attemptFetch(_ uri: String) async -> Outcome {
         var request = HTTPClientRequest(url: uri)
         request.method = .GET
-        for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+        if let url = URL(string: uri) {
+            for (name, value) in configuration.headers.for(url) { request.headers.add(name: name, value: value) }
+        }
         let timeout = configuration.timeoutSeconds
         let http = self.http
         do {

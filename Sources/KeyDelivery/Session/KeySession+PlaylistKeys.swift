@@ -29,7 +29,7 @@ extension KeySession {
     ///   - keys: the entries, e.g. each media playlist's `distinctKeys` followed by the multivariant `sessionKeys`.
     ///   - assetId: the asset expected; required when the entries hold only identity keys.
     ///   - baseURL: the playlist URL relative identity key URIs are resolved against.
-    ///   - identityHeaders: extra headers sent with identity key GETs (overrides `identityFetch.headers`).
+    ///   - identityHeaders: extra headers for identity key GETs, scoped to their hosts (overrides `identityFetch.headers`).
     ///   - identityLifetime: local lifetime of stored identity keys in seconds; nil: no expiry.
     ///   - identityFetch: retry and timeout settings for identity keys.
     /// - Throws: ``KeySessionError`` from the selection, the acquisition or the fetches; store errors.
@@ -38,7 +38,7 @@ extension KeySession {
         assetId: String?,
         baseURL: URL? = nil,
         lease: LeaseType,
-        identityHeaders: [(String, String)] = [],
+        identityHeaders: ScopedHeaders? = nil,
         identityLifetime: Int64? = nil,
         identityFetch: IdentityKeyFetcher.Configuration = IdentityKeyFetcher.Configuration()
     ) async throws -> PlaylistKeyAcquisition {
@@ -54,7 +54,7 @@ extension KeySession {
             acquisition = try await acquire(assetId: asset, keyIds: selection.skdKeyIds, lease: lease)
         }
         var configuration = identityFetch
-        if !identityHeaders.isEmpty { configuration.headers = identityHeaders }
+        if let identityHeaders { configuration.headers = identityHeaders }
         configuration.lifetimeSeconds = identityLifetime
         let fetcher = IdentityKeyFetcher(http: http, store: store, clock: clock, configuration: configuration)
         var stored: [String] = []

@@ -4,11 +4,13 @@ import NIOCore
 import NIOHTTP1
 public import StowageCrypto
 
-/// The client side of shared/KEY-PROTOCOL.md: asks the key server for keys, verifies every answer with the pinned
-/// server key, and keeps persistent leases in the ``KeyStore``. Content keys are only ever returned as ``SecretBytes``.
+/// The client side of shared/KEY-PROTOCOL.md: asks the key server for keys, verifies every answer with the key pinned
+/// for that server's URL, and keeps persistent leases in the ``KeyStore``. Content keys are only ever returned as
+/// ``SecretBytes``.
+///
+/// A session talks to one key server, which the caller has decided to trust (``KeyServerTrust``): the bearer token
+/// goes to that server only, and plain `http` is refused unless the server is on a loopback address.
 public struct KeySession: Sendable {
-    /// The file in the key store's data directory that pins the key server's Ed25519 public key (base64).
-    public static let pinnedServerKeyFileName = "key-server-signing.pub"
     static let nonceByteCount = 16
     static let maxResponseBytes = 1 << 20
 
@@ -18,6 +20,8 @@ public struct KeySession: Sendable {
     public let device: DeviceIdentity
     /// The key server's base URL, e.g. `https://keys.example.com` (no trailing path needed).
     public let serverURL: URL
+    /// ``serverURL`` normalized: what pins and leases are recorded under.
+    public var keyServer: String { KeyServerURL.normalized(serverURL) ?? serverURL.absoluteString }
     /// The entitlement JWT sent as `Authorization: Bearer` with key and renewal requests.
     public let token: String?
     /// Seconds allowed for each HTTP request.
@@ -55,15 +59,18 @@ public struct KeySession: Sendable {
         }
     }
 
-    /// What ``KeySession/syncReleases()`` did.
+    /// What ``KeySession/sync()`` did.
     public struct SyncReport: Sendable, Hashable {
+        /// Leases whose first play the server acknowledged.
+        public var reported: [String] = []
         /// Leases the server confirmed released.
         public var released: [String] = []
-        /// Leases still queued, with the reason.
+        /// Leases still queued (a release or a first-play report), with the reason.
         public var failed: [String: String] = [:]
         public var isComplete: Bool { failed.isEmpty }
 
-        public init(released: [String] = [], failed: [String: String] = [:]) {
+        public init(reported: [String] = [], released: [String] = [], failed: [String: String] = [:]) {
+            self.reported = reported
             self.released = released
             self.failed = failed
         }
@@ -75,6 +82,9 @@ public struct KeySession: Sendable {
     /// persistent lease, stores it; for a streaming lease, returns the unwrapped keys and stores nothing but the
     /// journal entry.
     public func acquire(assetId: String, keyIds: [String], lease: LeaseType) async throws -> Acquisition {
+        // Asking again must not restart a playback window: the server hears of earlier plays first (best effort; the
+        // server also counts the request itself as a play under a once-per-account policy).
+        _ = try? await reportFirstPlays(assetId: assetId)
         let (request, signed) = try await requestKeys(assetId: assetId, keyIds: keyIds, lease: lease)
         return try await accept(signed, for: request)
     }
@@ -118,7 +128,7 @@ public struct KeySession: Sendable {
         try store.recordAcquisition(verified, at: now)
         switch lease.type {
         case .persistent:
-            let record = try store.persist(verified, at: now)
+            let record = try store.persist(verified, keyServer: keyServer, at: now)
             return Acquisition(terms: verified.terms, record: record, keys: [:], serverTime: verified.payload.serverTime)
         case .streaming:
             let keys = try unwrap(verified.payload)
@@ -126,30 +136,32 @@ public struct KeySession: Sendable {
         }
     }
 
-    /// The content keys of a stored lease, keyed by key ID, unwrapped with the device's X25519 key. The stored payload
-    /// is verified again with the pinned key first. Works offline; does not authorize playback (see
-    /// ``KeyStore/authorizePlayback(assetId:at:)``).
+    /// The content keys of a stored lease, keyed by key ID, unwrapped with the device's X25519 key, after the lease
+    /// was authenticated (its payload verified again with the pinned key). Works offline; does not authorize playback
+    /// (see ``KeyStore/authorizePlayback(assetId:at:)``).
     public func contentKeys(leaseId: String) throws -> [String: SecretBytes] {
-        try Self.storedContentKeys(leaseId: leaseId, store: store, device: device)
+        try store.contentKeys(leaseId: leaseId, device: device)
     }
 
-    /// ``contentKeys(leaseId:)`` without a session: offline readers (verification, playback) need no HTTP client.
-    public static func storedContentKeys(leaseId: String, store: KeyStore, device: DeviceIdentity) throws -> [String: SecretBytes] {
-        guard let signed = try store.storedPayload(leaseId: leaseId) else { throw KeySessionError.leaseNotStored(leaseId) }
-        guard let pinned = try Self.pinnedServerKey(in: store.dataDirectory) else { throw KeySessionError.serverKeyNotPinned }
-        let payload = try Self.verifiedPayload(signed, key: pinned)
-        guard payload.lease.leaseId == leaseId, payload.lease.deviceId == device.deviceId else {
-            throw KeySessionError.payloadMismatch("leaseId", expected: leaseId, got: payload.lease.leaseId)
-        }
-        return try unwrap(payload, device: device)
-    }
-
-    /// `POST /v1/leases/ID/renew`: verifies the new payload and stores it in place of the old one, which re-anchors
-    /// the time high-water mark.
+    /// `POST /v1/leases/ID/renew`: verifies the new payload with the key pinned for the lease's key server and stores
+    /// it in place of the old one, which re-anchors the time high-water mark. The first play, if any, travels with the
+    /// request so the server learns when the playback window started.
+    ///
+    /// Never pins on first use: a lease was stored under a pinned key, and a pin that is gone must not be replaced by
+    /// whatever the server presents now.
     @discardableResult
     public func renew(leaseId: String) async throws -> LeaseRecord {
         guard let stored = try store.lease(id: leaseId) else { throw KeySessionError.leaseNotStored(leaseId) }
-        let request = RenewRequest(leaseId: leaseId, deviceId: device.deviceId, nonce: try Self.freshNonce(), clientTime: clock.now)
+        try requireLeaseServer(stored)
+        guard try store.pinnedServerKey(for: keyServer) != nil else { throw KeyStoreError.serverKeyNotPinned(url: keyServer) }
+        let firstPlayedAt = stored.record.firstPlayedAt
+        let request = RenewRequest(
+            leaseId: leaseId,
+            deviceId: device.deviceId,
+            nonce: try Self.freshNonce(),
+            clientTime: clock.now,
+            firstPlayedAt: firstPlayedAt
+        )
         let body = try await post("/v1/leases/\(leaseId)/renew", request, bearer: true)
         let verified = try await verify(try decode(SignedPayload.self, body))
         let lease = verified.payload.lease
@@ -157,17 +169,44 @@ public struct KeySession: Sendable {
         try Self.check("leaseId", expected: leaseId, got: lease.leaseId)
         try Self.check("assetId", expected: stored.assetId, got: lease.assetId)
         try Self.check("deviceId", expected: device.deviceId, got: lease.deviceId)
-        return try store.renew(verified, at: clock.now)
+        let record = try store.renew(verified, at: clock.now)
+        if firstPlayedAt != nil { try store.markFirstPlayReported(leaseId: leaseId, at: clock.now) }
+        return record
     }
 
-    /// Sends every queued release (`POST /v1/leases/ID/release`); a lease the server confirms is marked released, any
-    /// other outcome is recorded and the release stays queued. Safe to call again; loses nothing when the server is
-    /// down.
+    /// `POST /v1/leases/ID/first-play` for every lease from this key server whose playback started and was not
+    /// reported yet (docs/key-protocol-extensions.md). Failures are kept for the next sync.
     @discardableResult
-    public func syncReleases() async throws -> SyncReport {
+    public func reportFirstPlays(assetId: String? = nil) async throws -> SyncReport {
         var report = SyncReport()
+        for lease in try store.pendingFirstPlayReports() where lease.keyServer == keyServer && (assetId == nil || lease.assetId == assetId) {
+            guard let firstPlayedAt = lease.record.firstPlayedAt else { continue }
+            do {
+                let message = FirstPlayReport(
+                    leaseId: lease.leaseId,
+                    deviceId: device.deviceId,
+                    nonce: try Self.freshNonce(),
+                    firstPlayedAt: firstPlayedAt
+                )
+                _ = try decode(FirstPlayResponse.self, try await post("/v1/leases/\(lease.leaseId)/first-play", message, bearer: false))
+                try store.markFirstPlayReported(leaseId: lease.leaseId, at: clock.now)
+                report.reported.append(lease.leaseId)
+            } catch let error as KeySessionError {
+                report.failed[lease.leaseId] = error.description
+                if error.code == KeySessionError.unreachable("").code { break }
+            }
+        }
+        return report
+    }
+
+    /// Tells this key server what it must know: first plays (``reportFirstPlays(assetId:)``), then every queued release
+    /// of its leases (`POST /v1/leases/ID/release`); a lease the server confirms is marked released, any other outcome is
+    /// recorded and the release stays queued. Safe to call again; loses nothing when the server is down.
+    @discardableResult
+    public func sync() async throws -> SyncReport {
+        var report = try await reportFirstPlays()
         var unreachable: KeySessionError?
-        for pending in try store.pendingReleases() {
+        for pending in try store.pendingReleases() where pending.keyServer == keyServer {
             do {
                 // Once the server cannot be reached, the rest are recorded as failed without waiting on each.
                 if let unreachable { throw unreachable }
@@ -190,51 +229,40 @@ public struct KeySession: Sendable {
     /// releases. The return itself never needs the server.
     public func returnAsset(assetId: String) async throws -> (returned: [LeaseRecord], sync: SyncReport) {
         let returned = try store.returnAsset(assetId: assetId, at: clock.now)
-        return (returned, try await syncReleases())
+        return (returned, try await sync())
     }
 
     // MARK: Server key pinning
 
-    /// The pinned server key, fetching `GET /v1/server-key` and pinning it on first use. When a key is already pinned,
-    /// nothing is fetched.
+    /// The key pinned for this key server, fetching `GET /v1/server-key` and pinning it on first use. When a key is
+    /// already pinned, nothing is fetched.
     public func pinnedServerKey() async throws -> Ed25519.PublicKey {
-        if let pinned = try Self.pinnedServerKey(in: store.dataDirectory) { return pinned }
+        if let pinned = try store.pinnedServerKey(for: keyServer) { return pinned }
         let presented = try await fetchServerKey()
-        let path = Self.pinnedKeyURL(in: store.dataDirectory)
-        let text = StrictBase64.encode(presented.rawRepresentation) + "\n"
-        do {
-            try Data(text.utf8).write(to: path, options: .atomic)
-        } catch {
-            throw KeySessionError.invalidRequest("cannot pin the server key at \(path.path): \(error)")
-        }
+        try store.pin(presented, for: keyServer, at: clock.now)
         return presented
     }
 
-    /// Fetches `GET /v1/server-key` and throws `server_key_changed` if a different key is pinned.
+    /// Fetches `GET /v1/server-key` and throws `server_key_mismatch` if a different key is pinned for this server.
     public func checkServerKey() async throws {
         let presented = try await fetchServerKey()
         let pinned = try await pinnedServerKey()
         guard pinned.rawRepresentation == presented.rawRepresentation else {
-            throw KeySessionError.serverKeyChanged(
+            throw KeyStoreError.serverKeyMismatch(
+                url: keyServer,
                 pinned: StrictBase64.encode(pinned.rawRepresentation),
                 presented: StrictBase64.encode(presented.rawRepresentation)
             )
         }
     }
 
-    /// The key pinned in `dataDirectory`, or nil if none is.
-    public static func pinnedServerKey(in dataDirectory: URL) throws -> Ed25519.PublicKey? {
-        let path = pinnedKeyURL(in: dataDirectory)
-        guard FileManager.default.fileExists(atPath: path.path) else { return nil }
-        guard let data = try? Data(contentsOf: path), let text = String(data: data, encoding: .utf8),
-            let raw = StrictBase64.decode(text.trimmingCharacters(in: .whitespacesAndNewlines), byteCount: 32),
-            let key = try? Ed25519.PublicKey(rawRepresentation: raw)
-        else { throw KeySessionError.pinnedKeyDamaged(path: path.path) }
-        return key
-    }
-
-    static func pinnedKeyURL(in dataDirectory: URL) -> URL {
-        dataDirectory.appendingPathComponent(pinnedServerKeyFileName)
+    private func requireLeaseServer(_ lease: StoredLease) throws {
+        guard lease.keyServer == keyServer else {
+            throw KeySessionError.invalidRequest(
+                "lease \(lease.leaseId) of asset \(lease.assetId) came from the key server \(lease.keyServer), not \(keyServer); "
+                    + "its renewals and releases go there"
+            )
+        }
     }
 
     private func fetchServerKey() async throws -> Ed25519.PublicKey {
@@ -253,7 +281,8 @@ public struct KeySession: Sendable {
             return try VerifiedLeasePayload(signed, verifier: PinnedKeyVerifier(key: pinned))
         } catch let error as KeySessionError {
             if let presented = try? await fetchServerKey(), presented.rawRepresentation != pinned.rawRepresentation {
-                throw KeySessionError.serverKeyChanged(
+                throw KeyStoreError.serverKeyMismatch(
+                    url: keyServer,
                     pinned: StrictBase64.encode(pinned.rawRepresentation),
                     presented: StrictBase64.encode(presented.rawRepresentation)
                 )
@@ -262,28 +291,16 @@ public struct KeySession: Sendable {
         }
     }
 
-    static func verifiedPayload(_ signed: SignedPayload, key: Ed25519.PublicKey) throws -> LeasePayload {
-        do {
-            return try PayloadSigning.verify(signed, serverKey: key)
-        } catch let error as SignatureVerificationError {
-            throw KeySessionError.invalidPayload(error.description)
-        }
-    }
-
     struct PinnedKeyVerifier: LeasePayloadVerifier {
         let key: Ed25519.PublicKey
         func verifiedPayload(_ signed: SignedPayload) throws -> LeasePayload {
-            try KeySession.verifiedPayload(signed, key: key)
+            try KeyStore.verifiedPayload(signed, key: key)
         }
     }
 
     // MARK: Helpers
 
     private func unwrap(_ payload: LeasePayload) throws -> [String: SecretBytes] {
-        try Self.unwrap(payload, device: device)
-    }
-
-    private static func unwrap(_ payload: LeasePayload, device: DeviceIdentity) throws -> [String: SecretBytes] {
         var keys: [String: SecretBytes] = [:]
         for wrapped in payload.keys {
             keys[wrapped.keyId] = try KeyWrapping.unwrap(
@@ -324,6 +341,7 @@ public struct KeySession: Sendable {
 
     /// Sends one request; a 200 answer's body is returned, any other is thrown as a ``KeySessionError``.
     private func send(method: HTTPMethod, path: String, body: [UInt8]?, headers: [String: String]) async throws -> [UInt8] {
+        try KeyServerTrust.requireSecureTransport(serverURL)
         var base = serverURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         var request = HTTPClientRequest(url: base + path)

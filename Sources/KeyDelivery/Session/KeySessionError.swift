@@ -39,25 +39,21 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
         )
     }
 
-    /// The server presents a signing key other than the one pinned on first use.
-    public static func serverKeyChanged(pinned: String, presented: String) -> Self {
+    /// A key server the user did not configure: advertised by a playlist on another host, or without TLS.
+    public static func untrustedKeyServer(_ url: String, reason: String) -> Self {
         Self(
-            code: "server_key_changed",
-            message:
-                "the key server presents signing key \(presented), but \(pinned) is pinned; refusing its payloads; if the server's key was changed on purpose, delete key-server-signing.pub in the data directory to pin the new one"
+            code: "untrusted_key_server",
+            message: "the playlist names the key server \(url), which \(reason); no request (and no token) was sent to it. If you "
+                + "trust it, pass `--trust-key-server \(url)` (or `--key-server \(url)`), or add it with `stowage keys trust \(url)`"
         )
     }
 
-    /// No server key is pinned yet and none could be fetched.
-    public static var serverKeyNotPinned: Self {
-        Self(code: "server_key_not_pinned", message: "no key server signing key is pinned in the data directory")
-    }
-
-    /// The pinned key file cannot be read or is damaged.
-    public static func pinnedKeyDamaged(path: String) -> Self {
+    /// A key server reached over plain HTTP on a network address: the token and the requests could be read or changed.
+    public static func insecureKeyServer(_ url: String) -> Self {
         Self(
-            code: "pinned_key_damaged",
-            message: "the pinned key server signing key at \(path) is damaged; delete it and the next request pins the server's key again"
+            code: "insecure_key_server",
+            message: "the key server \(url) uses plain http on a network address; key servers need https (plain http is only "
+                + "allowed on loopback, such as the demo's 127.0.0.1); use its https URL"
         )
     }
 

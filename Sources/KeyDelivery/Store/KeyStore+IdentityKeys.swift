@@ -20,7 +20,7 @@ extension KeyStore {
     public func storeIdentityKey(_ key: SecretBytes, uri: String, assetId: String, expiresAt: Int64? = nil, at now: Int64) throws {
         guard key.count == 16 || key.count == 32 else { throw KeyStoreError.invalidKeyLength(uri: uri, count: key.count) }
         let sealed = try sealer().seal(key, authenticating: Self.identityKeyAAD(uri: uri, assetId: assetId, expiresAt: expiresAt))
-        try write { db in
+        try writeState(at: now) { db, _ in
             try db.execute(
                 sql: """
                     INSERT INTO key_identity_keys (uri, asset_id, nonce, ciphertext, tag, stored_at, expires_at)
@@ -31,7 +31,6 @@ extension KeyStore {
                     """,
                 arguments: [uri, assetId, Data(sealed.nonce), Data(sealed.ciphertext), Data(sealed.tag), now, expiresAt]
             )
-            try Self.observe(localTime: now, db)
             var detail: AuditDetail = ["uriSHA256": .string(Self.uriDigest(uri))]
             if let expiresAt { detail.members["expiresAt"] = .integer(expiresAt) }
             try AuditJournal.append(db, kind: .identityKeyStored, assetId: assetId, leaseId: nil, detail: detail, at: now)
@@ -49,6 +48,9 @@ extension KeyStore {
         if let expiresAt = stored.expiresAt {
             let mark = try timeHighWaterMark()
             guard !mark.isRolledBack(at: now) else {
+                if mark.isTamperLatched {
+                    throw LeaseError.leaseTampered(nil, detail: "this device's record of time was deleted or altered")
+                }
                 throw LeaseError.clockRollbackDetected(nil, now: now, mark: mark.mark ?? now, latched: mark.isRollbackLatched)
             }
             guard now < expiresAt else { throw KeyStoreError.identityKeyExpired(uri: uri, expiresAt: expiresAt) }

@@ -1,17 +1,16 @@
 import Foundation
 import GRDB
+public import StowageCrypto
 
 extension KeyStore {
     // MARK: - Acquire, persist, renew
 
-    /// Journals that the server granted a lease and raises the time high-water mark to its `serverTime`. Call it for
-    /// every verified payload, streaming ones included; ``persist(_:at:)`` does not do it for you.
+    /// Journals that the server granted a lease and re-anchors time to its `serverTime`, which clears a latched
+    /// rollback or tampering (unless the clock is still more than 300 s behind the server). Call it for every verified
+    /// payload that answers a fresh request (its `requestNonce` echoes the request's random nonce), streaming ones
+    /// included; ``persist(_:keyServer:at:)`` does not do it for you.
     public func recordAcquisition(_ verified: VerifiedLeasePayload, at now: Int64) throws {
-        try write { db in
-            var mark = try Self.loadMark(db)
-            mark.observe(serverTime: verified.payload.serverTime)
-            try Self.saveMark(mark, db)
-            try Self.observe(localTime: now, db)
+        try writeState(at: now) { db, state in
             let lease = verified.payload.lease
             try AuditJournal.append(
                 db,
@@ -25,32 +24,37 @@ extension KeyStore {
                 ],
                 at: now
             )
+            try Self.reanchor(&state, serverTime: verified.payload.serverTime, now: now, lease: verified.terms, db)
         }
     }
 
-    /// Stores a persistent lease and its signed payload exactly as received.
+    /// Stores a persistent lease and its signed payload exactly as received, under the key server it came from.
     ///
-    /// Storing the same payload again changes nothing (a retried download); another payload for a stored lease must
-    /// come through ``renew(_:at:)``.
+    /// The payload must verify with the key pinned for `keyServer` (``pin(_:for:at:)``): every later decision verifies
+    /// it again with that pin. Storing the same payload again changes nothing (a retried download); another payload for
+    /// a stored lease must come through ``renew(_:at:)``.
     ///
-    /// - Throws: ``KeyStoreError`` (`lease_not_persistent` for a streaming lease, `lease_already_stored`).
+    /// - Throws: ``KeyStoreError`` (`lease_not_persistent` for a streaming lease, `lease_already_stored`,
+    ///   `server_key_not_pinned`), ``KeySessionError`` `invalid_payload` when the payload does not verify with the pin.
     @discardableResult
-    public func persist(_ verified: VerifiedLeasePayload, at now: Int64) throws -> LeaseRecord {
+    public func persist(_ verified: VerifiedLeasePayload, keyServer: String, at now: Int64) throws -> LeaseRecord {
         let terms = verified.terms
         guard terms.type == .persistent else { throw KeyStoreError.notPersistent(terms.leaseId) }
-        return try write { db in
-            if let existing = try Self.fetchLease(terms.leaseId, db) {
+        let secrets = try secrets()
+        try Self.checkSignature(verified, keyServer: keyServer, pins: try ServerKeyPins.read(at: pinsPath, secrets: secrets))
+        return try writeState(at: now) { db, state in
+            if try Self.fetchRow(terms.leaseId, db) != nil {
                 let stored = try Self.fetchPayload(terms.leaseId, db)
                 guard stored == verified.signed else { throw KeyStoreError.leaseAlreadyStored(terms.leaseId) }
-                return existing.record
+                return try Self.authenticated(terms.leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath)?.record
+                    ?? LeaseRecord(terms: terms, state: .persisted)
             }
             var lifecycle = LeaseLifecycle(acquired: terms)
-            let action = try lifecycle.persist()
-            try Self.carryOut(action, for: lifecycle.record, payload: verified, db, at: now)
-            var mark = try Self.loadMark(db)
-            mark.observe(serverTime: verified.payload.serverTime)
-            try Self.saveMark(mark, db)
-            try Self.observe(localTime: now, db)
+            _ = try lifecycle.persist()
+            try Self.insert(lifecycle.record, payload: verified, keyServer: keyServer, db, at: now)
+            state.recordLease(terms.leaseId)
+            try Self.seal(terms.leaseId, db, secrets: secrets)
+            state.observe(serverTime: verified.payload.serverTime)
             try AuditJournal.append(
                 db,
                 kind: .persist,
@@ -63,20 +67,53 @@ extension KeyStore {
         }
     }
 
-    /// Stores a renewal: the new terms and signed payload replace the old ones in one transaction, `firstPlayedAt` is
-    /// kept, and time is re-anchored to the payload's `serverTime`, which clears a latched clock rollback (unless the
-    /// clock is still more than 300 s behind the server).
+    /// Stores a renewal: the new terms and signed payload replace the old ones in one transaction, the first play is
+    /// kept (the earliest this device or the server knows), and time is re-anchored to the payload's `serverTime`,
+    /// which clears a latched rollback or tampering. Renewing a lease whose row was tampered with repairs it: the state
+    /// is rebuilt from the anchor, the payload and the row, taking the most restrictive of them.
     ///
-    /// - Throws: ``KeyStoreError`` `unknown_lease`; ``LeaseError`` `invalid_lease_transition` if the lease ended or the
-    ///   payload is for another lease, asset or device.
+    /// - Throws: ``KeyStoreError`` `unknown_lease`, `server_key_not_pinned`; ``KeySessionError`` `invalid_payload`;
+    ///   ``LeaseError`` `invalid_lease_transition` if the lease ended or the payload is for another lease, asset or
+    ///   device.
     @discardableResult
     public func renew(_ verified: VerifiedLeasePayload, at now: Int64) throws -> LeaseRecord {
         let terms = verified.terms
-        return try write { db in
-            guard let stored = try Self.fetchLease(terms.leaseId, db) else { throw KeyStoreError.unknownLease(terms.leaseId) }
-            var lifecycle = LeaseLifecycle(record: stored.record)
-            let action = try lifecycle.renew(with: terms)
-            try Self.carryOut(action, for: lifecycle.record, payload: verified, db, at: now)
+        let secrets = try secrets()
+        let pins = try ServerKeyPins.read(at: pinsPath, secrets: secrets)
+        return try writeState(at: now) { db, state in
+            guard let row = try Self.fetchRow(terms.leaseId, db) else { throw KeyStoreError.unknownLease(terms.leaseId) }
+            try Self.checkSignature(verified, keyServer: row.keyServer, pins: pins)
+            let ledger = state.ledgerEntry(terms.leaseId)
+            var record = LeaseRecord(
+                terms: row.terms,
+                state: ledger?.endedAt != nil && row.state.holdsKeyMaterial ? .expired : row.state,
+                firstPlayedAt: [row.firstPlayedAt, ledger?.firstPlayedAt].compactMap { $0 }.min()
+            )
+            if record.state.holdsKeyMaterial { record.state = record.firstPlayedAt == nil ? .persisted : .playing }
+            var lifecycle = LeaseLifecycle(record: record)
+            _ = try lifecycle.renew(with: terms)
+            try db.execute(
+                sql: """
+                    UPDATE key_leases SET key_ids = ?, issued_at = ?, storage_expires_at = ?, playback_duration = ?,
+                        renewable_until = ?, renewed_at = ?, renewal_count = renewal_count + 1, state = ?, first_played_at = ?
+                    WHERE lease_id = ?
+                    """,
+                arguments: [
+                    try Self.keyIdsJSON(terms.keyIds), terms.issuedAt, terms.storageExpiresAt, terms.playbackDuration,
+                    terms.renewableUntil, now, lifecycle.record.state.rawValue, lifecycle.record.firstPlayedAt, terms.leaseId,
+                ]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO key_lease_payloads (lease_id, payload, signature, server_time, stored_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(lease_id) DO UPDATE SET payload = excluded.payload, signature = excluded.signature,
+                        server_time = excluded.server_time, stored_at = excluded.stored_at
+                    """,
+                arguments: [terms.leaseId, verified.signed.payload, verified.signed.signature, verified.payload.serverTime, now]
+            )
+            if let first = lifecycle.record.firstPlayedAt { state.recordFirstPlay(terms.leaseId, at: first) }
+            state.recordLease(terms.leaseId)
+            try Self.seal(terms.leaseId, db, secrets: secrets)
             try AuditJournal.append(
                 db,
                 kind: .renewal,
@@ -85,28 +122,31 @@ extension KeyStore {
                 detail: Self.termsDetail(terms, serverTime: verified.payload.serverTime),
                 at: now
             )
-            var mark = try Self.loadMark(db)
-            let before = mark
-            let observation = mark.reanchor(serverTime: verified.payload.serverTime, localTime: now)
-            try Self.saveMark(mark, db)
-            var detail: AuditDetail = [
-                "serverTime": .integer(verified.payload.serverTime),
-                "localTime": .integer(now),
-                "rollbackCleared": .bool(before.isRollbackLatched && observation != .rollbackDetected),
-            ]
-            if let previous = before.mark { detail.members["previousHighWaterMark"] = .integer(previous) }
-            try AuditJournal.append(db, kind: .timeReanchored, assetId: terms.assetId, leaseId: terms.leaseId, detail: detail, at: now)
-            if observation == .rollbackDetected {
-                try AuditJournal.append(
-                    db,
-                    kind: .rollbackDetected,
-                    assetId: nil,
-                    leaseId: nil,
-                    detail: ["localTime": .integer(now), "highWaterMark": .integer(verified.payload.serverTime)],
-                    at: now
-                )
-            }
+            try Self.reanchor(&state, serverTime: verified.payload.serverTime, now: now, lease: terms, db)
             return lifecycle.record
+        }
+    }
+
+    /// Re-anchors time to a verified, fresh `serverTime` and journals it (and a rollback still found).
+    private static func reanchor(_ state: inout ClientState, serverTime: Int64, now: Int64, lease: LeaseTerms, _ db: Database) throws {
+        let before = state.mark
+        let observation = state.reanchor(serverTime: serverTime, localTime: now)
+        var detail: AuditDetail = [
+            "serverTime": .integer(serverTime),
+            "localTime": .integer(now),
+            "rollbackCleared": .bool((before.isRollbackLatched || before.isTamperLatched) && observation != .rollbackDetected),
+        ]
+        if let previous = before.mark { detail.members["previousHighWaterMark"] = .integer(previous) }
+        try AuditJournal.append(db, kind: .timeReanchored, assetId: lease.assetId, leaseId: lease.leaseId, detail: detail, at: now)
+        if observation == .rollbackDetected {
+            try AuditJournal.append(
+                db,
+                kind: .rollbackDetected,
+                assetId: nil,
+                leaseId: nil,
+                detail: ["localTime": .integer(now), "highWaterMark": .integer(serverTime)],
+                at: now
+            )
         }
     }
 
@@ -118,12 +158,13 @@ extension KeyStore {
     /// Of several leases for the asset, one already playing is used first (so no second playback window starts), then
     /// the one that would last longest. A refusal is returned, not thrown: `evaluation.error` says why.
     ///
-    /// - Throws: only for storage failures (``KeyStoreError``).
+    /// - Throws: only for storage failures and a missing secret (``KeyStoreError``).
     public func authorizePlayback(assetId: String, at now: Int64) throws -> LeaseEvaluation {
-        try write { db in
-            try Self.observe(localTime: now, db)
-            let rules = LeaseRules.standard(highWaterMark: try Self.loadMark(db))
-            let leases = try Self.fetchLeases(assetId: assetId, db)
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        return try writeState(at: now) { db, state in
+            let rules = LeaseRules.standard(highWaterMark: state.mark)
+            let leases = try Self.authenticatedLeases(assetId: assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
             guard !leases.isEmpty else { return .noLease(assetId: assetId, at: now) }
             let candidates = leases.map { (stored: $0.record, evaluation: rules.authorize($0.record, at: now)) }
             guard let chosen = Self.choose(candidates) else { return .noLease(assetId: assetId, at: now) }
@@ -131,8 +172,14 @@ extension KeyStore {
                 let stored = leases.first(where: { $0.leaseId == lease.leaseId }), stored.record.firstPlayedAt == nil
             else { return chosen }
             var lifecycle = LeaseLifecycle(record: stored.record)
-            let action = try lifecycle.startPlayback(at: now)
-            try Self.carryOut(action, for: lifecycle.record, payload: nil, db, at: now)
+            _ = try lifecycle.startPlayback(at: now)
+            // The IS NULL guard keeps the first value even if two writers ever raced past the transaction.
+            try db.execute(
+                sql: "UPDATE key_leases SET first_played_at = ?, state = ? WHERE lease_id = ? AND first_played_at IS NULL",
+                arguments: [now, lifecycle.record.state.rawValue, lease.leaseId]
+            )
+            state.recordFirstPlay(lease.leaseId, at: now)
+            try Self.seal(lease.leaseId, db, secrets: secrets)
             var detail: AuditDetail = ["expiresAt": .integer(lifecycle.record.expiresAt)]
             if let end = lifecycle.record.playbackEndsAt { detail.members["playbackEndsAt"] = .integer(end) }
             try AuditJournal.append(db, kind: .firstPlay, assetId: assetId, leaseId: lease.leaseId, detail: detail, at: now)
@@ -143,23 +190,22 @@ extension KeyStore {
     /// The lease status of `assetId` at `now` as things stand (playback not started stays not started). Records the
     /// local time like every operation, so a clock set back is caught here too.
     public func evaluate(assetId: String, at now: Int64) throws -> LeaseEvaluation {
-        try write { db in
-            try Self.observe(localTime: now, db)
-            let rules = LeaseRules.standard(highWaterMark: try Self.loadMark(db))
-            let candidates = try Self.fetchLeases(assetId: assetId, db).map { (stored: $0.record, evaluation: rules.evaluate($0.record, at: now)) }
-            return Self.choose(candidates) ?? .noLease(assetId: assetId, at: now)
-        }
+        try judge(assetId: assetId, at: now) { rules, record in rules.evaluate(record, at: now) }
     }
 
     /// Whether `assetId` stays playable for the next `duration` seconds (`stowage verify --for 48h`), counting the
     /// playback window as starting now if playback has not started. Nothing is recorded but the local time.
     public func coverage(assetId: String, duration: Int64, at now: Int64) throws -> LeaseEvaluation {
-        try write { db in
-            try Self.observe(localTime: now, db)
-            let rules = LeaseRules.standard(highWaterMark: try Self.loadMark(db))
-            let candidates = try Self.fetchLeases(assetId: assetId, db).map {
-                (stored: $0.record, evaluation: rules.coverage(of: $0.record, from: now, duration: duration))
-            }
+        try judge(assetId: assetId, at: now) { rules, record in rules.coverage(of: record, from: now, duration: duration) }
+    }
+
+    private func judge(assetId: String, at now: Int64, _ rule: (LeaseRules, LeaseRecord) -> LeaseEvaluation) throws -> LeaseEvaluation {
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        return try writeState(at: now) { db, state in
+            let rules = LeaseRules.standard(highWaterMark: state.mark)
+            let candidates = try Self.authenticatedLeases(assetId: assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
+                .map { (stored: $0.record, evaluation: rule(rules, $0.record)) }
             return Self.choose(candidates) ?? .noLease(assetId: assetId, at: now)
         }
     }
@@ -171,8 +217,8 @@ extension KeyStore {
         let valid = candidates.filter { $0.evaluation.isValid }
         if !valid.isEmpty {
             return valid.max { a, b in
-                let aStarted = a.stored.firstPlayedAt != nil
-                let bStarted = b.stored.firstPlayedAt != nil
+                let aStarted = a.stored.playbackStartedAt != nil
+                let bStarted = b.stored.playbackStartedAt != nil
                 if aStarted != bStarted { return bStarted }
                 return a.stored.expiresAt(ifFirstPlayedAt: a.evaluation.evaluatedAt)
                     < b.stored.expiresAt(ifFirstPlayedAt: b.evaluation.evaluatedAt)
@@ -213,11 +259,16 @@ extension KeyStore {
     /// - Returns: the leases that were returned.
     @discardableResult
     public func returnAsset(assetId: String, at now: Int64) throws -> [LeaseRecord] {
-        let returned = try write { db in
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        let returned = try writeState(at: now) { db, state in
             var records: [LeaseRecord] = []
-            for stored in try Self.fetchLeases(assetId: assetId, db) where stored.state.holdsKeyMaterial {
+            for stored in try Self.authenticatedLeases(assetId: assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
+            where stored.state.holdsKeyMaterial || stored.hasKeyMaterial {
                 records.append(
-                    try Self.end(stored, at: now, kind: .return, reason: "returned", db) { lifecycle in try lifecycle.returnLease(at: now) }
+                    try Self.end(stored, at: now, kind: .return, reason: "returned", db, state: &state, secrets: secrets) { lifecycle in
+                        try lifecycle.returnLease(at: now)
+                    }
                 )
             }
             try Self.eraseIdentityKeys(assetId: assetId, reason: "returned", db, at: now)
@@ -227,16 +278,26 @@ extension KeyStore {
         return returned
     }
 
-    /// Erases the key material of every lease whose storage or playback window has closed at `now` (queuing their
-    /// releases), and the sealed identity keys whose local lifetime has ended.
+    /// Erases the key material of every lease whose storage or playback window has closed at `now`, or that the anchor
+    /// says has ended, queuing their releases; and the sealed identity keys whose local lifetime has ended. Runs every
+    /// time the store is opened.
     @discardableResult
     public func purgeExpired(at now: Int64) throws -> PurgeReport {
-        let report = try write { db in
-            try Self.observe(localTime: now, db)
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        let report = try writeState(at: now) { db, state in
             var expired: [String] = []
-            for stored in try Self.fetchLeases(assetId: nil, db) where stored.state.holdsKeyMaterial {
-                guard case .denied(let error) = DualExpiryPolicy().evaluate(stored.record, at: now) else { continue }
-                try Self.end(stored, at: now, kind: .expiry, reason: error.code, db) { lifecycle in try lifecycle.expire(at: now) }
+            for stored in try Self.authenticatedLeases(assetId: nil, db, state: state, secrets: secrets, pinsPath: pinsPath) {
+                let windowClosed = DualExpiryPolicy().evaluate(stored.record, at: now).error
+                let endedElsewhere = state.ledgerEntry(stored.leaseId)?.endedAt != nil
+                // A payload that is still stored for a lease that ended (copied back into the table) goes too.
+                guard
+                    (stored.state.holdsKeyMaterial && (windowClosed != nil || endedElsewhere))
+                        || (!stored.state.holdsKeyMaterial && stored.hasKeyMaterial)
+                else { continue }
+                try Self.end(stored, at: now, kind: .expiry, reason: windowClosed?.code ?? "ended", db, state: &state, secrets: secrets) {
+                    lifecycle in try lifecycle.expire(at: now)
+                }
                 expired.append(stored.leaseId)
             }
             let uris = try String.fetchAll(
@@ -260,12 +321,17 @@ extension KeyStore {
         reason: String,
         event: (inout LeaseLifecycle) throws -> LeaseLifecycle.Action
     ) throws -> LeaseRecord {
-        try write { db in
-            guard let stored = try Self.fetchLease(leaseId, db) else { throw KeyStoreError.unknownLease(leaseId) }
-            return try Self.end(stored, at: now, kind: kind, reason: reason, db, event: event)
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        return try writeState(at: now) { db, state in
+            guard let stored = try Self.authenticated(leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath) else {
+                throw KeyStoreError.unknownLease(leaseId)
+            }
+            return try Self.end(stored, at: now, kind: kind, reason: reason, db, state: &state, secrets: secrets, event: event)
         }
     }
 
+    /// Erases the key material of `stored`, records the end (row, anchor, journal) and queues the release with its code.
     @discardableResult
     static func end(
         _ stored: StoredLease,
@@ -273,12 +339,33 @@ extension KeyStore {
         kind: AuditEventKind,
         reason: String,
         _ db: Database,
+        state: inout ClientState,
+        secrets: KeyStoreSecrets,
         event: (inout LeaseLifecycle) throws -> LeaseLifecycle.Action
     ) throws -> LeaseRecord {
         var lifecycle = LeaseLifecycle(record: stored.record)
         let action = try event(&lifecycle)
-        guard action != .none else { return lifecycle.record }
-        try carryOut(action, for: lifecycle.record, payload: nil, db, at: now)
+        guard action != .none || stored.hasKeyMaterial else { return lifecycle.record }
+        let deletedAt: Int64
+        if case .eraseKeyMaterialAndQueueRelease(let at) = action { deletedAt = at } else { deletedAt = now }
+        try db.execute(sql: "DELETE FROM key_lease_payloads WHERE lease_id = ?", arguments: [stored.leaseId])
+        if action != .none {
+            try db.execute(
+                sql: "UPDATE key_leases SET state = ?, ended_at = ? WHERE lease_id = ?",
+                arguments: [lifecycle.record.state.rawValue, deletedAt, stored.leaseId]
+            )
+            // Queuing is idempotent: a release already queued keeps its first deletedAt.
+            if try
+                !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM key_release_queue WHERE lease_id = ?)", arguments: [stored.leaseId]) ?? false)
+            {
+                try db.execute(
+                    sql: "INSERT INTO key_release_queue (lease_id, deleted_at, queued_at, mac) VALUES (?, ?, ?, ?)",
+                    arguments: [stored.leaseId, deletedAt, now, Data(try secrets.authenticationCode(for: releaseFields(stored.leaseId, deletedAt)))]
+                )
+            }
+        }
+        state.recordEnd(stored.leaseId, at: deletedAt)
+        try seal(stored.leaseId, db, secrets: secrets)
         try AuditJournal.append(
             db,
             kind: kind,
@@ -292,27 +379,39 @@ extension KeyStore {
 
     // MARK: - Release queue
 
-    /// Releases waiting to be sent, oldest first. The queue survives restarts.
+    /// Releases waiting to be sent, oldest first. Only releases whose queue entry authenticates and whose lease has
+    /// really ended (its key material erased) are listed: a release added by hand for a lease that still holds its keys
+    /// would free a device slot on the server while the keys stay here. The queue survives restarts.
     public func pendingReleases() throws -> [PendingRelease] {
-        try read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT q.*, l.asset_id, l.device_id FROM key_release_queue q
-                    JOIN key_leases l ON l.lease_id = q.lease_id ORDER BY q.queued_at, q.lease_id
-                    """
-            ).map { row in
-                PendingRelease(
-                    leaseId: row["lease_id"],
-                    assetId: row["asset_id"],
-                    deviceId: row["device_id"],
-                    deletedAt: row["deleted_at"],
-                    queuedAt: row["queued_at"],
-                    attempts: row["attempts"],
-                    lastError: row["last_error"],
-                    lastAttemptAt: row["last_attempt_at"]
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        let ledger = ClientState.ledger(secrets: secrets, anchorPath: anchorPath)
+        return try read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT * FROM key_release_queue ORDER BY queued_at, lease_id")
+            var pending: [PendingRelease] = []
+            for row in rows {
+                let leaseId: String = row["lease_id"]
+                let deletedAt: Int64 = row["deleted_at"]
+                guard secrets.isAuthentic((row["mac"] as Data?).map { [UInt8]($0) }, for: Self.releaseFields(leaseId, deletedAt)),
+                    let lease = try Self.authenticated(leaseId, db, ledger: ledger, secrets: secrets, pinsPath: pinsPath),
+                    lease.record.tampering == nil, !lease.state.holdsKeyMaterial, !lease.hasKeyMaterial
+                else { continue }
+                pending.append(
+                    PendingRelease(
+                        leaseId: leaseId,
+                        assetId: lease.assetId,
+                        deviceId: lease.record.terms.deviceId,
+                        keyServer: lease.keyServer,
+                        deletedAt: deletedAt,
+                        firstPlayedAt: lease.record.playbackStartedAt,
+                        queuedAt: row["queued_at"],
+                        attempts: row["attempts"],
+                        lastError: row["last_error"],
+                        lastAttemptAt: row["last_attempt_at"]
+                    )
                 )
             }
+            return pending
         }
     }
 
@@ -323,12 +422,21 @@ extension KeyStore {
     ///   key material.
     @discardableResult
     public func markReleased(leaseId: String, at now: Int64) throws -> LeaseRecord {
-        try write { db in
-            guard let stored = try Self.fetchLease(leaseId, db) else { throw KeyStoreError.unknownLease(leaseId) }
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        return try writeState(at: now) { db, state in
+            guard let stored = try Self.authenticated(leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath) else {
+                throw KeyStoreError.unknownLease(leaseId)
+            }
             var lifecycle = LeaseLifecycle(record: stored.record)
             let action = try lifecycle.confirmRelease()
             guard action != .none else { return lifecycle.record }
-            try Self.carryOut(action, for: lifecycle.record, payload: nil, db, at: now)
+            try db.execute(sql: "DELETE FROM key_release_queue WHERE lease_id = ?", arguments: [leaseId])
+            try db.execute(
+                sql: "UPDATE key_leases SET state = ?, released_at = ? WHERE lease_id = ?",
+                arguments: [lifecycle.record.state.rawValue, now, leaseId]
+            )
+            try Self.seal(leaseId, db, secrets: secrets)
             try AuditJournal.append(db, kind: .release, assetId: stored.assetId, leaseId: leaseId, detail: [:], at: now)
             return lifecycle.record
         }
@@ -355,38 +463,329 @@ extension KeyStore {
         }
     }
 
+    static func releaseFields(_ leaseId: String, _ deletedAt: Int64) -> CanonicalFields {
+        var fields = CanonicalFields(domain: "stowage-release-v1")
+        fields.append(leaseId)
+        fields.append(deletedAt)
+        return fields
+    }
+
+    // MARK: - First-play reports
+
+    /// Leases whose playback started on this device and whose key server has not been told yet (intact leases only),
+    /// for ``KeySession/sync()`` and renewals.
+    public func pendingFirstPlayReports() throws -> [StoredLease] {
+        try leases().filter { $0.record.tampering == nil && $0.record.firstPlayedAt != nil && $0.firstPlayReportedAt == nil }
+    }
+
+    /// The key server acknowledged the first play of `leaseId`.
+    public func markFirstPlayReported(leaseId: String, at now: Int64) throws {
+        try write { db in
+            try db.execute(sql: "UPDATE key_leases SET first_play_reported_at = ? WHERE lease_id = ?", arguments: [now, leaseId])
+            guard db.changesCount > 0 else { return }
+            let assetId = try String.fetchOne(db, sql: "SELECT asset_id FROM key_leases WHERE lease_id = ?", arguments: [leaseId])
+            try AuditJournal.append(db, kind: .firstPlayReported, assetId: assetId, leaseId: leaseId, detail: [:], at: now)
+        }
+    }
+
     // MARK: - Queries
 
-    /// One stored lease.
+    /// One stored lease, as authenticated now (``LeaseRecord/tampering`` says what disagrees).
     public func lease(id leaseId: String) throws -> StoredLease? {
-        try read { db in try Self.fetchLease(leaseId, db) }
+        let secrets = try secrets()
+        let ledger = ClientState.ledger(secrets: secrets, anchorPath: anchorPath)
+        let pinsPath = pinsPath
+        return try read { db in try Self.authenticated(leaseId, db, ledger: ledger, secrets: secrets, pinsPath: pinsPath) }
     }
 
-    /// Stored leases, of one asset or all, oldest first.
+    /// Stored leases, of one asset or all, oldest first, as authenticated now.
     public func leases(assetId: String? = nil) throws -> [StoredLease] {
-        try read { db in try Self.fetchLeases(assetId: assetId, db) }
+        let secrets = try secrets()
+        let ledger = ClientState.ledger(secrets: secrets, anchorPath: anchorPath)
+        let pinsPath = pinsPath
+        return try read { db in
+            let pins = Result { try ServerKeyPins.read(at: pinsPath, secrets: secrets) }
+            return try Self.fetchRows(assetId: assetId, db).map { Self.authenticate($0, ledger: ledger, pins: pins, secrets: secrets) }
+        }
     }
 
-    /// The signed payload pair exactly as received (the latest renewal's), for unwrapping the content keys; nil once
-    /// the key material is erased.
+    /// The signed payload pair exactly as received (the latest renewal's); nil once the key material is erased.
     public func storedPayload(leaseId: String) throws -> SignedPayload? {
         try read { db in try Self.fetchPayload(leaseId, db) }
     }
 
-    // MARK: - Rows
-
-    static func fetchLease(_ leaseId: String, _ db: Database) throws -> StoredLease? {
-        try Row.fetchOne(db, sql: Self.leaseQuery + " WHERE l.lease_id = ?", arguments: [leaseId]).map(storedLease(from:))
+    /// The content keys of a stored lease, keyed by key ID, unwrapped with the device's X25519 key, after the lease
+    /// was authenticated (its payload verified again with the pinned key, its row checked). Works offline; does not
+    /// authorize playback (``authorizePlayback(assetId:at:)`` does).
+    ///
+    /// - Throws: ``KeySessionError`` `lease_not_stored`; ``LeaseError`` `lease_tampered`; key-wrapping errors.
+    public func contentKeys(leaseId: String, device: DeviceIdentity) throws -> [String: SecretBytes] {
+        guard let lease = try lease(id: leaseId), lease.state.holdsKeyMaterial, let signed = try storedPayload(leaseId: leaseId) else {
+            throw KeySessionError.leaseNotStored(leaseId)
+        }
+        if let tampering = lease.record.tampering { throw LeaseError.leaseTampered(lease.record, detail: tampering) }
+        let secrets = try secrets()
+        let pins = try ServerKeyPins.read(at: pinsPath, secrets: secrets)
+        guard let key = pins.key(for: lease.keyServer) else { throw KeyStoreError.serverKeyNotPinned(url: lease.keyServer) }
+        let payload = try Self.verifiedPayload(signed, key: key)
+        guard payload.lease.leaseId == leaseId, payload.lease.deviceId == device.deviceId else {
+            throw KeySessionError.payloadMismatch("deviceId", expected: device.deviceId, got: payload.lease.deviceId)
+        }
+        var keys: [String: SecretBytes] = [:]
+        for wrapped in payload.keys {
+            keys[wrapped.keyId] = try KeyWrapping.unwrap(
+                wrapped,
+                leaseID: payload.lease.leaseId,
+                deviceID: device.deviceId,
+                agreementKey: device.agreementKey
+            )
+        }
+        return keys
     }
 
-    static func fetchLeases(assetId: String?, _ db: Database) throws -> [StoredLease] {
+    // MARK: - Pins
+
+    /// The signing key pinned for the key server at `url` (normalized with ``KeyServerURL/normalized(_:)``), or nil.
+    ///
+    /// - Throws: ``KeyStoreError`` `pinned_key_damaged` when the pins file was edited outside Stowage.
+    public func pinnedServerKey(for url: String) throws -> Ed25519.PublicKey? {
+        try ServerKeyPins.read(at: pinsPath, secrets: try secrets()).key(for: url)
+    }
+
+    /// Pins `key` for the key server at `url`. Pinning the key already pinned changes nothing.
+    ///
+    /// - Throws: ``KeyStoreError`` `server_key_mismatch` when another key is pinned for `url`.
+    public func pin(_ key: Ed25519.PublicKey, for url: String, at now: Int64) throws {
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        try write { db in
+            var pins = try ServerKeyPins.read(at: pinsPath, secrets: secrets)
+            if let pinned = pins.key(for: url) {
+                guard pinned.rawRepresentation == key.rawRepresentation else {
+                    throw KeyStoreError.serverKeyMismatch(
+                        url: url,
+                        pinned: StrictBase64.encode(pinned.rawRepresentation),
+                        presented: StrictBase64.encode(key.rawRepresentation)
+                    )
+                }
+                return
+            }
+            try pins.pin(key, for: url, at: now, secrets: secrets)
+            try pins.write(to: pinsPath)
+            try AuditJournal.append(
+                db,
+                kind: .serverKeyPinned,
+                assetId: nil,
+                leaseId: nil,
+                detail: ["keyServer": .string(url), "signingKey": .string(StrictBase64.encode(key.rawRepresentation))],
+                at: now
+            )
+        }
+    }
+
+    /// Forgets the key pinned for `url`, so the next download from it pins the key it presents then.
+    ///
+    /// - Returns: false when nothing was pinned for `url`.
+    /// - Throws: ``KeyStoreError`` `lease_already_stored` while a lease from that key server still holds keys (it could
+    ///   not be checked any more).
+    @discardableResult
+    public func unpin(_ url: String, at now: Int64) throws -> Bool {
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        return try write { db in
+            let holding = try String.fetchAll(
+                db,
+                sql: "SELECT l.lease_id FROM key_leases l JOIN key_lease_payloads p ON p.lease_id = l.lease_id WHERE l.key_server = ?",
+                arguments: [url]
+            )
+            if let leaseId = holding.first { throw KeyStoreError.pinInUse(url: url, leaseId: leaseId) }
+            var pins = try ServerKeyPins.read(at: pinsPath, secrets: secrets)
+            guard pins.remove(url) else { return false }
+            try pins.write(to: pinsPath)
+            try AuditJournal.append(db, kind: .serverKeyUnpinned, assetId: nil, leaseId: nil, detail: ["keyServer": .string(url)], at: now)
+            return true
+        }
+    }
+
+    // MARK: - Authentication
+
+    /// A lease row as stored, before any check.
+    struct LeaseRow {
+        var terms: LeaseTerms
+        var state: LeaseState
+        var keyServer: String
+        var firstPlayedAt: Int64?
+        var endedAt: Int64?
+        var releasedAt: Int64?
+        var persistedAt: Int64
+        var renewedAt: Int64?
+        var renewalCount: Int
+        var firstPlayReportedAt: Int64?
+        var stateMAC: [UInt8]?
+        var payload: SignedPayload?
+    }
+
+    /// The canonical fields of the state this device adds to a lease, bound to its lease ID, asset, device and key
+    /// server and to the digest of the stored payload (empty once erased).
+    static func stateFields(_ row: LeaseRow) -> CanonicalFields {
+        var fields = CanonicalFields(domain: "stowage-lease-state-v1")
+        fields.append(row.terms.leaseId)
+        fields.append(row.terms.assetId)
+        fields.append(row.terms.deviceId)
+        fields.append(row.keyServer)
+        fields.append(row.state.rawValue)
+        fields.append(row.firstPlayedAt)
+        fields.append(row.endedAt)
+        fields.append(row.releasedAt)
+        fields.append(row.payload.map { SHA256Hasher.hash(Array("\($0.payload)\n\($0.signature)".utf8)) })
+        return fields
+    }
+
+    /// Recomputes the authentication code of a lease row after this store changed it.
+    static func seal(_ leaseId: String, _ db: Database, secrets: KeyStoreSecrets) throws {
+        guard let row = try fetchRow(leaseId, db) else { return }
+        try db.execute(
+            sql: "UPDATE key_leases SET state_mac = ? WHERE lease_id = ?",
+            arguments: [Data(try secrets.authenticationCode(for: stateFields(row))), leaseId]
+        )
+    }
+
+    /// Judges a stored lease: the terms come from its signed payload, verified with the key pinned for its key server
+    /// (the columns only when the payload is erased); the row must agree with them and carry a valid code; the first
+    /// play and end are merged with the anchor's, the restrictive way.
+    static func authenticate(
+        _ row: LeaseRow,
+        ledger: [String: KeyStoreAnchor.Lease],
+        pins: Result<ServerKeyPins, any Error>,
+        secrets: KeyStoreSecrets
+    ) -> StoredLease {
+        var problems: [String] = []
+        if !secrets.isAuthentic(row.stateMAC, for: stateFields(row)) {
+            problems.append("its state in \(KeyStore.databaseFileName) (state, first play, end or payload) does not match its code")
+        }
+        var terms = row.terms
+        if let signed = row.payload {
+            switch pins {
+            case .failure(let error):
+                problems.append("the pinned key server keys cannot be read (\((error as? KeyStoreError)?.message ?? "\(error)"))")
+            case .success(let pins):
+                if let key = pins.key(for: row.keyServer) {
+                    do {
+                        let payload = try verifiedPayload(signed, key: key)
+                        terms = LeaseTerms(payload.lease)
+                        problems += disagreements(columns: row.terms, signed: terms)
+                    } catch {
+                        problems.append("its signed payload does not verify with the key pinned for \(row.keyServer)")
+                    }
+                } else {
+                    problems.append("no signing key is pinned for its key server \(row.keyServer.isEmpty ? "(none recorded)" : row.keyServer)")
+                }
+            }
+        }
+        let entry = ledger[row.terms.leaseId]
+        var state = row.state
+        if entry?.endedAt != nil, state.holdsKeyMaterial { state = .expired }
+        let firstPlayedAt = [row.firstPlayedAt, entry?.firstPlayedAt].compactMap { $0 }.min()
+        if firstPlayedAt != nil, state == .persisted { state = .playing }
+        let record = LeaseRecord(
+            terms: terms,
+            state: state,
+            firstPlayedAt: firstPlayedAt,
+            tampering: problems.isEmpty ? nil : problems.joined(separator: "; ")
+        )
+        return StoredLease(
+            record: record,
+            hasKeyMaterial: row.payload != nil,
+            keyServer: row.keyServer,
+            persistedAt: row.persistedAt,
+            renewedAt: row.renewedAt,
+            renewalCount: row.renewalCount,
+            endedAt: row.endedAt ?? entry?.endedAt,
+            releasedAt: row.releasedAt,
+            firstPlayReportedAt: row.firstPlayReportedAt
+        )
+    }
+
+    /// What the row's cached terms say differently from the signed ones.
+    private static func disagreements(columns: LeaseTerms, signed: LeaseTerms) -> [String] {
+        func differ<T: Equatable>(_ name: String, _ row: T, _ server: T, _ show: (T) -> String) -> String? {
+            row == server ? nil : "its row says \(name) \(show(row)) but the server signed \(show(server))"
+        }
+        func time(_ value: Int64?) -> String { value.map(HumanTime.date) ?? "none" }
+        func span(_ value: Int64?) -> String { value.map(HumanTime.duration) ?? "none" }
+        return [
+            differ("lease", columns.leaseId, signed.leaseId) { $0 },
+            differ("asset", columns.assetId, signed.assetId) { $0 },
+            differ("device", columns.deviceId, signed.deviceId) { $0 },
+            differ("keys", columns.keyIds, signed.keyIds) { $0.joined(separator: ",") },
+            differ("type", columns.type, signed.type) { $0.rawValue },
+            differ("issued", columns.issuedAt, signed.issuedAt, time),
+            differ("storage end", columns.storageExpiresAt, signed.storageExpiresAt, time),
+            differ("playback duration", columns.playbackDuration, signed.playbackDuration, span),
+            differ("renewable until", columns.renewableUntil, signed.renewableUntil, time),
+        ].compactMap { $0 }
+    }
+
+    static func verifiedPayload(_ signed: SignedPayload, key: Ed25519.PublicKey) throws -> LeasePayload {
+        do {
+            return try PayloadSigning.verify(signed, serverKey: key)
+        } catch let error as SignatureVerificationError {
+            throw KeySessionError.invalidPayload(error.description)
+        }
+    }
+
+    /// Checks that `verified` verifies with the key pinned for `keyServer`, so a stored lease always can be checked again.
+    private static func checkSignature(_ verified: VerifiedLeasePayload, keyServer: String, pins: ServerKeyPins) throws {
+        guard let key = pins.key(for: keyServer) else { throw KeyStoreError.serverKeyNotPinned(url: keyServer) }
+        _ = try verifiedPayload(verified.signed, key: key)
+    }
+
+    static func authenticated(
+        _ leaseId: String,
+        _ db: Database,
+        state: ClientState,
+        secrets: KeyStoreSecrets,
+        pinsPath: String
+    ) throws -> StoredLease? {
+        try authenticated(leaseId, db, ledger: state.anchor.leases, secrets: secrets, pinsPath: pinsPath)
+    }
+
+    static func authenticated(
+        _ leaseId: String,
+        _ db: Database,
+        ledger: [String: KeyStoreAnchor.Lease],
+        secrets: KeyStoreSecrets,
+        pinsPath: String
+    ) throws -> StoredLease? {
+        guard let row = try fetchRow(leaseId, db) else { return nil }
+        return authenticate(row, ledger: ledger, pins: Result { try ServerKeyPins.read(at: pinsPath, secrets: secrets) }, secrets: secrets)
+    }
+
+    static func authenticatedLeases(
+        assetId: String?,
+        _ db: Database,
+        state: ClientState,
+        secrets: KeyStoreSecrets,
+        pinsPath: String
+    ) throws -> [StoredLease] {
+        let pins = Result { try ServerKeyPins.read(at: pinsPath, secrets: secrets) }
+        return try fetchRows(assetId: assetId, db).map { authenticate($0, ledger: state.anchor.leases, pins: pins, secrets: secrets) }
+    }
+
+    // MARK: - Rows
+
+    static func fetchRow(_ leaseId: String, _ db: Database) throws -> LeaseRow? {
+        try Row.fetchOne(db, sql: leaseQuery + " WHERE l.lease_id = ?", arguments: [leaseId]).map(leaseRow(from:))
+    }
+
+    static func fetchRows(assetId: String?, _ db: Database) throws -> [LeaseRow] {
         let rows =
             if let assetId {
-                try Row.fetchAll(db, sql: Self.leaseQuery + " WHERE l.asset_id = ? ORDER BY l.persisted_at, l.lease_id", arguments: [assetId])
+                try Row.fetchAll(db, sql: leaseQuery + " WHERE l.asset_id = ? ORDER BY l.persisted_at, l.lease_id", arguments: [assetId])
             } else {
-                try Row.fetchAll(db, sql: Self.leaseQuery + " ORDER BY l.persisted_at, l.lease_id")
+                try Row.fetchAll(db, sql: leaseQuery + " ORDER BY l.persisted_at, l.lease_id")
             }
-        return try rows.map(storedLease(from:))
+        return try rows.map(leaseRow(from:))
     }
 
     static func fetchPayload(_ leaseId: String, _ db: Database) throws -> SignedPayload? {
@@ -395,111 +794,89 @@ extension KeyStore {
     }
 
     private static let leaseQuery = """
-        SELECT l.*, (p.lease_id IS NOT NULL) AS has_key_material FROM key_leases l
+        SELECT l.*, p.payload AS payload_text, p.signature AS payload_signature FROM key_leases l
         LEFT JOIN key_lease_payloads p ON p.lease_id = l.lease_id
         """
 
-    private static func storedLease(from row: Row) throws -> StoredLease {
+    private static func leaseRow(from row: Row) throws -> LeaseRow {
+        let leaseId: String = row["lease_id"]
         let keyIdsText: String = row["key_ids"]
-        let keyIds = try JSONDecoder().decode([String].self, from: Data(keyIdsText.utf8))
         let typeText: String = row["type"]
         let stateText: String = row["state"]
-        guard let type = LeaseType(rawValue: typeText), let state = LeaseState(rawValue: stateText) else {
-            throw KeyStoreError.databaseFailure("lease \(row["lease_id"] as String) has an unknown type or state")
+        guard let keyIds = try? JSONDecoder().decode([String].self, from: Data(keyIdsText.utf8)),
+            let type = LeaseType(rawValue: typeText), let state = LeaseState(rawValue: stateText)
+        else {
+            // Not even readable: keep the lease visible (and refused) rather than failing every query.
+            return LeaseRow(
+                terms: LeaseTerms(
+                    leaseId: leaseId,
+                    assetId: row["asset_id"],
+                    deviceId: row["device_id"],
+                    keyIds: [],
+                    type: .persistent,
+                    issuedAt: 0,
+                    storageExpiresAt: 0,
+                    playbackDuration: nil,
+                    renewableUntil: nil
+                ),
+                state: .expired,
+                keyServer: row["key_server"],
+                persistedAt: row["persisted_at"],
+                renewalCount: 0,
+                stateMAC: nil,
+                payload: nil
+            )
         }
-        let terms = LeaseTerms(
-            leaseId: row["lease_id"],
-            assetId: row["asset_id"],
-            deviceId: row["device_id"],
-            keyIds: keyIds,
-            type: type,
-            issuedAt: row["issued_at"],
-            storageExpiresAt: row["storage_expires_at"],
-            playbackDuration: row["playback_duration"],
-            renewableUntil: row["renewable_until"]
-        )
-        return StoredLease(
-            record: LeaseRecord(terms: terms, state: state, firstPlayedAt: row["first_played_at"]),
-            hasKeyMaterial: row["has_key_material"],
+        let payload: SignedPayload? =
+            if let text: String = row["payload_text"], let signature: String = row["payload_signature"] {
+                SignedPayload(payload: text, signature: signature)
+            } else {
+                nil
+            }
+        return LeaseRow(
+            terms: LeaseTerms(
+                leaseId: leaseId,
+                assetId: row["asset_id"],
+                deviceId: row["device_id"],
+                keyIds: keyIds,
+                type: type,
+                issuedAt: row["issued_at"],
+                storageExpiresAt: row["storage_expires_at"],
+                playbackDuration: row["playback_duration"],
+                renewableUntil: row["renewable_until"]
+            ),
+            state: state,
+            keyServer: row["key_server"],
+            firstPlayedAt: row["first_played_at"],
+            endedAt: row["ended_at"],
+            releasedAt: row["released_at"],
             persistedAt: row["persisted_at"],
             renewedAt: row["renewed_at"],
             renewalCount: row["renewal_count"],
-            endedAt: row["ended_at"],
-            releasedAt: row["released_at"]
+            firstPlayReportedAt: row["first_play_reported_at"],
+            stateMAC: (row["state_mac"] as Data?).map { [UInt8]($0) },
+            payload: payload
         )
     }
 
-    /// Makes a life-cycle action true in the database (inside the caller's transaction).
-    static func carryOut(
-        _ action: LeaseLifecycle.Action,
-        for record: LeaseRecord,
-        payload: VerifiedLeasePayload?,
-        _ db: Database,
-        at now: Int64
-    ) throws {
+    private static func insert(_ record: LeaseRecord, payload: VerifiedLeasePayload, keyServer: String, _ db: Database, at now: Int64) throws {
         let terms = record.terms
-        switch action {
-        case .none:
-            return
-        case .store:
-            guard let payload else { preconditionFailure("storing a lease needs its payload") }
-            try db.execute(
-                sql: """
-                    INSERT INTO key_leases (lease_id, asset_id, device_id, key_ids, type, issued_at, storage_expires_at,
-                        playback_duration, renewable_until, first_played_at, state, persisted_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    terms.leaseId, terms.assetId, terms.deviceId, try keyIdsJSON(terms.keyIds), terms.type.rawValue, terms.issuedAt,
-                    terms.storageExpiresAt, terms.playbackDuration, terms.renewableUntil, record.firstPlayedAt,
-                    record.state.rawValue, now,
-                ]
-            )
-            try db.execute(
-                sql: "INSERT INTO key_lease_payloads (lease_id, payload, signature, server_time, stored_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [terms.leaseId, payload.signed.payload, payload.signed.signature, payload.payload.serverTime, now]
-            )
-        case .recordFirstPlay(let at):
-            // The IS NULL guard keeps the first value even if two writers ever raced past the transaction.
-            try db.execute(
-                sql: "UPDATE key_leases SET first_played_at = ?, state = ? WHERE lease_id = ? AND first_played_at IS NULL",
-                arguments: [at, record.state.rawValue, terms.leaseId]
-            )
-        case .replacePayload:
-            guard let payload else { preconditionFailure("a renewal needs its payload") }
-            try db.execute(
-                sql: """
-                    UPDATE key_leases SET key_ids = ?, issued_at = ?, storage_expires_at = ?, playback_duration = ?,
-                        renewable_until = ?, renewed_at = ?, renewal_count = renewal_count + 1 WHERE lease_id = ?
-                    """,
-                arguments: [
-                    try keyIdsJSON(terms.keyIds), terms.issuedAt, terms.storageExpiresAt, terms.playbackDuration,
-                    terms.renewableUntil, now, terms.leaseId,
-                ]
-            )
-            try db.execute(
-                sql: "UPDATE key_lease_payloads SET payload = ?, signature = ?, server_time = ?, stored_at = ? WHERE lease_id = ?",
-                arguments: [payload.signed.payload, payload.signed.signature, payload.payload.serverTime, now, terms.leaseId]
-            )
-            guard db.changesCount == 1 else { throw KeyStoreError.noKeyMaterial(terms.leaseId) }
-        case .eraseKeyMaterialAndQueueRelease(let deletedAt):
-            try db.execute(sql: "DELETE FROM key_lease_payloads WHERE lease_id = ?", arguments: [terms.leaseId])
-            try db.execute(
-                sql: "UPDATE key_leases SET state = ?, ended_at = ? WHERE lease_id = ?",
-                arguments: [record.state.rawValue, deletedAt, terms.leaseId]
-            )
-            // Queuing is idempotent: a release already queued keeps its first deletedAt.
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO key_release_queue (lease_id, deleted_at, queued_at) VALUES (?, ?, ?)",
-                arguments: [terms.leaseId, deletedAt, now]
-            )
-        case .markReleased:
-            try db.execute(sql: "DELETE FROM key_release_queue WHERE lease_id = ?", arguments: [terms.leaseId])
-            try db.execute(
-                sql: "UPDATE key_leases SET state = ?, released_at = ? WHERE lease_id = ?",
-                arguments: [record.state.rawValue, now, terms.leaseId]
-            )
-        }
+        try db.execute(
+            sql: """
+                INSERT INTO key_leases (lease_id, asset_id, device_id, key_ids, type, issued_at, storage_expires_at,
+                    playback_duration, renewable_until, first_played_at, state, persisted_at, key_server)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                terms.leaseId, terms.assetId, terms.deviceId, try keyIdsJSON(terms.keyIds), terms.type.rawValue, terms.issuedAt,
+                terms.storageExpiresAt, terms.playbackDuration, terms.renewableUntil, record.firstPlayedAt,
+                record.state.rawValue, now, keyServer,
+            ]
+        )
+        try db.execute(
+            sql: "INSERT INTO key_lease_payloads (lease_id, payload, signature, server_time, stored_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [terms.leaseId, payload.signed.payload, payload.signed.signature, payload.payload.serverTime, now]
+        )
     }
 
     private static func keyIdsJSON(_ keyIds: [String]) throws -> String {
@@ -515,6 +892,7 @@ extension KeyStore {
         ]
         if let duration = terms.playbackDuration { detail.members["playbackDuration"] = .integer(duration) }
         if let until = terms.renewableUntil { detail.members["renewableUntil"] = .integer(until) }
+        if let first = terms.firstPlayedAt { detail.members["serverFirstPlayedAt"] = .integer(first) }
         return detail
     }
 }

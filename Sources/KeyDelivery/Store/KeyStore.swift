@@ -3,44 +3,59 @@ import GRDB
 import StowageCrypto
 
 /// The client key store: leases and their signed payloads, sealed identity keys, the release queue, the time
-/// high-water mark and the audit journal, in the shared `stowage.sqlite` (WAL) of the data directory.
+/// high-water mark, the pinned key-server keys and the audit journal, in the shared `stowage.sqlite` (WAL) of the data
+/// directory.
 ///
 /// Every operation is one SQLite transaction (`BEGIN IMMEDIATE`, so two processes serialize) that also appends its
 /// audit entries and records the local time it was given (shared/KEY-PROTOCOL.md, "Client-side lease rules": every
 /// local time observed raises the high-water mark). Operations take `now` from the caller's ``Clock``.
 ///
+/// Integrity (docs/SECURITY.md): every decision derives a lease's terms from its stored signed payload, verified each
+/// time with the pinned key of the key server the lease came from; the state this device adds (first play, lease
+/// state, the high-water mark, the release queue, the pins) carries an HMAC-SHA256 under a key derived from the
+/// store's secret, and the mark, first plays and ends are kept a second time in the sealed `key-store.anchor`. A row
+/// that disagrees with its payload or its code is refused with `lease_tampered`.
+///
 /// No content key is ever written in the clear: lease payloads hold keys wrapped to the device, identity keys are
 /// sealed with AES-256-GCM under a key-encryption key derived from `key-store.secret` (mode 0600) and the machine ID,
-/// erased rows are overwritten (`PRAGMA secure_delete`) and the WAL is checkpointed after an erase.
+/// erased rows are overwritten (`PRAGMA secure_delete`) and the WAL is checkpointed after an erase. Opening the store
+/// records the clock's time and erases the key material of every lease whose window has closed, so no entry point can
+/// skip the purge.
 ///
 /// ```swift
-/// let store = try KeyStore(dataDirectory: home)
-/// _ = try store.persist(VerifiedLeasePayload(response, verifier: verifier), at: clock.now)
+/// let store = try KeyStore(dataDirectory: home, clock: SystemClock())
+/// _ = try store.persist(VerifiedLeasePayload(response, verifier: verifier), keyServer: "https://keys.example.com", at: clock.now)
 /// let evaluation = try store.authorizePlayback(assetId: "movie-1", at: clock.now)
 /// guard evaluation.isValid else { throw evaluation.error! }
 /// ```
 public final class KeyStore: Sendable {
     /// The database file, shared with the other modules.
     public static let databaseFileName = "stowage.sqlite"
-    /// The random 32-byte secret that, with the machine ID, gives the key-encryption key.
+    /// The random 32-byte secret that, with the machine ID, gives the key-encryption and state keys.
     public static let secretFileName = "key-store.secret"
+    /// The sealed second copy of the time high-water mark and of every lease's first play and end.
+    public static let anchorFileName = KeyStoreAnchor.fileName
+    /// The pinned key-server signing keys.
+    public static let pinsFileName = ServerKeyPins.fileName
 
     /// The data directory.
     public let dataDirectory: URL
     let pool: DatabasePool
-    /// The sealer for identity keys, or why there is none (a missing machine ID or secret, another machine). Lease
-    /// operations work either way.
-    private let sealing: Result<LocalKeySealer, any Error>
+    /// The derived keys, or why there are none (a missing machine ID or secret, another machine). Opening never throws
+    /// for these; every operation that needs them does, so a copied data directory says what is wrong when used.
+    private let secretsResult: Result<KeyStoreSecrets, any Error>
 
-    /// Opens (creating if needed) the key store in `dataDirectory`.
+    /// Opens (creating if needed) the key store in `dataDirectory`, records the clock's time and erases the key material
+    /// of leases whose window has closed (queuing their releases).
     ///
     /// - Parameters:
     ///   - dataDirectory: created with mode 0700 if missing; refused if open to group or others.
     ///   - machineID: the machine's ID; nil reads ``MachineID/system()``.
+    ///   - clock: the wall clock; its time is observed (raising the high-water mark) and expired leases are purged.
     /// - Throws: ``PrivateFileError`` for an unsafe directory, ``KeyStoreError`` if the database cannot be opened.
-    ///   Problems with sealing (no machine ID, a missing secret, another machine) do not throw here but from the
-    ///   identity-key operations, so leases stay usable.
-    public init(dataDirectory: URL, machineID: MachineID? = nil) throws {
+    ///   Problems with the secret (no machine ID, a missing secret, another machine) do not throw here but from every
+    ///   operation that needs it.
+    public init(dataDirectory: URL, machineID: MachineID? = nil, clock: any Clock) throws {
         self.dataDirectory = dataDirectory
         try PrivateFile.prepareDirectory(dataDirectory.path)
         let databasePath = dataDirectory.appendingPathComponent(Self.databaseFileName).path
@@ -60,18 +75,21 @@ public final class KeyStore: Sendable {
         }
         self.pool = pool
         for suffix in ["", "-wal", "-shm"] { PrivateFile.restrict(databasePath + suffix) }
-        sealing = Result {
-            try Self.makeSealer(
+        secretsResult = Result {
+            try Self.makeSecrets(
                 secretPath: dataDirectory.appendingPathComponent(Self.secretFileName).path,
                 machineID: machineID,
                 pool: pool
             )
         }
+        if case .success = secretsResult {
+            try purgeExpired(at: clock.now)
+        }
     }
 
     /// Finds or creates the key-store secret and checks the derived key against the check value stored when the store
     /// was first set up.
-    private static func makeSealer(secretPath: String, machineID: MachineID?, pool: DatabasePool) throws -> LocalKeySealer {
+    private static func makeSecrets(secretPath: String, machineID: MachineID?, pool: DatabasePool) throws -> KeyStoreSecrets {
         let machine = try machineID ?? MachineID.system()
         let check = try pool.read { db in
             try Row.fetchOne(db, sql: "SELECT value FROM key_store_meta WHERE name = 'kek_check'")
@@ -90,7 +108,8 @@ public final class KeyStore: Sendable {
                 ? fresh : PrivateFile.readSecret(secretPath, count: LocalKeySealer.secretByteCount)
         }
         guard let secret else { throw KeyStoreError.sealingSecretMissing(path: secretPath) }
-        let sealer = try LocalKeySealer(secret: secret, machineID: machine)
+        let secrets = try KeyStoreSecrets(secret: secret, machineID: machine)
+        let sealer = secrets.sealer
         if let check {
             guard sealer.matches(check) else { throw KeyStoreError.sealingKeyMismatch }
         } else {
@@ -110,12 +129,19 @@ public final class KeyStore: Sendable {
                 throw KeyStoreError.sealingKeyMismatch
             }
         }
-        return sealer
+        return secrets
+    }
+
+    func secrets() throws -> KeyStoreSecrets {
+        try secretsResult.get()
     }
 
     func sealer() throws -> LocalKeySealer {
-        try sealing.get()
+        try secrets().sealer
     }
+
+    var anchorPath: String { dataDirectory.appendingPathComponent(Self.anchorFileName).path }
+    var pinsPath: String { dataDirectory.appendingPathComponent(Self.pinsFileName).path }
 
     // MARK: - Transactions
 
@@ -149,6 +175,21 @@ public final class KeyStore: Sendable {
         _ = try? pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 
+    /// Runs one write transaction with the client's own state loaded (both copies of the time record merged, the
+    /// anchor's ledger, tampering latched) and written back before the commit. Observes `now` first, as every operation
+    /// records the local time it was given.
+    func writeState<T>(at now: Int64, _ body: (Database, inout ClientState) throws -> T) throws -> T {
+        let secrets = try secrets()
+        let path = anchorPath
+        return try write { db in
+            var state = try ClientState.load(db, secrets: secrets, anchorPath: path, now: now)
+            state.firstObservation = state.observe(localTime: now)
+            let result = try body(db, &state)
+            try state.save(db, at: now)
+            return result
+        }
+    }
+
     /// Runs raw SQL outside the store's rules. For tests that tamper with the tables (the audit journal, say).
     func executeUncheckedForTesting(_ sql: String) throws {
         try pool.writeWithoutTransaction { db in try db.execute(sql: sql) }
@@ -156,50 +197,18 @@ public final class KeyStore: Sendable {
 
     // MARK: - Time
 
-    /// The device's time high-water mark and rollback latch.
+    /// The device's time high-water mark and latches: both copies (the database row and the sealed anchor) merged.
+    /// Reading records nothing; a copy found missing here is latched by the next operation that writes.
     public func timeHighWaterMark() throws -> TimeHighWaterMark {
-        try read { db in try Self.loadMark(db) }
+        let secrets = try secrets()
+        let path = anchorPath
+        return try read { db in try ClientState.load(db, secrets: secrets, anchorPath: path, now: nil).mark }
     }
 
     /// Records a local clock reading (raising the mark, or latching a rollback and journaling it).
     @discardableResult
     public func observe(localTime now: Int64) throws -> TimeHighWaterMark.Observation {
-        try write { db in try Self.observe(localTime: now, db) }
-    }
-
-    static func loadMark(_ db: Database) throws -> TimeHighWaterMark {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM key_time_anchor WHERE id = 1") else {
-            return TimeHighWaterMark()
-        }
-        return TimeHighWaterMark(mark: row["high_water_mark"], rollbackDetectedAt: row["rollback_detected_at"])
-    }
-
-    static func saveMark(_ mark: TimeHighWaterMark, _ db: Database) throws {
-        try db.execute(
-            sql: "INSERT INTO key_time_anchor (id, high_water_mark, rollback_detected_at) VALUES (1, ?, ?) "
-                + "ON CONFLICT(id) DO UPDATE SET high_water_mark = excluded.high_water_mark, "
-                + "rollback_detected_at = excluded.rollback_detected_at",
-            arguments: [mark.mark, mark.rollbackDetectedAt]
-        )
-    }
-
-    @discardableResult
-    static func observe(localTime now: Int64, _ db: Database) throws -> TimeHighWaterMark.Observation {
-        var mark = try loadMark(db)
-        let previous = mark.mark
-        let observation = mark.observe(localTime: now)
-        try saveMark(mark, db)
-        if observation == .rollbackDetected {
-            try AuditJournal.append(
-                db,
-                kind: .rollbackDetected,
-                assetId: nil,
-                leaseId: nil,
-                detail: ["localTime": .integer(now), "highWaterMark": .integer(previous ?? now)],
-                at: now
-            )
-        }
-        return observation
+        try writeState(at: now) { _, state in state.firstObservation }
     }
 
     // MARK: - Audit journal

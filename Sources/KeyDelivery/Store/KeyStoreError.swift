@@ -14,6 +14,10 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         case identityKeyDamaged = "identity_key_damaged"
         case invalidKeyLength = "invalid_key_length"
         case databaseFailure = "database_failure"
+        case serverKeyMismatch = "server_key_mismatch"
+        case pinnedKeyDamaged = "pinned_key_damaged"
+        case serverKeyNotPinned = "server_key_not_pinned"
+        case pinInUse = "pin_in_use"
     }
 
     private let _code: Code
@@ -84,7 +88,7 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// The sealed key's local lifetime ended.
     public static func identityKeyExpired(uri: String, expiresAt: Int64) -> Self {
-        .init(.identityKeyExpired, "The stored key for \(uri) expired at \(expiresAt) (Unix time); download it again while online.")
+        .init(.identityKeyExpired, "The stored key for \(uri) expired at \(HumanTime.date(expiresAt)); download it again while online.")
     }
 
     /// The sealed key does not open although the key-encryption key is right: its row was altered.
@@ -95,6 +99,43 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
     /// A content key of another length than 16 or 32 bytes.
     public static func invalidKeyLength(uri: String, count: Int) -> Self {
         .init(.invalidKeyLength, "The key for \(uri) has \(count) bytes; content keys have 16 (or 32) bytes.")
+    }
+
+    /// The key server at `url` presents a signing key other than the one pinned for it.
+    public static func serverKeyMismatch(url: String, pinned: String, presented: String) -> Self {
+        .init(
+            .serverKeyMismatch,
+            "The key server \(url) presents signing key \(presented), but \(pinned) is pinned for it; its payloads are refused. "
+                + "If the operator changed the key on purpose, delete the asset's downloads and run `stowage keys unpin \(url)` "
+                + "before downloading again."
+        )
+    }
+
+    /// The pinned server keys file cannot be read or a pin in it was altered.
+    public static func pinnedKeyDamaged(path: String, detail: String) -> Self {
+        .init(
+            .pinnedKeyDamaged,
+            "The pinned key server keys in \(path) cannot be trusted: \(detail). Delete the assets that use these key servers "
+                + "and the file, then download them again."
+        )
+    }
+
+    /// No signing key is pinned for the key server at `url`.
+    public static func serverKeyNotPinned(url: String) -> Self {
+        .init(
+            .serverKeyNotPinned,
+            "No signing key is pinned for the key server \(url), so its payloads cannot be checked. Download the asset again "
+                + "to pin the server's key."
+        )
+    }
+
+    /// A lease from the key server at `url` still holds keys, so its pin cannot go.
+    public static func pinInUse(url: String, leaseId: String) -> Self {
+        .init(
+            .pinInUse,
+            "Lease \(leaseId) from \(url) still holds keys and is checked with this pin. Delete or return its asset first "
+                + "(`stowage delete ASSET` or `stowage keys return ASSET`)."
+        )
     }
 
     /// SQLite failed.

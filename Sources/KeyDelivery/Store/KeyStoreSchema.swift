@@ -93,6 +93,20 @@ enum KeyStoreSchema {
                     """
             )
         }
+        migrator.registerMigration("key_v2") { db in
+            // Lease integrity (docs/SECURITY.md): decisions come from the signed payload, verified with the pin of the
+            // key server the lease came from; the state this device adds carries an HMAC under the state key.
+            try db.execute(
+                sql: """
+                    ALTER TABLE key_leases ADD COLUMN key_server TEXT NOT NULL DEFAULT '';
+                    ALTER TABLE key_leases ADD COLUMN state_mac BLOB;
+                    ALTER TABLE key_leases ADD COLUMN first_play_reported_at INTEGER;
+                    ALTER TABLE key_release_queue ADD COLUMN mac BLOB;
+                    ALTER TABLE key_time_anchor ADD COLUMN tamper_detected_at INTEGER;
+                    ALTER TABLE key_time_anchor ADD COLUMN mac BLOB;
+                    """
+            )
+        }
         return migrator
     }
 }

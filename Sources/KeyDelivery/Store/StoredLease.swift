@@ -1,9 +1,12 @@
 /// A lease as the key store keeps it: the record the rules judge, plus what the store knows about its history.
 public struct StoredLease: Sendable, Hashable {
-    /// Terms, state and `firstPlayedAt`.
+    /// Terms (from the verified signed payload), state, `firstPlayedAt` and any evidence of tampering.
     public var record: LeaseRecord
     /// Whether the signed payload (the keys wrapped to this device) is still stored.
     public var hasKeyMaterial: Bool
+    /// The key server the lease came from (normalized URL): renewals, first-play reports and releases go there, and its
+    /// pinned key verifies the payload.
+    public var keyServer: String
     /// When the lease was first stored (local time).
     public var persistedAt: Int64
     /// When the last renewal was stored; nil if never renewed.
@@ -14,6 +17,8 @@ public struct StoredLease: Sendable, Hashable {
     public var endedAt: Int64?
     /// When the server confirmed the release; nil until then.
     public var releasedAt: Int64?
+    /// When the key server acknowledged the first play; nil until then.
+    public var firstPlayReportedAt: Int64?
 
     public var leaseId: String { record.leaseId }
     public var assetId: String { record.assetId }
@@ -26,8 +31,12 @@ public struct PendingRelease: Sendable, Hashable {
     public var assetId: String
     /// The device the lease was issued to, for the request body.
     public var deviceId: String
+    /// The key server to send the release to.
+    public var keyServer: String
     /// When the key material was erased: the request's `deletedAt`.
     public var deletedAt: Int64
+    /// When playback started, reported with the release so the server learns it even if it never heard before.
+    public var firstPlayedAt: Int64?
     /// When the release was queued.
     public var queuedAt: Int64
     /// How many sends failed so far.
@@ -39,7 +48,7 @@ public struct PendingRelease: Sendable, Hashable {
 
     /// The request body to send, with a fresh `nonce` (base64 of 16 random bytes) from the caller.
     public func request(nonce: String) -> ReleaseRequest {
-        ReleaseRequest(leaseId: leaseId, deviceId: deviceId, nonce: nonce, deletedAt: deletedAt)
+        ReleaseRequest(leaseId: leaseId, deviceId: deviceId, nonce: nonce, deletedAt: deletedAt, firstPlayedAt: firstPlayedAt)
     }
 }
 

@@ -6,7 +6,8 @@
 ///
 /// ```json
 /// {"storageDuration": 2592000, "playbackDuration": 172800, "persistentAllowed": true, "renewable": true,
-///  "renewalExtension": 2592000, "renewableFor": 7776000, "maxDevices": 3, "streamingDuration": 86400}
+///  "renewalExtension": 2592000, "renewableFor": 7776000, "maxDevices": 3, "streamingDuration": 86400,
+///  "maxStreams": null, "identityAllowed": false, "oncePerAccount": false}
 /// ```
 public struct AssetPolicy: Sendable, Codable, Hashable {
     /// How long a persistent lease may be stored after it is issued or renewed: `storageExpiresAt = issuedAt + this`.
@@ -25,6 +26,16 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
     public var maxDevices: Int?
     /// How long a streaming lease's keys may be used: `storageExpiresAt = issuedAt + this`.
     public var streamingDuration: Int64
+    /// How many devices (or, for identity keys, entitlement tokens) of one account may stream at once: active streaming
+    /// leases counted by device; `nil`: no limit.
+    public var maxStreams: Int?
+    /// Whether `GET /v1/identity/ASSET_ID/KEY_ID` serves the raw content key to ordinary players (counted as a stream
+    /// of the token's account). Off by default: the raw key leaves every device and lease control behind.
+    public var identityAllowed: Bool
+    /// A rental: a second persistent lease of the asset for the same account inherits the first one's storage expiry,
+    /// renewable-until and first play (a request that finds no first play starts the playback window), so asking again
+    /// never restarts the rental.
+    public var oncePerAccount: Bool
 
     public init(
         storageDuration: Int64,
@@ -34,7 +45,10 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         renewalExtension: Int64,
         renewableFor: Int64,
         maxDevices: Int?,
-        streamingDuration: Int64 = 86_400
+        streamingDuration: Int64 = 86_400,
+        maxStreams: Int? = nil,
+        identityAllowed: Bool = false,
+        oncePerAccount: Bool = false
     ) {
         self.storageDuration = storageDuration
         self.playbackDuration = playbackDuration
@@ -44,6 +58,9 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         self.renewableFor = renewableFor
         self.maxDevices = maxDevices
         self.streamingDuration = streamingDuration
+        self.maxStreams = maxStreams
+        self.identityAllowed = identityAllowed
+        self.oncePerAccount = oncePerAccount
     }
 
     /// The policy `keyserver init` writes: kept 30 days, 48 hours of playback once started, renewable by 30 days at a
@@ -61,7 +78,7 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case storageDuration, playbackDuration, persistentAllowed, renewable, renewalExtension, renewableFor, maxDevices
-        case streamingDuration
+        case streamingDuration, maxStreams, identityAllowed, oncePerAccount
     }
 
     /// Members left out take the ``standard`` value, except `playbackDuration` and `maxDevices`, where an explicit
@@ -79,6 +96,9 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         renewableFor = try container.decodeIfPresent(Int64.self, forKey: .renewableFor) ?? standard.renewableFor
         maxDevices = container.contains(.maxDevices) ? try container.decodeIfPresent(Int.self, forKey: .maxDevices) : standard.maxDevices
         streamingDuration = try container.decodeIfPresent(Int64.self, forKey: .streamingDuration) ?? standard.streamingDuration
+        maxStreams = try container.decodeIfPresent(Int.self, forKey: .maxStreams)
+        identityAllowed = try container.decodeIfPresent(Bool.self, forKey: .identityAllowed) ?? false
+        oncePerAccount = try container.decodeIfPresent(Bool.self, forKey: .oncePerAccount) ?? false
     }
 
     // Null members are written as null, so config.json shows every term.
@@ -92,6 +112,9 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         try container.encode(renewableFor, forKey: .renewableFor)
         try container.encode(maxDevices, forKey: .maxDevices)
         try container.encode(streamingDuration, forKey: .streamingDuration)
+        try container.encode(maxStreams, forKey: .maxStreams)
+        try container.encode(identityAllowed, forKey: .identityAllowed)
+        try container.encode(oncePerAccount, forKey: .oncePerAccount)
     }
 
     /// Why the policy cannot be used, or `nil` when every duration is positive and the device limit at least 1.
@@ -102,6 +125,7 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         if renewableFor < 0 { return "renewableFor must not be negative" }
         if let maxDevices, maxDevices < 1 { return "maxDevices must be at least 1 or null" }
         if streamingDuration <= 0 { return "streamingDuration must be positive" }
+        if let maxStreams, maxStreams < 1 { return "maxStreams must be at least 1 or null" }
         return nil
     }
 }

@@ -5,7 +5,11 @@
 ///   "defaultPolicy": "default",
 ///   "policies": {"default": {"storageDuration": 2592000, "playbackDuration": 172800, "renewable": true, "maxDevices": 3}},
 ///   "rateLimit": {"requestsPerSecond": 5, "burst": 20},
-///   "maxRequestBytes": 65536
+///   "sourceRateLimit": {"requestsPerSecond": 50, "burst": 200},
+///   "maxRequestBytes": 65536,
+///   "tokenAudience": "stowage:3f9a0c...",
+///   "maxTokenLifetime": 2592000,
+///   "allowWildcardAssets": false
 /// }
 /// ```
 public struct KeyServerConfiguration: Sendable, Codable, Hashable {
@@ -13,10 +17,20 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
     public var defaultPolicy: String
     /// Policies by name.
     public var policies: [String: AssetPolicy]
-    /// The per-device (and, for identity keys, per-account) request rate.
+    /// The request rate per account and per device, applied once the entitlement token verified.
     public var rateLimit: RateLimit
+    /// The coarse request rate per source address, applied before anything is verified (so rotating device IDs does
+    /// not get around ``rateLimit``, and someone else's device ID cannot be locked out by spamming it).
+    public var sourceRateLimit: RateLimit
     /// The largest request body accepted; larger bodies get `400 malformed_request`.
     public var maxRequestBytes: Int
+    /// The `aud` every entitlement token must carry: this key server's identity (`keyserver init` writes
+    /// `stowage:` and the first 16 hex digits of the SHA-256 of its signing key).
+    public var tokenAudience: String
+    /// The longest lifetime (`exp - iat`, seconds) a token may have.
+    public var maxTokenLifetime: Int64
+    /// Whether a token may list `["*"]` (every asset) instead of the assets it sells.
+    public var allowWildcardAssets: Bool
 
     /// A token bucket: `burst` requests at once, refilled at `requestsPerSecond`.
     public struct RateLimit: Sendable, Codable, Hashable {
@@ -33,26 +47,46 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         defaultPolicy: String = "default",
         policies: [String: AssetPolicy] = ["default": .standard],
         rateLimit: RateLimit = RateLimit(requestsPerSecond: 5, burst: 20),
-        maxRequestBytes: Int = 65_536
+        sourceRateLimit: RateLimit = RateLimit(requestsPerSecond: 50, burst: 200),
+        maxRequestBytes: Int = 65_536,
+        tokenAudience: String = "stowage-key-server",
+        maxTokenLifetime: Int64 = 30 * 86_400,
+        allowWildcardAssets: Bool = false
     ) {
         self.defaultPolicy = defaultPolicy
         self.policies = policies
         self.rateLimit = rateLimit
+        self.sourceRateLimit = sourceRateLimit
         self.maxRequestBytes = maxRequestBytes
+        self.tokenAudience = tokenAudience
+        self.maxTokenLifetime = maxTokenLifetime
+        self.allowWildcardAssets = allowWildcardAssets
     }
 
     private enum CodingKeys: String, CodingKey {
-        case defaultPolicy, policies, rateLimit, maxRequestBytes
+        case defaultPolicy, policies, rateLimit, sourceRateLimit, maxRequestBytes, tokenAudience, maxTokenLifetime, allowWildcardAssets
     }
 
-    /// `rateLimit` and `maxRequestBytes` may be left out (5 requests per second with bursts of 20; 64 KiB).
+    /// Everything but `defaultPolicy`, `policies` and `tokenAudience` may be left out (5 requests per second with
+    /// bursts of 20 per account and device, 50 with bursts of 200 per address; 64 KiB; tokens of up to 30 days; no
+    /// wildcard).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let defaults = KeyServerConfiguration()
         defaultPolicy = try container.decode(String.self, forKey: .defaultPolicy)
         policies = try container.decode([String: AssetPolicy].self, forKey: .policies)
         rateLimit = try container.decodeIfPresent(RateLimit.self, forKey: .rateLimit) ?? defaults.rateLimit
+        sourceRateLimit = try container.decodeIfPresent(RateLimit.self, forKey: .sourceRateLimit) ?? defaults.sourceRateLimit
         maxRequestBytes = try container.decodeIfPresent(Int.self, forKey: .maxRequestBytes) ?? defaults.maxRequestBytes
+        guard let audience = try container.decodeIfPresent(String.self, forKey: .tokenAudience) else {
+            throw KeyServerSetupError.invalidConfiguration(
+                "tokenAudience is missing: add the identity entitlement tokens must name in `aud`, e.g. \"tokenAudience\": "
+                    + "\"stowage:keys.example.com\""
+            )
+        }
+        tokenAudience = audience
+        maxTokenLifetime = try container.decodeIfPresent(Int64.self, forKey: .maxTokenLifetime) ?? defaults.maxTokenLifetime
+        allowWildcardAssets = try container.decodeIfPresent(Bool.self, forKey: .allowWildcardAssets) ?? false
     }
 
     /// The policy called `name`, or the default policy when `name` is nil.
@@ -69,9 +103,11 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         for (name, policy) in policies.sorted(by: { $0.key < $1.key }) {
             if let problem = policy.problem { throw invalid("policy \"\(name)\": \(problem)") }
         }
-        guard rateLimit.requestsPerSecond > 0, rateLimit.burst >= 1 else {
-            throw invalid("rateLimit needs requestsPerSecond > 0 and burst >= 1")
+        for (name, limit) in [("rateLimit", rateLimit), ("sourceRateLimit", sourceRateLimit)] {
+            guard limit.requestsPerSecond > 0, limit.burst >= 1 else { throw invalid("\(name) needs requestsPerSecond > 0 and burst >= 1") }
         }
+        guard !tokenAudience.isEmpty else { throw invalid("tokenAudience must not be empty") }
+        guard maxTokenLifetime > 0 else { throw invalid("maxTokenLifetime must be positive") }
         guard maxRequestBytes >= 1_024 else { throw invalid("maxRequestBytes must be at least 1024") }
     }
 }

@@ -59,9 +59,13 @@ public struct KeyServerDataDirectory: Sendable {
         }
         let configurationPath = directory.path(of: configurationFile)
         if !fileManager.fileExists(atPath: configurationPath) {
+            // Tokens name this server in `aud`: a token minted for another key server (sharing a token secret, say)
+            // is refused here.
+            let fingerprint = Hex.encode(SHA256Hasher.hash(try directory.loadSigningKey().publicKey.rawRepresentation).prefix(8))
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try (encoder.encode(KeyServerConfiguration()) + Data("\n".utf8)).write(to: URL(fileURLWithPath: configurationPath))
+            try (encoder.encode(KeyServerConfiguration(tokenAudience: "stowage:\(fingerprint)")) + Data("\n".utf8))
+                .write(to: URL(fileURLWithPath: configurationPath))
         }
         _ = try directory.openStore()
         return directory
@@ -76,11 +80,23 @@ public struct KeyServerDataDirectory: Sendable {
         let configuration: KeyServerConfiguration
         do {
             configuration = try JSONDecoder().decode(KeyServerConfiguration.self, from: data)
+        } catch let error as KeyServerSetupError {
+            throw error
         } catch {
             throw KeyServerSetupError.invalidConfiguration("\(error)")
         }
         try configuration.validate()
         return configuration
+    }
+
+    /// Checks and writes `config.json` (replacing it atomically); a running server reads it when it starts.
+    ///
+    /// - Throws: ``KeyServerSetupError`` `invalid_configuration`, or a file system error.
+    public func saveConfiguration(_ configuration: KeyServerConfiguration) throws {
+        try configuration.validate()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try (encoder.encode(configuration) + Data("\n".utf8)).write(to: URL(fileURLWithPath: path(of: Self.configurationFile)), options: .atomic)
     }
 
     /// The payload signing key from `signing-key.ed25519`.
@@ -152,16 +168,29 @@ public struct KeyServerDataDirectory: Sendable {
         try await store.saveAsset(asset, keys: [sealer.seal(key, assetID: id, keyID: keyID)])
     }
 
-    /// Signs an entitlement token with `token-secret`, as the service that sells the content would.
+    /// Signs an entitlement token with `token-secret`, as the service that sells the content would: `sub`, `assets`,
+    /// `iat` (now), `exp` (now + `ttl`) and `aud` (config.json's `tokenAudience`).
     ///
     /// - Parameters:
     ///   - subject: The account (`sub`).
-    ///   - assets: The asset IDs it may play, or `["*"]`.
-    ///   - ttl: Seconds until it expires (`exp`).
+    ///   - assets: The asset IDs it may play, or `["*"]` (accepted only where config.json allows it).
+    ///   - ttl: Seconds until it expires (`exp`); at most config.json's `maxTokenLifetime`.
     ///   - clock: Gives the current time.
     /// - Returns: The compact JWT.
+    /// - Throws: ``KeyServerSetupError`` `invalid_configuration` for a `ttl` over the maximum or a wildcard not allowed.
     public func makeToken(subject: String, assets: [String], ttl: Int64, clock: KeyServerClock = .system) async throws -> String {
-        let verifier = await EntitlementVerifier(secret: try loadTokenSecret())
+        let configuration = try loadConfiguration()
+        guard ttl > 0, ttl <= configuration.maxTokenLifetime else {
+            throw KeyServerSetupError.invalidConfiguration(
+                "a token may live at most \(HumanTime.duration(configuration.maxTokenLifetime)) (maxTokenLifetime); ask for a shorter --ttl"
+            )
+        }
+        if assets.contains("*"), !configuration.allowWildcardAssets {
+            throw KeyServerSetupError.invalidConfiguration(
+                "this key server refuses tokens for every asset (\"*\"); name the assets, or set allowWildcardAssets to true"
+            )
+        }
+        let verifier = await EntitlementVerifier(secret: try loadTokenSecret(), configuration: configuration)
         return try await verifier.makeToken(subject: subject, assets: assets, ttl: ttl, now: clock.now)
     }
 }

@@ -1,14 +1,20 @@
 import Foundation
 import JWTKit
 
-/// The claims of an entitlement token (shared/KEY-PROTOCOL.md, "Authentication"): the account, the assets it may
-/// play (or `["*"]` for all), and the expiry.
+/// The claims of an entitlement token (shared/KEY-PROTOCOL.md, "Authentication", with the checks of
+/// docs/key-server.md): the account (`sub`), the assets it may play (or `["*"]` where the server allows it), the expiry
+/// (`exp`), the issue time (`iat`) and the key server it was minted for (`aud`).
+///
+/// `iat` and `aud` decode as optional so that a token without them gets a message naming the missing claim rather than
+/// a decoding error; ``EntitlementVerifier`` refuses such tokens.
 struct EntitlementClaims: JWTPayload, Equatable {
     var sub: SubjectClaim
     var assets: [String]
     var exp: ExpirationClaim
+    var iat: IssuedAtClaim?
+    var aud: AudienceClaim?
 
-    /// Expiry is checked against the server's injected clock in ``EntitlementVerifier``, not against the wall clock here.
+    /// Checked against the server's injected clock in ``EntitlementVerifier``, not against the wall clock here.
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 
     /// The account the token was issued to.

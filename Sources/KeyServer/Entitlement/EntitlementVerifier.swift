@@ -4,24 +4,37 @@ import KeyDelivery
 import StowageCrypto
 import Synchronization
 
-/// Checks `Authorization: Bearer TOKEN`: an HS256 JWT from the service that sells the content, with `sub`, `assets`
-/// and `exp`; and mints such tokens for `stowage keyserver token`.
+/// Checks `Authorization: Bearer TOKEN`: an HS256 JWT from the service that sells the content, with `sub`, `assets`,
+/// `exp`, `iat` and `aud`; and mints such tokens for `stowage keyserver token`.
+///
+/// Beyond the signature and the expiry: `aud` must name this key server (config.json's `tokenAudience`), `iat` must not
+/// be in the future (beyond the protocol's 300 s leeway), the lifetime `exp - iat` must not exceed `maxTokenLifetime`,
+/// and `["*"]` is accepted only with `allowWildcardAssets`.
 struct EntitlementVerifier: Sendable {
     private let keys: JWTKeyCollection
     private let verified = VerifiedTokens()
+    private let audience: String
+    private let maxLifetime: Int64
+    private let allowsWildcard: Bool
 
-    /// - Parameter secret: the HS256 key, the exact bytes of the data directory's `token-secret`.
-    init(secret: SecretBytes) async {
+    /// - Parameters:
+    ///   - secret: the HS256 key, the exact bytes of the data directory's `token-secret`.
+    ///   - configuration: the audience, maximum lifetime and wildcard rule.
+    init(secret: SecretBytes, configuration: KeyServerConfiguration) async {
         let keys = JWTKeyCollection()
         let bytes = secret.withUnsafeBytes { [UInt8]($0) }
         await keys.add(hmac: HMACKey(from: bytes), digestAlgorithm: .sha256)
         self.keys = keys
+        self.audience = configuration.tokenAudience
+        self.maxLifetime = configuration.maxTokenLifetime
+        self.allowsWildcard = configuration.allowWildcardAssets
     }
 
     /// The verified claims of the request's bearer token.
     ///
     /// - Throws: ``KeyServerError`` `invalid_token` when the header is missing or not a bearer token, the signature or
-    ///   algorithm is wrong, a claim is missing, or the token has expired at `now`.
+    ///   algorithm is wrong, a claim is missing, the token has expired at `now`, names another audience, was issued in
+    ///   the future, lives longer than allowed, or lists `*` where that is not allowed.
     func claims(authorization: String?, now: Int64) async throws -> EntitlementClaims {
         guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
             throw KeyServerError(.invalidToken, "send the entitlement token as `Authorization: Bearer TOKEN`")
@@ -38,10 +51,40 @@ struct EntitlementVerifier: Sendable {
             }
             verified.remember(claims, for: token)
         }
-        do {
-            try claims.exp.verifyNotExpired(currentDate: Date(timeIntervalSince1970: TimeInterval(now)))
-        } catch {
-            throw KeyServerError(.invalidToken, "the entitlement token expired at \(Int64(claims.exp.value.timeIntervalSince1970)); get a new one")
+        let expiry = Int64(claims.exp.value.timeIntervalSince1970)
+        guard now < expiry else {
+            throw KeyServerError(.invalidToken, "the entitlement token expired at \(HumanTime.date(expiry)); get a new one")
+        }
+        guard let issued = claims.iat.map({ Int64($0.value.timeIntervalSince1970) }) else {
+            throw KeyServerError(
+                .invalidToken,
+                "the entitlement token has no `iat` (issued-at) claim; the service that sells the content must set it"
+            )
+        }
+        guard let audiences = claims.aud?.value, audiences.contains(audience) else {
+            throw KeyServerError(
+                .invalidToken,
+                "the entitlement token is not meant for this key server: its `aud` must include \"\(audience)\""
+            )
+        }
+        guard issued <= now + KeyProtocol.clockLeeway else {
+            throw KeyServerError(
+                .invalidToken,
+                "the entitlement token was issued in the future (\(HumanTime.date(issued))); check the issuer's clock"
+            )
+        }
+        guard expiry - issued <= maxLifetime else {
+            throw KeyServerError(
+                .invalidToken,
+                "the entitlement token lives \(HumanTime.duration(expiry - issued)), longer than this key server allows "
+                    + "(\(HumanTime.duration(maxLifetime))); mint a shorter-lived one"
+            )
+        }
+        if claims.assets.contains("*"), !allowsWildcard {
+            throw KeyServerError(
+                .invalidToken,
+                "the entitlement token lists every asset (\"*\"), which this key server refuses; list the assets it sells"
+            )
         }
         return claims
     }
@@ -51,7 +94,9 @@ struct EntitlementVerifier: Sendable {
         let claims = EntitlementClaims(
             sub: SubjectClaim(value: subject),
             assets: assets,
-            exp: ExpirationClaim(value: Date(timeIntervalSince1970: TimeInterval(now + ttl)))
+            exp: ExpirationClaim(value: Date(timeIntervalSince1970: TimeInterval(now + ttl))),
+            iat: IssuedAtClaim(value: Date(timeIntervalSince1970: TimeInterval(now))),
+            aud: AudienceClaim(value: [audience])
         )
         return try await keys.sign(claims)
     }

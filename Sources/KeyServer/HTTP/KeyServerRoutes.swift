@@ -10,17 +10,18 @@ import StowageCrypto
 enum KeyServerRoutes {
     static let signatureHeader = HTTPFields.Element.Name(KeyProtocol.deviceSignatureHeader)!
 
-    static func makeRouter(service: KeyService) -> Router<BasicRequestContext> {
-        let router = Router()
+    static func makeRouter(service: KeyService) -> Router<KeyServerRequestContext> {
+        let router = Router(context: KeyServerRequestContext.self)
         router.add(middleware: ProtocolErrorMiddleware(logger: service.logger))
         let limit = service.configuration.maxRequestBytes
 
-        router.post("v1/keys") { request, _ -> Response in
+        router.post("v1/keys") { request, context -> Response in
             let body = try await readBody(request, limit: limit, operation: "keys", service: service)
             let signed = try await service.requestKeys(
                 body: body,
                 signature: request.headers[signatureHeader],
-                authorization: request.headers[.authorization]
+                authorization: request.headers[.authorization],
+                source: context.sourceKey
             )
             return jsonResponse(PayloadSigning.responseBody(signed))
         }
@@ -30,16 +31,28 @@ enum KeyServerRoutes {
                 leaseID: try context.parameters.require("leaseID"),
                 body: body,
                 signature: request.headers[signatureHeader],
-                authorization: request.headers[.authorization]
+                authorization: request.headers[.authorization],
+                source: context.sourceKey
             )
             return jsonResponse(PayloadSigning.responseBody(signed))
+        }
+        router.post("v1/leases/:leaseID/first-play") { request, context -> Response in
+            let body = try await readBody(request, limit: limit, operation: "first-play", service: service)
+            let answer = try await service.recordFirstPlay(
+                leaseID: try context.parameters.require("leaseID"),
+                body: body,
+                signature: request.headers[signatureHeader],
+                source: context.sourceKey
+            )
+            return try json(answer)
         }
         router.post("v1/leases/:leaseID/release") { request, context -> Response in
             let body = try await readBody(request, limit: limit, operation: "release", service: service)
             try await service.release(
                 leaseID: try context.parameters.require("leaseID"),
                 body: body,
-                signature: request.headers[signatureHeader]
+                signature: request.headers[signatureHeader],
+                source: context.sourceKey
             )
             return try json(ReleaseResponse(released: true))
         }
@@ -50,7 +63,8 @@ enum KeyServerRoutes {
             let key = try await service.identityKey(
                 assetID: try context.parameters.require("assetID"),
                 keyID: try context.parameters.require("keyID"),
-                authorization: request.headers[.authorization]
+                authorization: request.headers[.authorization],
+                source: context.sourceKey
             )
             return Response(
                 status: .ok,
@@ -65,14 +79,14 @@ enum KeyServerRoutes {
     private static func readBody(_ request: Request, limit: Int, operation: String, service: KeyService) async throws -> [UInt8] {
         let tooLarge = KeyServerError(.malformedRequest, "the request body is larger than \(limit) bytes")
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
-            await service.recordRefusal(operation, tooLarge)
+            service.recordRefusal(operation, tooLarge)
             throw tooLarge
         }
         do {
             let buffer = try await request.body.collect(upTo: limit)
             return Array(buffer.readableBytesView)
         } catch is NIOTooManyBytesError {
-            await service.recordRefusal(operation, tooLarge)
+            service.recordRefusal(operation, tooLarge)
             throw tooLarge
         }
     }

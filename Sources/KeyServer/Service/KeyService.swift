@@ -4,10 +4,13 @@ import Logging
 import StowageCrypto
 
 /// The protocol's operations, free of HTTP: each takes the request as received (body bytes, signature header, bearer
-/// token) and returns the answer or throws a ``KeyServerError`` (shared/KEY-PROTOCOL.md).
+/// token, source address) and returns the answer or throws a ``KeyServerError`` (shared/KEY-PROTOCOL.md and
+/// docs/key-protocol-extensions.md).
 ///
-/// Every operation writes one audit record: the issuance, renewal or release in the same transaction as the lease, or
-/// the refusal with its code.
+/// Every success writes its audit record in the same transaction as the lease it changes; refusals are counted in the
+/// ``RefusalLog`` and written aggregated per minute. Rate limits: a coarse bucket per source address before anything
+/// is verified, then buckets per account and per device once the token and the device signature are verified, so
+/// neither rotating device IDs nor spamming someone else's device ID gets around them or locks anyone out.
 struct KeyService: Sendable {
     /// shared/KEY-PROTOCOL.md, "Authentication": a nonce seen in the last 24 hours is a replay.
     static let replayWindow: Int64 = 86_400
@@ -19,7 +22,11 @@ struct KeyService: Sendable {
     let signingKey: Ed25519.PrivateKey
     let sealer: ContentKeySealer
     let entitlement: EntitlementVerifier
+    /// Per account and per device, after verification.
     let rateLimiter: RequestRateLimiter
+    /// Per source address, before anything is verified.
+    let sourceLimiter: RequestRateLimiter
+    let refusals: RefusalLog
     let clock: KeyServerClock
     let logger: Logger
 
@@ -29,9 +36,10 @@ struct KeyService: Sendable {
     // MARK: POST /v1/keys
 
     /// Issues a lease on the requested keys, wrapped to the requesting device and signed.
-    func requestKeys(body: [UInt8], signature: String?, authorization: String?) async throws -> SignedPayload {
+    func requestKeys(body: [UInt8], signature: String?, authorization: String?, source: String) async throws -> SignedPayload {
         let now = clock.now
         return try await audited("keys", at: now) { record in
+            try admit(source)
             let request = try decode(KeyRequest.self, from: body)
             record.deviceID = String(request.device.id.prefix(64))
             record.assetID = String(request.assetId.prefix(128))
@@ -49,10 +57,11 @@ struct KeyService: Sendable {
                 let devicePublicKey = try? Ed25519.PublicKey(rawRepresentation: signingKey)
             else { throw malformed("device.signingKey and device.agreementKey must be base64 of 32-byte public keys") }
 
-            try admit("device:" + request.device.id)
             let claims = try await entitlement.claims(authorization: authorization, now: now)
             record.account = claims.account
             try verifyDeviceSignature(signature, body: body, key: devicePublicKey)
+            try admit("account:" + claims.account)
+            try admit("device:" + request.device.id)
             let device = try await bindDevice(id: request.device.id, signingKey: signingKey, agreementKey: agreementKey, now: now)
 
             guard claims.allows(request.assetId) else {
@@ -80,20 +89,24 @@ struct KeyService: Sendable {
                 playbackDuration: policy.playbackDuration,
                 renewableUntil: persistent && policy.renewable ? now + policy.renewableFor : nil
             )
-            // Wrapped and signed before the lease is stored, so a lease is never stored without its payload.
-            let signed = try makePayload(for: lease, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
             record.event = .issued
-            try await save(lease, policy: policy, limitDevices: persistent, nonce: nonce, now: now, audit: record)
-            return signed
+            let limits = IssuanceLimits(maxDevices: policy.maxDevices, maxStreams: policy.maxStreams, oncePerAccount: policy.oncePerAccount)
+            return try await save(lease, limits: limits, nonce: nonce, now: now, audit: record) { settled in
+                // Wrapped and signed inside the transaction, over the terms it settled, so a lease is never stored
+                // without its payload nor signed with terms it was not stored with.
+                try makePayload(for: settled, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
+            }
         }
     }
 
     // MARK: POST /v1/leases/LEASE_ID/renew
 
-    /// Renews a persistent lease: same lease ID, keys wrapped afresh, a later `storageExpiresAt`.
-    func renew(leaseID: String, body: [UInt8], signature: String?, authorization: String?) async throws -> SignedPayload {
+    /// Renews a persistent lease: same lease ID, keys wrapped afresh, a later `storageExpiresAt`; a first play the
+    /// request reports is recorded (the earliest known wins) and signed into the payload.
+    func renew(leaseID: String, body: [UInt8], signature: String?, authorization: String?, source: String) async throws -> SignedPayload {
         let now = clock.now
         return try await audited("renew", at: now) { record in
+            try admit(source)
             record.leaseID = String(leaseID.prefix(64))
             let request = try decode(RenewRequest.self, from: body)
             record.deviceID = String(request.deviceId.prefix(64))
@@ -102,10 +115,11 @@ struct KeyService: Sendable {
             guard KeyProtocol.isValidDeviceID(request.deviceId) else { throw malformed("deviceId must be 32 lowercase hex digits") }
             let nonce = try decodeNonce(request.nonce)
 
-            try admit("device:" + request.deviceId)
             let device = try await registeredDevice(request.deviceId, signature: signature, body: body)
             let claims = try await entitlement.claims(authorization: authorization, now: now)
             record.account = claims.account
+            try admit("account:" + claims.account)
+            try admit("device:" + request.deviceId)
 
             guard var lease = try await store.lease(id: leaseID), lease.deviceID == device.id else {
                 throw KeyServerError(.unknownLease, "device \(device.id) holds no lease \(leaseID)")
@@ -115,13 +129,13 @@ struct KeyService: Sendable {
                 throw KeyServerError(.notEntitled, "the entitlement token does not cover asset \(lease.assetID) for this lease's account")
             }
             if let releasedAt = lease.releasedAt {
-                throw KeyServerError(.leaseExpired, "lease \(leaseID) was released at \(releasedAt); request new keys")
+                throw KeyServerError(.leaseExpired, "lease \(leaseID) was released at \(HumanTime.date(releasedAt)); request new keys")
             }
             guard lease.type == .persistent, let renewableUntil = lease.renewableUntil else {
                 throw KeyServerError(.renewalNotAllowed, "lease \(leaseID) is not renewable; request new keys")
             }
             guard now <= renewableUntil else {
-                throw KeyServerError(.leaseExpired, "lease \(leaseID) could be renewed until \(renewableUntil); request new keys")
+                throw KeyServerError(.leaseExpired, "lease \(leaseID) could be renewed until \(HumanTime.date(renewableUntil)); request new keys")
             }
             let (asset, policy) = try await assetAndPolicy(lease.assetID)
             guard policy.renewable else {
@@ -132,20 +146,59 @@ struct KeyService: Sendable {
             lease.issuedAt = now
             lease.storageExpiresAt = max(lease.storageExpiresAt, now + policy.renewalExtension)
             lease.renewalCount += 1
-            let signed = try makePayload(for: lease, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
+            if let reported = request.firstPlayedAt, reported <= now + KeyProtocol.clockLeeway {
+                lease.firstPlayedAt = min(lease.firstPlayedAt ?? reported, reported)
+            }
             record.event = .renewed
             // A lease that had expired takes a device slot again, so the limit applies as at issuance.
-            try await save(lease, policy: policy, limitDevices: true, nonce: nonce, now: now, audit: record)
-            return signed
+            return try await save(lease, limits: IssuanceLimits(maxDevices: policy.maxDevices), nonce: nonce, now: now, audit: record) {
+                settled in
+                try makePayload(for: settled, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
+            }
+        }
+    }
+
+    // MARK: POST /v1/leases/LEASE_ID/first-play
+
+    /// Records when playback of a lease started on its device (docs/key-protocol-extensions.md).
+    func recordFirstPlay(leaseID: String, body: [UInt8], signature: String?, source: String) async throws -> FirstPlayResponse {
+        let now = clock.now
+        return try await audited("first-play", at: now) { record in
+            try admit(source)
+            record.leaseID = String(leaseID.prefix(64))
+            let request = try decode(FirstPlayReport.self, from: body)
+            record.deviceID = String(request.deviceId.prefix(64))
+            try checkVersion(request.version)
+            guard request.leaseId == leaseID else { throw malformed("the body's leaseId is not the lease in the URL") }
+            guard KeyProtocol.isValidDeviceID(request.deviceId) else { throw malformed("deviceId must be 32 lowercase hex digits") }
+            guard request.firstPlayedAt <= now + KeyProtocol.clockLeeway else { throw malformed("firstPlayedAt is in the future") }
+            let nonce = try decodeNonce(request.nonce)
+            let device = try await registeredDevice(request.deviceId, signature: signature, body: body)
+            try admit("device:" + device.id)
+            record.event = .firstPlayReported
+            record.detail = "firstPlayedAt \(request.firstPlayedAt)"
+            switch try await store.recordFirstPlay(
+                leaseID: leaseID,
+                deviceID: device.id,
+                at: request.firstPlayedAt,
+                nonce: RequestNonce(nonce, window: Self.replayWindow),
+                now: now,
+                audit: record
+            ) {
+            case .recorded(let first): return FirstPlayResponse(firstPlayedAt: first)
+            case .replayed: throw replayed
+            case .unknownLease: throw KeyServerError(.unknownLease, "device \(device.id) holds no lease \(leaseID)")
+            }
         }
     }
 
     // MARK: POST /v1/leases/LEASE_ID/release
 
     /// Marks a lease released (idempotent): the client has erased its keys, and the device slot is freed.
-    func release(leaseID: String, body: [UInt8], signature: String?) async throws {
+    func release(leaseID: String, body: [UInt8], signature: String?, source: String) async throws {
         let now = clock.now
         try await audited("release", at: now) { record in
+            try admit(source)
             record.leaseID = String(leaseID.prefix(64))
             let request = try decode(ReleaseRequest.self, from: body)
             record.deviceID = String(request.deviceId.prefix(64))
@@ -154,8 +207,8 @@ struct KeyService: Sendable {
             guard KeyProtocol.isValidDeviceID(request.deviceId) else { throw malformed("deviceId must be 32 lowercase hex digits") }
             let nonce = try decodeNonce(request.nonce)
 
-            try admit("device:" + request.deviceId)
             let device = try await registeredDevice(request.deviceId, signature: signature, body: body)
+            try admit("device:" + device.id)
             guard let lease = try await store.lease(id: leaseID), lease.deviceID == device.id else {
                 throw KeyServerError(.unknownLease, "device \(device.id) holds no lease \(leaseID)")
             }
@@ -164,6 +217,26 @@ struct KeyService: Sendable {
             record.event = .released
             record.detail = "deletedAt \(request.deletedAt)"
             if let releasedAt = lease.releasedAt { record.detail = "already released at \(releasedAt)" }
+            if let first = request.firstPlayedAt, first <= now + KeyProtocol.clockLeeway {
+                // Learned late is better than never: a rental's window is anchored for the account's next request.
+                _ = try await store.recordFirstPlay(
+                    leaseID: leaseID,
+                    deviceID: device.id,
+                    at: first,
+                    nonce: nil,
+                    now: now,
+                    audit: AuditRecord(
+                        time: now,
+                        event: .firstPlayReported,
+                        operation: "release",
+                        account: lease.account,
+                        deviceID: device.id,
+                        assetID: lease.assetID,
+                        leaseID: leaseID,
+                        detail: "firstPlayedAt \(first)"
+                    )
+                )
+            }
             // Releasing a released lease changes nothing but is answered the same (idempotent).
             let recorded = try await store.releaseLease(
                 id: leaseID,
@@ -178,10 +251,13 @@ struct KeyService: Sendable {
 
     // MARK: GET /v1/identity/ASSET_ID/KEY_ID
 
-    /// The 16 raw bytes of a content key, for ordinary HLS players streaming online with a bearer token.
-    func identityKey(assetID: String, keyID: String, authorization: String?) async throws -> SecretBytes {
+    /// The 16 raw bytes of a content key, for ordinary HLS players streaming online with a bearer token; only where the
+    /// asset's policy says `identityAllowed`, and counted as a stream of the token's account (one per token and asset,
+    /// for the policy's streaming duration) against `maxStreams`.
+    func identityKey(assetID: String, keyID: String, authorization: String?, source: String) async throws -> SecretBytes {
         let now = clock.now
         return try await audited("identity", at: now) { record in
+            try admit(source)
             record.assetID = String(assetID.prefix(128))
             guard KeyProtocol.isValidAssetID(assetID), KeyProtocol.isValidKeyID(keyID) else {
                 throw malformed("the URL must be /v1/identity/ASSET_ID/KEY_ID with KEY_ID as 32 lowercase hex digits")
@@ -190,25 +266,57 @@ struct KeyService: Sendable {
             record.account = claims.account
             try admit("account:" + claims.account)
             guard claims.allows(assetID) else { throw KeyServerError(.notEntitled, "the entitlement token does not list asset \(assetID)") }
-            let (asset, _) = try await assetAndPolicy(assetID)
+            let (asset, policy) = try await assetAndPolicy(assetID)
+            guard policy.identityAllowed else {
+                throw KeyServerError(
+                    .notEntitled,
+                    "asset \(assetID) is not served as a raw identity key (its policy has no identityAllowed); request a lease with "
+                        + "POST /v1/keys"
+                )
+            }
             let key = try await openKeys(of: asset, keyIDs: [keyID])[0].key
+            // The stream is named by the token, so one player re-fetching keys stays one stream.
+            let token = authorization.map { Hex.encode(SHA256Hasher.hash(Array($0.utf8)).prefix(16)) } ?? "none"
+            let stream = IssuedLease(
+                id: UUID().uuidString.lowercased(),
+                account: claims.account,
+                assetID: asset.id,
+                deviceID: "token:" + token,
+                keyIDs: [keyID],
+                type: .streaming,
+                createdAt: now,
+                issuedAt: now,
+                storageExpiresAt: now + policy.streamingDuration,
+                playbackDuration: nil,
+                renewableUntil: nil
+            )
             record.event = .identityKeyServed
             record.detail = "key \(keyID)"
-            try await store.appendAudit(record)
+            record.leaseID = stream.id
+            _ = try await save(stream, limits: IssuanceLimits(maxStreams: policy.maxStreams), nonce: nil, now: now, audit: record) { _ in nil }
             return key
         }
     }
 
     /// Records a request refused before the service read it (a body over the size limit).
-    func recordRefusal(_ operation: String, _ error: KeyServerError) async {
-        await appendRefusal(
-            AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code.rawValue, detail: error.message)
-        )
+    func recordRefusal(_ operation: String, _ error: KeyServerError) {
+        refusals.record(AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code.rawValue, detail: error.message))
+    }
+
+    /// Writes the aggregated refusals of the minutes that ended (all of them with `everything`, at shutdown).
+    func flushRefusals(everything: Bool = false) async {
+        for record in refusals.drain(before: everything ? nil : clock.now) {
+            do {
+                try await store.appendAudit(record)
+            } catch {
+                logger.error("cannot write the audit log", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     // MARK: Steps
 
-    /// Runs one operation and audits its refusal; any error that is not a protocol error becomes `500 internal`.
+    /// Runs one operation and counts its refusal; any error that is not a protocol error becomes `500 internal`.
     private func audited<Result>(
         _ operation: String,
         at now: Int64,
@@ -221,23 +329,15 @@ struct KeyService: Sendable {
             record.event = .refused
             record.code = error.code.rawValue
             record.detail = error.message
-            await appendRefusal(record)
+            refusals.record(record)
             throw error
         } catch {
             logger.error("key server failure", metadata: ["operation": "\(operation)", "error": "\(error)"])
             record.event = .refused
             record.code = KeyProtocolErrorCode.internal.rawValue
             record.detail = "\(error)"
-            await appendRefusal(record)
+            refusals.record(record)
             throw KeyServerError(.internal, "the key server failed to answer; try again later")
-        }
-    }
-
-    private func appendRefusal(_ record: AuditRecord) async {
-        do {
-            try await store.appendAudit(record)
-        } catch {
-            logger.error("cannot write the audit log", metadata: ["error": "\(error)"])
         }
     }
 
@@ -268,8 +368,11 @@ struct KeyService: Sendable {
         return nonce
     }
 
+    /// Takes a token from the caller's bucket: `source:` keys from the per-address limiter, the others (`account:`,
+    /// `device:`) from the per-identity one.
     private func admit(_ caller: String) throws {
-        guard rateLimiter.admit(caller, at: clock.preciseNow) else {
+        let limiter = caller.hasPrefix("source:") ? sourceLimiter : rateLimiter
+        guard limiter.admit(caller, at: clock.preciseNow) else {
             throw KeyServerError(.rateLimited, "too many requests; retry in a few seconds")
         }
     }
@@ -358,7 +461,8 @@ struct KeyService: Sendable {
                 storageExpiresAt: lease.storageExpiresAt,
                 playbackDuration: lease.playbackDuration,
                 renewableUntil: lease.renewableUntil,
-                requestNonce: requestNonce
+                requestNonce: requestNonce,
+                firstPlayedAt: lease.firstPlayedAt
             ),
             keys: wrapped,
             serverTime: now
@@ -366,19 +470,26 @@ struct KeyService: Sendable {
         return try PayloadSigning.sign(payload, with: signingKey)
     }
 
-    /// Stores the lease with its audit record, recording the nonce in the same transaction.
+    /// Settles, limits, signs and stores the lease with its audit record, recording the nonce in the same transaction.
     private func save(
         _ lease: IssuedLease,
-        policy: AssetPolicy,
-        limitDevices: Bool,
-        nonce: [UInt8],
+        limits: IssuanceLimits,
+        nonce: [UInt8]?,
         now: Int64,
-        audit: AuditRecord
-    ) async throws {
-        let limit = limitDevices ? policy.maxDevices : nil
-        switch try await store.saveLease(lease, deviceLimit: limit, nonce: RequestNonce(nonce, window: Self.replayWindow), now: now, audit: audit) {
-        case .saved:
-            return
+        audit: AuditRecord,
+        sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
+    ) async throws -> SignedPayload {
+        let result = try await store.saveLease(
+            lease,
+            limits: limits,
+            nonce: nonce.map { RequestNonce($0, window: Self.replayWindow) },
+            now: now,
+            audit: audit,
+            sign: sign
+        )
+        switch result {
+        case .saved(_, let payload):
+            return payload ?? SignedPayload(payload: "", signature: "")
         case .replayed:
             throw replayed
         case .released:
@@ -388,6 +499,18 @@ struct KeyService: Sendable {
                 .deviceLimitReached,
                 "account \(lease.account) already holds downloads on \(activeDevices) devices, the most its policy allows; "
                     + "release a download on another device first"
+            )
+        case .streamLimitReached(let activeStreams):
+            throw KeyServerError(
+                .streamLimitReached,
+                "account \(lease.account) already streams on \(activeStreams) devices or players, the most its policy allows; "
+                    + "stop one of them or wait until its streaming lease ends"
+            )
+        case .rentalEnded(let endedAt):
+            throw KeyServerError(
+                .notEntitled,
+                "account \(lease.account)'s rental of asset \(lease.assetID) ended at \(HumanTime.date(endedAt)); asking again does "
+                    + "not restart it"
             )
         }
     }

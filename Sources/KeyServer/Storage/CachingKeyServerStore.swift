@@ -86,8 +86,28 @@ final class CachingKeyServerStore: KeyServerStore {
         }
     }
 
-    func saveLease(_ lease: IssuedLease, deviceLimit: Int?, nonce: RequestNonce, now: Int64, audit: AuditRecord) async throws -> LeaseSaveResult {
-        try await base.saveLease(lease, deviceLimit: deviceLimit, nonce: nonce, now: now, audit: audit)
+    func saveLease(
+        _ lease: IssuedLease,
+        limits: IssuanceLimits,
+        nonce: RequestNonce?,
+        now: Int64,
+        audit: AuditRecord,
+        sign: @Sendable (IssuedLease) throws -> SignedPayload?
+    ) async throws -> LeaseSaveResult {
+        try await base.saveLease(lease, limits: limits, nonce: nonce, now: now, audit: audit, sign: sign)
+    }
+
+    func recordFirstPlay(
+        leaseID: String,
+        deviceID: String,
+        at time: Int64,
+        nonce: RequestNonce?,
+        now: Int64,
+        audit: AuditRecord
+    ) async throws
+        -> FirstPlayResult
+    {
+        try await base.recordFirstPlay(leaseID: leaseID, deviceID: deviceID, at: time, nonce: nonce, now: now, audit: audit)
     }
 
     func lease(id: String) async throws -> IssuedLease? {

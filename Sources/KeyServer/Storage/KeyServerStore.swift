@@ -21,16 +21,43 @@ public protocol KeyServerStore: Sendable {
     /// The registered device, or nil.
     func device(id: String) async throws -> DeviceRecord?
 
-    /// Records the request's nonce, then inserts or updates a lease and appends `audit`, all in one transaction.
+    /// Settles, limits, signs and saves a lease, with its audit record, in one transaction (docs/key-server.md,
+    /// "Concurrency"):
     ///
-    /// 1. If `nonce.value` was recorded after `now - nonce.window`, nothing is written: ``LeaseSaveResult/replayed``.
-    ///    Otherwise it is recorded (and nonces older than the window may be forgotten).
+    /// 1. With a `nonce`: if `nonce.value` was recorded after `now - nonce.window`, nothing is written
+    ///    (``LeaseSaveResult/replayed``); otherwise it is recorded (and nonces older than the window may be forgotten).
     /// 2. If the lease exists and was released, it is left alone: ``LeaseSaveResult/released``. An update never changes
-    ///    `releasedAt` or `deletedAt` (``releaseLease(id:at:deletedAt:nonce:audit:)`` does).
-    /// 3. With a `deviceLimit`, counts the distinct devices of `lease.account` holding active persistent leases (not
-    ///    released, `storageExpiresAt > now`) other than this lease; if `lease.deviceID` is not among them and they are
-    ///    already `deviceLimit`, the lease is not written (the nonce stays recorded): ``LeaseSaveResult/deviceLimitReached(activeDevices:)``.
-    func saveLease(_ lease: IssuedLease, deviceLimit: Int?, nonce: RequestNonce, now: Int64, audit: AuditRecord) async throws -> LeaseSaveResult
+    ///    `releasedAt` or `deletedAt`; it keeps the earliest `firstPlayedAt` known.
+    /// 3. A new streaming lease without a nonce (an identity-key stream) for a device that already holds an active
+    ///    streaming lease of the asset on the account is that lease: it is returned, nothing is inserted.
+    /// 4. A new persistent lease under `limits.oncePerAccount` inherits from the account's first persistent lease of the
+    ///    asset: its `storageExpiresAt`, `renewableUntil` and `firstPlayedAt`, which becomes `now` (on both) when unknown;
+    ///    when that rental has ended, ``LeaseSaveResult/rentalEnded(endedAt:)``.
+    /// 5. `limits.maxDevices` (persistent) or `limits.maxStreams` (streaming): counts the distinct devices of
+    ///    `lease.account` holding active leases of that type (not released, `storageExpiresAt > now`) other than this
+    ///    lease; if `lease.deviceID` is not among them and they are already at the limit, nothing is written (the nonce
+    ///    stays recorded): ``LeaseSaveResult/deviceLimitReached(activeDevices:)`` or
+    ///    ``LeaseSaveResult/streamLimitReached(activeStreams:)``.
+    /// 6. `sign` makes the payload over the settled lease; then the lease and `audit` are written.
+    func saveLease(
+        _ lease: IssuedLease,
+        limits: IssuanceLimits,
+        nonce: RequestNonce?,
+        now: Int64,
+        audit: AuditRecord,
+        sign: @Sendable (IssuedLease) throws -> SignedPayload?
+    ) async throws -> LeaseSaveResult
+    /// Records the request's nonce (when the report is a request of its own), then the first play of a lease held by
+    /// `deviceID` (the earliest reported wins) and `audit`, in one transaction.
+    func recordFirstPlay(
+        leaseID: String,
+        deviceID: String,
+        at time: Int64,
+        nonce: RequestNonce?,
+        now: Int64,
+        audit: AuditRecord
+    ) async throws
+        -> FirstPlayResult
     /// The lease, or nil.
     func lease(id: String) async throws -> IssuedLease?
     /// Records the request's nonce, then marks a lease released (if it is not already) and appends `audit`, in one
@@ -58,15 +85,48 @@ public struct RequestNonce: Sendable, Hashable {
     }
 }
 
-/// What ``KeyServerStore/saveLease(_:deviceLimit:nonce:now:audit:)`` did.
+/// The limits a lease is issued under, checked in the transaction that saves it.
+public struct IssuanceLimits: Sendable, Hashable {
+    /// Devices of one account with active persistent leases; nil: no limit.
+    public var maxDevices: Int?
+    /// Devices (or identity tokens) of one account with active streaming leases; nil: no limit.
+    public var maxStreams: Int?
+    /// A second persistent lease of the asset for the account inherits the first one's windows.
+    public var oncePerAccount: Bool
+
+    public init(maxDevices: Int? = nil, maxStreams: Int? = nil, oncePerAccount: Bool = false) {
+        self.maxDevices = maxDevices
+        self.maxStreams = maxStreams
+        self.oncePerAccount = oncePerAccount
+    }
+
+    /// No limit at all.
+    public static let none = IssuanceLimits()
+}
+
+/// What ``KeyServerStore/saveLease(_:limits:nonce:now:audit:sign:)`` did.
 public enum LeaseSaveResult: Sendable, Hashable {
-    case saved
+    /// Saved (or an identity stream already open, found): the lease as settled, with the payload signed over it.
+    case saved(IssuedLease, SignedPayload?)
     /// The nonce was seen within its window; nothing was written.
     case replayed
     /// The lease exists and was released (a renewal that raced with the release); only the nonce was recorded.
     case released
     /// The account already has `activeDevices` other devices with active persistent leases.
     case deviceLimitReached(activeDevices: Int)
+    /// The account already has `activeStreams` other devices or tokens streaming.
+    case streamLimitReached(activeStreams: Int)
+    /// Once per account: the account's rental of the asset ended at `endedAt`.
+    case rentalEnded(endedAt: Int64)
+}
+
+/// What ``KeyServerStore/recordFirstPlay(leaseID:deviceID:at:nonce:now:audit:)`` did.
+public enum FirstPlayResult: Sendable, Hashable {
+    /// Recorded; the first play the server now keeps (the earliest reported).
+    case recorded(firstPlayedAt: Int64)
+    case replayed
+    /// No lease with that ID held by that device.
+    case unknownLease
 }
 
 /// An asset known to the key server.
@@ -139,6 +199,9 @@ public struct IssuedLease: Sendable, Hashable {
     public var releasedAt: Int64?
     /// The client's `deletedAt` from its release request.
     public var deletedAt: Int64?
+    /// When playback started, as reported by the device (or inherited under a once-per-account policy); nil while
+    /// unknown.
+    public var firstPlayedAt: Int64?
 
     public init(
         id: String,
@@ -154,7 +217,8 @@ public struct IssuedLease: Sendable, Hashable {
         renewableUntil: Int64?,
         renewalCount: Int = 0,
         releasedAt: Int64? = nil,
-        deletedAt: Int64? = nil
+        deletedAt: Int64? = nil,
+        firstPlayedAt: Int64? = nil
     ) {
         self.id = id
         self.account = account
@@ -170,6 +234,7 @@ public struct IssuedLease: Sendable, Hashable {
         self.renewalCount = renewalCount
         self.releasedAt = releasedAt
         self.deletedAt = deletedAt
+        self.firstPlayedAt = firstPlayedAt
     }
 
     /// Whether the lease counts toward the account's device limit at `now`.
@@ -185,12 +250,13 @@ public struct AuditRecord: Sendable, Hashable {
         case renewed
         case released
         case identityKeyServed = "identity_key_served"
+        case firstPlayReported = "first_play_reported"
         case refused
     }
 
     public var time: Int64
     public var event: Event
-    /// The operation: `keys`, `renew`, `release`, `identity`.
+    /// The operation: `keys`, `renew`, `release`, `first-play`, `identity`.
     public var operation: String
     public var account: String?
     public var deviceID: String?
@@ -199,6 +265,8 @@ public struct AuditRecord: Sendable, Hashable {
     /// The protocol error code of a refusal.
     public var code: String?
     public var detail: String?
+    /// How many events this record stands for: refusals are aggregated per minute (docs/key-server.md, "Audit").
+    public var count: Int
 
     public init(
         time: Int64,
@@ -209,7 +277,8 @@ public struct AuditRecord: Sendable, Hashable {
         assetID: String? = nil,
         leaseID: String? = nil,
         code: String? = nil,
-        detail: String? = nil
+        detail: String? = nil,
+        count: Int = 1
     ) {
         self.time = time
         self.event = event
@@ -220,5 +289,6 @@ public struct AuditRecord: Sendable, Hashable {
         self.leaseID = leaseID
         self.code = code
         self.detail = detail
+        self.count = count
     }
 }

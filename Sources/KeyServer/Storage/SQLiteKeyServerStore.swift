@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import KeyDelivery
+public import KeyDelivery
 
 /// The default ``KeyServerStore``: one SQLite file through GRDB, in WAL mode so reads never wait for the writer.
 ///
@@ -86,6 +86,17 @@ public struct SQLiteKeyServerStore: KeyServerStore {
                         code TEXT,
                         detail TEXT
                     );
+                    """
+            )
+        }
+        migrator.registerMigration("v2") { db in
+            // Lease integrity: first plays reported by devices (or inherited by a once-per-account rental), and audit
+            // rows that stand for several aggregated refusals.
+            try db.execute(
+                sql: """
+                    ALTER TABLE lease ADD COLUMN first_played_at INTEGER;
+                    ALTER TABLE audit ADD COLUMN count INTEGER NOT NULL DEFAULT 1;
+                    CREATE INDEX lease_by_account_asset ON lease (account, asset_id, type, created_at);
                     """
             )
         }
@@ -187,87 +198,151 @@ public struct SQLiteKeyServerStore: KeyServerStore {
 
     public func saveLease(
         _ lease: IssuedLease,
-        deviceLimit: Int?,
-        nonce: RequestNonce,
+        limits: IssuanceLimits,
+        nonce: RequestNonce?,
         now: Int64,
-        audit: AuditRecord
+        audit: AuditRecord,
+        sign: @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
         try await pool.write { db in
-            guard try Self.recordNonce(nonce, now: now, in: db) else { return .replayed }
+            if let nonce, try !Self.recordNonce(nonce, now: now, in: db) { return .replayed }
+            var lease = lease
+            let existing = try Self.fetchLease(db, id: lease.id)
             // A renewal that raced with a release must not bring the lease back.
-            let released = try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT released_at IS NOT NULL FROM lease WHERE id = ?"),
-                arguments: [lease.id]
-            )
-            if released == true { return .released }
-            if let deviceLimit, lease.type == .persistent {
+            if existing?.releasedAt != nil { return .released }
+            if existing == nil, lease.type == .streaming, nonce == nil,
+                let open = try Row.fetchOne(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT * FROM lease WHERE account = ? AND asset_id = ? AND device_id = ? AND type = 'streaming'
+                                AND released_at IS NULL AND storage_expires_at > ? ORDER BY created_at LIMIT 1
+                            """
+                    ),
+                    arguments: [lease.account, lease.assetID, lease.deviceID, now]
+                ).map(Self.lease(from:))
+            {
+                try Self.insert(audit, into: db)
+                return .saved(open, nil)
+            }
+            if existing == nil, lease.type == .persistent, limits.oncePerAccount,
+                let first = try Row.fetchOne(
+                    db.cachedStatement(
+                        sql: "SELECT * FROM lease WHERE account = ? AND asset_id = ? AND type = 'persistent' ORDER BY created_at, id LIMIT 1"
+                    ),
+                    arguments: [lease.account, lease.assetID]
+                ).map(Self.lease(from:))
+            {
+                // Asking again counts as playing: a rental whose first play is unknown starts its playback window now.
+                let start = first.firstPlayedAt ?? now
+                if let duration = first.playbackDuration, start + duration <= now { return .rentalEnded(endedAt: start + duration) }
+                if first.storageExpiresAt <= now { return .rentalEnded(endedAt: first.storageExpiresAt) }
+                if first.firstPlayedAt == nil {
+                    try db.cachedStatement(sql: "UPDATE lease SET first_played_at = ? WHERE id = ? AND first_played_at IS NULL")
+                        .execute(arguments: [start, first.id])
+                }
+                lease.storageExpiresAt = first.storageExpiresAt
+                lease.renewableUntil = first.renewableUntil
+                lease.playbackDuration = first.playbackDuration
+                lease.firstPlayedAt = start
+            }
+            if let existing {
+                lease.firstPlayedAt = [existing.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
+            }
+            let limit = lease.type == .persistent ? limits.maxDevices : limits.maxStreams
+            if let limit {
                 let holdsSlot =
                     try Bool.fetchOne(
                         db.cachedStatement(
                             sql: """
-                                SELECT EXISTS (SELECT 1 FROM lease WHERE account = ? AND device_id = ? AND type = 'persistent'
+                                SELECT EXISTS (SELECT 1 FROM lease WHERE account = ? AND device_id = ? AND type = ?
                                                AND released_at IS NULL AND storage_expires_at > ? AND id != ?)
                                 """
                         ),
-                        arguments: [lease.account, lease.deviceID, now, lease.id]
+                        arguments: [lease.account, lease.deviceID, lease.type.rawValue, now, lease.id]
                     ) ?? false
                 if !holdsSlot {
                     let others =
                         try Int.fetchOne(
                             db.cachedStatement(
                                 sql: """
-                                    SELECT COUNT(DISTINCT device_id) FROM lease WHERE account = ? AND type = 'persistent'
+                                    SELECT COUNT(DISTINCT device_id) FROM lease WHERE account = ? AND type = ?
                                         AND released_at IS NULL AND storage_expires_at > ? AND id != ?
                                     """
                             ),
-                            arguments: [lease.account, now, lease.id]
+                            arguments: [lease.account, lease.type.rawValue, now, lease.id]
                         ) ?? 0
-                    if others >= deviceLimit { return .deviceLimitReached(activeDevices: others) }
+                    if others >= limit {
+                        return lease.type == .persistent ? .deviceLimitReached(activeDevices: others) : .streamLimitReached(activeStreams: others)
+                    }
                 }
             }
+            let payload = try sign(lease)
             try db.cachedStatement(
                 sql: """
                     INSERT INTO lease (id, account, asset_id, device_id, key_ids, type, created_at, issued_at, storage_expires_at,
-                                       playback_duration, renewable_until, renewal_count, released_at, deleted_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                       playback_duration, renewable_until, renewal_count, released_at, deleted_at, first_played_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (id) DO UPDATE SET
                         issued_at = excluded.issued_at, storage_expires_at = excluded.storage_expires_at,
                         playback_duration = excluded.playback_duration, renewable_until = excluded.renewable_until,
-                        renewal_count = excluded.renewal_count
+                        renewal_count = excluded.renewal_count, first_played_at = excluded.first_played_at
                     """
             ).execute(arguments: [
                 lease.id, lease.account, lease.assetID, lease.deviceID, lease.keyIDs.joined(separator: ","), lease.type.rawValue,
                 lease.createdAt, lease.issuedAt, lease.storageExpiresAt, lease.playbackDuration, lease.renewableUntil,
-                lease.renewalCount, lease.releasedAt, lease.deletedAt,
+                lease.renewalCount, lease.releasedAt, lease.deletedAt, lease.firstPlayedAt,
             ])
             try Self.insert(audit, into: db)
-            return .saved
+            return .saved(lease, payload)
+        }
+    }
+
+    public func recordFirstPlay(
+        leaseID: String,
+        deviceID: String,
+        at time: Int64,
+        nonce: RequestNonce?,
+        now: Int64,
+        audit: AuditRecord
+    ) async throws -> FirstPlayResult {
+        try await pool.write { db in
+            if let nonce, try !Self.recordNonce(nonce, now: now, in: db) { return .replayed }
+            guard let lease = try Self.fetchLease(db, id: leaseID), lease.deviceID == deviceID else { return .unknownLease }
+            let first = min(lease.firstPlayedAt ?? time, time)
+            try db.cachedStatement(sql: "UPDATE lease SET first_played_at = ? WHERE id = ?").execute(arguments: [first, leaseID])
+            try Self.insert(audit, into: db)
+            return .recorded(firstPlayedAt: first)
         }
     }
 
     public func lease(id: String) async throws -> IssuedLease? {
-        try await pool.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM lease WHERE id = ?"), arguments: [id]).map { row in
-                let keyIDs: String = row["key_ids"]
-                let type: String = row["type"]
-                return IssuedLease(
-                    id: row["id"],
-                    account: row["account"],
-                    assetID: row["asset_id"],
-                    deviceID: row["device_id"],
-                    keyIDs: keyIDs.split(separator: ",").map(String.init),
-                    type: LeaseType(rawValue: type) ?? .streaming,
-                    createdAt: row["created_at"],
-                    issuedAt: row["issued_at"],
-                    storageExpiresAt: row["storage_expires_at"],
-                    playbackDuration: row["playback_duration"],
-                    renewableUntil: row["renewable_until"],
-                    renewalCount: row["renewal_count"],
-                    releasedAt: row["released_at"],
-                    deletedAt: row["deleted_at"]
-                )
-            }
-        }
+        try await pool.read { db in try Self.fetchLease(db, id: id) }
+    }
+
+    private static func fetchLease(_ db: Database, id: String) throws -> IssuedLease? {
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM lease WHERE id = ?"), arguments: [id]).map(lease(from:))
+    }
+
+    private static func lease(from row: Row) -> IssuedLease {
+        let keyIDs: String = row["key_ids"]
+        let type: String = row["type"]
+        return IssuedLease(
+            id: row["id"],
+            account: row["account"],
+            assetID: row["asset_id"],
+            deviceID: row["device_id"],
+            keyIDs: keyIDs.split(separator: ",").map(String.init),
+            type: LeaseType(rawValue: type) ?? .streaming,
+            createdAt: row["created_at"],
+            issuedAt: row["issued_at"],
+            storageExpiresAt: row["storage_expires_at"],
+            playbackDuration: row["playback_duration"],
+            renewableUntil: row["renewable_until"],
+            renewalCount: row["renewal_count"],
+            releasedAt: row["released_at"],
+            deletedAt: row["deleted_at"],
+            firstPlayedAt: row["first_played_at"]
+        )
     }
 
     public func releaseLease(id: String, at time: Int64, deletedAt: Int64?, nonce: RequestNonce, audit: AuditRecord) async throws -> Bool {
@@ -299,7 +374,8 @@ public struct SQLiteKeyServerStore: KeyServerStore {
                     assetID: row["asset_id"],
                     leaseID: row["lease_id"],
                     code: row["code"],
-                    detail: row["detail"]
+                    detail: row["detail"],
+                    count: row["count"]
                 )
             }
         }
@@ -308,13 +384,13 @@ public struct SQLiteKeyServerStore: KeyServerStore {
     private static func insert(_ record: AuditRecord, into db: Database) throws {
         try db.cachedStatement(
             sql: """
-                INSERT INTO audit (time, event, operation, account, device_id, asset_id, lease_id, code, detail)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO audit (time, event, operation, account, device_id, asset_id, lease_id, code, detail, count)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(
             arguments: [
                 record.time, record.event.rawValue, record.operation, record.account, record.deviceID, record.assetID,
-                record.leaseID, record.code, record.detail,
+                record.leaseID, record.code, record.detail, record.count,
             ]
         )
     }

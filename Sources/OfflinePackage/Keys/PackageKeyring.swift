@@ -36,7 +36,7 @@ public struct PackageKeyring: Sendable {
             }
             // Newest first, so a renewed or re-acquired lease wins.
             for lease in leases.sorted(by: { $0.record.terms.issuedAt > $1.record.terms.issuedAt }) {
-                guard let keys = try? KeySessionStoredKeys.read(leaseId: lease.leaseId, store: store, device: device) else { continue }
+                guard lease.record.tampering == nil, let keys = try? store.contentKeys(leaseId: lease.leaseId, device: device) else { continue }
                 for (id, key) in keys where found[id] == nil { found[id] = key }
             }
             if let missing = skd.first(where: { found[$0.keyId] == nil }) {
@@ -51,13 +51,6 @@ public struct PackageKeyring: Sendable {
             }
         }
         return found
-    }
-}
-
-/// Indirection so the keyring reads stored payloads the way ``KeySession`` does.
-enum KeySessionStoredKeys {
-    static func read(leaseId: String, store: KeyStore, device: DeviceIdentity) throws -> [String: SecretBytes] {
-        try KeySession.storedContentKeys(leaseId: leaseId, store: store, device: device)
     }
 }
 

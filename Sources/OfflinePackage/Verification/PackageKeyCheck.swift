@@ -41,7 +41,7 @@ struct PackageKeyCheck {
             // Newest first, so a renewed or re-acquired lease wins.
             for lease in leases.sorted(by: { $0.record.terms.issuedAt > $1.record.terms.issuedAt }) {
                 do {
-                    for (id, key) in try KeySession.storedContentKeys(leaseId: lease.leaseId, store: store, device: device)
+                    for (id, key) in try store.contentKeys(leaseId: lease.leaseId, device: device)
                     where outcome.keys[id] == nil {
                         outcome.keys[id] = key
                     }

@@ -52,6 +52,8 @@ public struct VerificationProblem: Codable, Sendable, Hashable, CustomStringConv
         case returned = "returned"
         /// No lease on this device covers the asset.
         case noLease = "no_lease"
+        /// The stored lease was altered outside Stowage (its row disagrees with the signed payload or its code).
+        case leaseTampered = "lease_tampered"
         /// Valid now, but not for the whole duration asked for with `--for`, counting the playback window.
         case leaseNotLongEnough = "lease_not_long_enough"
         /// Trial decryption failed: wrong padding (wrong key or IV, damaged file), ciphertext not a whole number of
@@ -120,6 +122,7 @@ public struct VerificationProblem: Codable, Sendable, Hashable, CustomStringConv
             case .released: .released
             case .returned: .returned
             case .noLease: .noLease
+            case .leaseTampered: .leaseTampered
             case .expiresTooSoon: .leaseNotLongEnough
             // Not an evaluation's answer; an ended lease is the nearest meaning.
             case .invalidTransition: .leaseExpired

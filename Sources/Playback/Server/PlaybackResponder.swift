@@ -15,6 +15,8 @@ struct PlaybackResponder: HTTPResponder {
     let authorization: PlaybackAuthorization
     let gate: PlaybackGate
     let sessionPath: PlaybackSessionPath
+    /// The entry URL serves the multivariant playlist once.
+    let entry: EntryLatch
     let logs: PlaybackLogs
     let initSections: InitSectionCache
     let chunkSize: Int
@@ -25,11 +27,22 @@ struct PlaybackResponder: HTTPResponder {
         let started = ContinuousClock.now
         let method = request.method.rawValue
         let requestPath = request.uri.path
-        guard sessionPath.contains(requestPath: requestPath) else {
+        let encoded: String
+        switch sessionPath.target(of: requestPath) {
+        case .outside:
             logs.request(method: method, uri: "-", status: 404, bytes: nil, seconds: Self.seconds(since: started), rendition: nil)
             return Self.text(.notFound, "not found")
+        case .session(let rest):
+            encoded = rest
+        case .entry(let rest):
+            // The command-line URL: the multivariant playlist, once. Anything else, or a second use, reveals nothing.
+            guard rest == authorization.manifest.multivariantPlaylist, entry.claim() else {
+                logs.request(method: method, uri: "-", status: 404, bytes: nil, seconds: Self.seconds(since: started), rendition: nil)
+                logs.error(uri: "-", PlaybackError.entryReused(assetId: authorization.assetId))
+                return Self.text(.notFound, "not found")
+            }
+            encoded = rest
         }
-        let encoded = String(requestPath.dropFirst(sessionPath.description.count))
         let relative = encoded.removingPercentEncoding ?? encoded
         let uri = "/" + relative
         func reply(_ status: HTTPResponse.Status, _ body: String, rendition: String? = nil) -> Response {
@@ -57,7 +70,12 @@ struct PlaybackResponder: HTTPResponder {
                 guard let handle = ReadableFile(url), let size = handle.size else {
                     throw PlaybackError.segmentMissing(assetId: authorization.assetId, path: relative)
                 }
-                let text = try PlaylistForPlayback.clearText(of: try handle.read(count: Int(size), at: 0), url: url)
+                let isMultivariant = relative == authorization.manifest.multivariantPlaylist
+                let text = try PlaylistForPlayback.clearText(
+                    of: try handle.read(count: Int(size), at: 0),
+                    url: url,
+                    sessionPrefix: isMultivariant ? sessionPath.description : nil
+                )
                 let buffer = ByteBuffer(string: text)
                 logs.request(
                     method: method,

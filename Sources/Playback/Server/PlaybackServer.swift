@@ -51,6 +51,8 @@ public struct PlaybackEnd: Sendable, Hashable, CustomStringConvertible {
 /// The loopback HLS server of one `stowage play` session: serves an authorized package on 127.0.0.1 under an
 /// unguessable session path, with playlists stripped of their key tags and segments decrypted on the fly.
 ///
+/// - URLs: the player is given a one-time entry URL (``Address/multivariantURL``) that serves the multivariant
+///   playlist once; that playlist names everything under a second token only the player sees (``PlaybackSessionPath``).
 /// - Playlists: `master.m3u8` without EXT-X-SESSION-KEY, each rendition's playlist without EXT-X-KEY.
 /// - Segments: streamed from disk through the segment's decryptor (SAMPLE-AES TS to clear TS, cbcs fMP4 to clear fMP4,
 ///   AES-128 to clear) a chunk at a time, hashed on the way; a file whose SHA-256 differs from the manifest is cut
@@ -90,15 +92,21 @@ public struct PlaybackServer: Sendable {
     public struct Address: Sendable, Hashable {
         public var host: String
         public var port: Int
-        /// The session path, `/TOKEN/`.
+        /// The session path, `/TOKEN/`: only the served playlists name it.
         public var sessionPath: String
+        /// The one-time entry path, `/ENTRY/`.
+        public var entryPath: String
         /// The multivariant playlist's name in the package (`master.m3u8`).
         public var multivariantPlaylist: String
 
-        /// `http://HOST:PORT/TOKEN/`
+        /// `http://HOST:PORT/TOKEN/`: where the player is sent by the playlists (in-process callers may use it too).
         public var sessionURL: URL { URL(string: "http://\(host):\(port)\(sessionPath)")! }
-        /// `http://HOST:PORT/TOKEN/master.m3u8`: the URL to give the player.
-        public var multivariantURL: URL { sessionURL.appendingPathComponent(multivariantPlaylist) }
+        /// `http://HOST:PORT/TOKEN/master.m3u8`: the multivariant playlist under the session token, any number of times,
+        /// for a caller in this process that plays more than once (a second rendition, say). Never put it on a command
+        /// line: give players ``multivariantURL``.
+        public var sessionMultivariantURL: URL { sessionURL.appendingPathComponent(multivariantPlaylist) }
+        /// `http://HOST:PORT/ENTRY/master.m3u8`: the URL to give the player. It serves the multivariant playlist once.
+        public var multivariantURL: URL { URL(string: "http://\(host):\(port)\(entryPath)")!.appendingPathComponent(multivariantPlaylist) }
     }
 
     /// The authorized package served.
@@ -145,6 +153,7 @@ public struct PlaybackServer: Sendable {
             authorization: authorization,
             gate: gate,
             sessionPath: sessionPath,
+            entry: EntryLatch(),
             logs: PlaybackLogs(package: authorization.package),
             initSections: InitSectionCache(),
             chunkSize: max(4096, configuration.chunkSize),
@@ -155,6 +164,7 @@ public struct PlaybackServer: Sendable {
             host: host,
             port: 0,
             sessionPath: sessionPath.description,
+            entryPath: sessionPath.entryPrefix,
             multivariantPlaylist: authorization.manifest.multivariantPlaylist
         )
         let app = Application(

@@ -10,8 +10,10 @@ enum PlaylistForPlayback {
         var description: String
     }
 
-    /// The playlist text without key tags.
-    static func clearText(of bytes: [UInt8], url: URL) throws -> String {
+    /// The playlist text without key tags; with `sessionPrefix` (`/TOKEN/`), every URI of a multivariant playlist is made
+    /// an absolute path under it, so a multivariant playlist served from the one-time entry URL sends the player to the
+    /// session token only it has seen.
+    static func clearText(of bytes: [UInt8], url: URL, sessionPrefix: String? = nil) throws -> String {
         let parsed: ParsedPlaylist
         do {
             parsed = try PlaylistParser.parse(bytes, url: url)
@@ -21,6 +23,17 @@ enum PlaylistForPlayback {
         switch parsed.playlist {
         case .multivariant(var multivariant):
             multivariant.sessionKeys = []
+            if let prefix = sessionPrefix {
+                // Package playlists name package files by safe relative paths only (PackageDirectory), so prefixing
+                // keeps them inside the session.
+                for index in multivariant.variants.indices { multivariant.variants[index].uri = prefix + multivariant.variants[index].uri }
+                for index in multivariant.iFrameVariants.indices {
+                    multivariant.iFrameVariants[index].uri = prefix + multivariant.iFrameVariants[index].uri
+                }
+                for index in multivariant.renditions.indices {
+                    multivariant.renditions[index].uri = multivariant.renditions[index].uri.map { prefix + $0 }
+                }
+            }
             return PlaylistWriter.write(.multivariant(multivariant))
         case .media(var media):
             for index in media.segments.indices {

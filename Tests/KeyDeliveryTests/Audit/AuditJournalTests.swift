@@ -46,11 +46,11 @@ struct AuditJournalTests {
         #expect(AuditDetail().canonicalJSON == "{}")
     }
 
-    /// A store with five entries: persist, first play, renewal, time re-anchored, return.
+    /// A store with six entries: server key pinned, persist, first play, renewal, time re-anchored, return.
     private func makeJournal(in temporary: TemporaryDirectory) throws -> KeyStore {
         let server = try TestKeyServer()
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(), at: 1_000_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(), from: server, at: 1_000_000)
         _ = try store.authorizePlayback(assetId: "movie-1", at: 1_000_100)
         try store.renew(try server.payload(storageExpiresAt: 2_500_000, serverTime: 1_000_200), at: 1_000_200)
         try store.returnLease(leaseId: "lease-1", at: 1_000_300)
@@ -62,19 +62,22 @@ struct AuditJournalTests {
         defer { temporary.remove() }
         let store = try makeJournal(in: temporary)
         let entries = try store.auditEntries()
-        #expect(entries.map(\.kind) == [.persist, .firstPlay, .renewal, .timeReanchored, .return])
-        #expect(entries.map(\.sequence) == [1, 2, 3, 4, 5])
+        #expect(entries.map(\.kind) == [.serverKeyPinned, .persist, .firstPlay, .renewal, .timeReanchored, .return])
+        #expect(entries.map(\.sequence) == [1, 2, 3, 4, 5, 6])
         #expect(entries[0].previousHash == AuditChain.genesisHash)
         for (earlier, later) in zip(entries, entries.dropFirst()) {
             #expect(later.previousHash == earlier.hash)
         }
         #expect(entries.allSatisfy { AuditChain.recomputedHash(of: $0) == $0.hash })
         let verification = try store.verifyAuditJournal()
-        #expect(verification.isIntact && verification.entryCount == 5 && verification.firstBadSequence == nil)
+        #expect(verification.isIntact && verification.entryCount == 6 && verification.firstBadSequence == nil)
         let appended = try store.appendAuditEntry(.acquire, assetId: "movie-2", leaseId: "lease-2", detail: ["type": "streaming"], at: 1_000_400)
-        #expect(appended.sequence == 6 && appended.previousHash == entries[4].hash)
+        #expect(appended.sequence == 7 && appended.previousHash == entries[5].hash)
         #expect(try store.verifyAuditJournal().isIntact)
-        #expect(try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID).verifyAuditJournal().isIntact)
+        #expect(
+            try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 1_000_500)).verifyAuditJournal()
+                .isIntact
+        )
     }
 
     @Test func anEditedEntryIsFound() throws {

@@ -84,13 +84,13 @@ struct IdentityKeyFetcherTests {
     ) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("identity-fetch-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
-        let store = try KeyStore(dataDirectory: root, machineID: MachineID("0123456789abcdef0123456789abcdef"))
+        let store = try KeyStore(dataDirectory: root, machineID: MachineID("0123456789abcdef0123456789abcdef"), clock: TestClock(now: 0))
         let clock = TestClock(now: 1_763_700_000)
         let origin = KeyOrigin()
         try await origin.serve { url in
             try await withHTTPClient { http in
                 let configuration = IdentityKeyFetcher.Configuration(
-                    headers: Self.headers,
+                    headers: ScopedHeaders(Self.headers, playlistURL: url),
                     lifetimeSeconds: lifetime,
                     maxAttempts: 3,
                     initialBackoffSeconds: 0.05,
@@ -249,7 +249,7 @@ struct IdentityKeyFetcherTests {
                     assetId: "movie-1",
                     baseURL: playlist,
                     lease: .persistent,
-                    identityHeaders: Self.headers,
+                    identityHeaders: ScopedHeaders(Self.headers, playlistURL: playlist),
                     identityLifetime: 3_600
                 )
                 #expect(first.acquisition == nil)

@@ -3,6 +3,7 @@ import Foundation
 import KeyDelivery
 import KeyServer
 import StowageCrypto
+import StowageTestSupport
 
 /// A real key server (KeyServerApplication) in a fresh temporary directory, driven by the client's TestClock, with
 /// `movie-1` (two keys, default policy) and `live` (streaming only); and a client data directory.
@@ -15,18 +16,30 @@ struct KeySessionFixture: Sendable {
 
     let root: URL
     let clock: TestClock
+    /// The port the fixture's server listens on each time it runs, so leases (which remember their key server's URL)
+    /// find it again after a restart. Chosen free by the OS when the fixture is made.
+    let port: Int
+    /// The machine the client's key store is bound to (the system's for tests that run the `stowage` executable on it).
+    let machineID: MachineID
     let directory: KeyServerDataDirectory
     let server: KeyServerApplication
 
     var clientDirectory: URL { root.appendingPathComponent("client", isDirectory: true) }
     var serverClock: KeyServerClock { KeyServerClock { [clock] in Double(clock.now) } }
 
-    static func make(start: Int64 = 1_763_700_000) async throws -> KeySessionFixture {
+    static func make(
+        start: Int64 = 1_763_700_000,
+        machineID: MachineID = MachineID("0123456789abcdef0123456789abcdef")
+    ) async throws
+        -> KeySessionFixture
+    {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("keysession-tests-\(UUID().uuidString)")
         let clock = TestClock(now: start)
         let serverClock = KeyServerClock { [clock] in Double(clock.now) }
         let directory = try KeyServerDataDirectory.initialize(at: root.appendingPathComponent("server").path)
         var configuration = try directory.loadConfiguration()
+        configuration.allowWildcardAssets = true
+        configuration.maxTokenLifetime = 365 * 86_400
         configuration.policies["stream-only"] = AssetPolicy(
             storageDuration: 86_400,
             playbackDuration: nil,
@@ -45,7 +58,9 @@ struct KeySessionFixture: Sendable {
         }
         try await directory.addAsset(id: "live", keyID: liveKeyID, key: SecretBytes(Hex.decode(liveKey)!), policy: "stream-only", clock: serverClock)
         let server = try await KeyServerApplication(dataDirectory: directory, clock: serverClock)
-        return KeySessionFixture(root: root, clock: clock, directory: directory, server: server)
+        let held = try HeldPort()
+        held.release()
+        return KeySessionFixture(root: root, clock: clock, port: held.port, machineID: machineID, directory: directory, server: server)
     }
 
     func token(assets: [String] = ["*"]) async throws -> String {
@@ -54,14 +69,18 @@ struct KeySessionFixture: Sendable {
 
     /// The client's key store and device identity, opened (or reopened) from the client directory.
     func openClient() throws -> (KeyStore, DeviceIdentity) {
-        let store = try KeyStore(dataDirectory: clientDirectory, machineID: MachineID("0123456789abcdef0123456789abcdef"))
+        let store = try KeyStore(dataDirectory: clientDirectory, machineID: machineID, clock: clock)
         return (store, try DeviceIdentity.loadOrCreate(in: clientDirectory))
     }
 
-    /// Runs `server` on 127.0.0.1, port 0, while `body` runs with its base URL, then stops it.
-    static func withLiveServer<Result: Sendable>(_ server: KeyServerApplication, _ body: (URL) async throws -> Result) async throws -> Result {
+    /// Runs `server` on 127.0.0.1 (an OS-assigned port, or `port`) while `body` runs with its base URL, then stops it.
+    static func withLiveServer<Result: Sendable>(
+        _ server: KeyServerApplication,
+        port: Int = 0,
+        _ body: (URL) async throws -> Result
+    ) async throws -> Result {
         let (addresses, continuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
-        let task = Task { try await server.run(port: 0) { continuation.yield($0) } }
+        let task = Task { try await server.run(port: port) { continuation.yield($0) } }
         var iterator = addresses.makeAsyncIterator()
         guard let address = await iterator.next() else { throw CancellationError() }
         let result: Swift.Result<Result, any Error>
@@ -75,8 +94,9 @@ struct KeySessionFixture: Sendable {
         return try result.get()
     }
 
+    /// Runs the fixture's server on its ``port`` while `body` runs.
     func withLiveServer<Result: Sendable>(_ body: (URL) async throws -> Result) async throws -> Result {
-        try await Self.withLiveServer(server, body)
+        try await Self.withLiveServer(server, port: port, body)
     }
 
     func session(_ http: HTTPClient, url: URL, token: String?, timeoutSeconds: Int64 = 10) throws -> KeySession {

@@ -28,8 +28,9 @@ struct KeySessionTests {
                 #expect(acquired.keys.isEmpty)
                 #expect(acquired.record?.state == .persisted)
                 #expect(acquired.terms.storageExpiresAt == start + 30 * 86_400)
-                // The server key is pinned in the data directory.
-                #expect(try KeySession.pinnedServerKey(in: fixture.clientDirectory) == fixture.server.serverPublicKey)
+                // The server key is pinned for this key server's URL, and the lease records that URL.
+                #expect(try session.store.pinnedServerKey(for: session.keyServer) == fixture.server.serverPublicKey)
+                #expect(try session.store.lease(id: acquired.terms.leaseId)?.keyServer == session.keyServer)
                 return acquired.terms.leaseId
             }
         }
@@ -43,8 +44,9 @@ struct KeySessionTests {
             #expect(try offline.contentKeys(leaseId: leaseId) == movieKeys())
         }
 
-        // Renew ten days later, then return; the release reaches the server.
-        fixture.clock.advance(by: 10 * 86_400)
+        // Renew a day later (inside the 48-hour playback window: a lease whose window closed is erased when the store
+        // opens, before anything could renew it), then return; the release reaches the server.
+        fixture.clock.advance(by: 86_400)
         try await fixture.withLiveServer { url in
             try await withHTTPClient { http in
                 let session = try fixture.session(http, url: url, token: token)
@@ -65,7 +67,7 @@ struct KeySessionTests {
                 #expect(throws: KeySessionError.self) { try session.contentKeys(leaseId: leaseId) }
 
                 // Idempotent: nothing left to send, and the server refuses to renew a released lease.
-                #expect(try await session.syncReleases() == KeySession.SyncReport())
+                #expect(try await session.sync() == KeySession.SyncReport())
                 let error = await #expect(throws: KeySessionError.self) { try await session.renew(leaseId: leaseId) }
                 #expect(error?.protocolCode == .leaseExpired)
             }
@@ -120,7 +122,7 @@ struct KeySessionTests {
         }
     }
 
-    @Test func aServerPresentingAnotherSigningKeyIsRefused() async throws {
+    @Test func aServerPresentingAnotherSigningKeyThanItsPinIsRefused() async throws {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
         let token = try await fixture.token()
@@ -130,21 +132,24 @@ struct KeySessionTests {
                     .acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
             }
         }
-        // Another server (another signing key) with the same asset.
+        // Another server (another signing key) with the same asset, at a URL for which the first server's key is pinned:
+        // the position a DNS or network attacker is in.
         let impostor = try await KeySessionFixture.make()
         defer { impostor.remove() }
         let impostorToken = try await impostor.token()
         try await impostor.withLiveServer { url in
             try await withHTTPClient { http in
                 let session = try fixture.session(http, url: url, token: impostorToken)
-                let error = await #expect(throws: KeySessionError.self) {
+                try session.store.pin(fixture.server.serverPublicKey, for: session.keyServer, at: fixture.clock.now)
+                let error = await #expect(throws: KeyStoreError.self) {
                     try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
                 }
-                #expect(error?.code == "server_key_changed")
-                let check = await #expect(throws: KeySessionError.self) { try await session.checkServerKey() }
-                #expect(check?.code == "server_key_changed")
+                #expect(error?.code == "server_key_mismatch")
+                #expect(error?.message.contains(session.keyServer) == true)
+                let check = await #expect(throws: KeyStoreError.self) { try await session.checkServerKey() }
+                #expect(check?.code == "server_key_mismatch")
                 #expect(try session.store.leases().count == 1)
-                #expect(try KeySession.pinnedServerKey(in: fixture.clientDirectory) == fixture.server.serverPublicKey)
+                #expect(try session.store.pinnedServerKey(for: session.keyServer) == fixture.server.serverPublicKey)
             }
         }
     }
@@ -153,26 +158,25 @@ struct KeySessionTests {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
         let token = try await fixture.token()
-        let leaseId = try await fixture.withLiveServer { url in
+        // Releases go to the key server the lease came from, so the server goes down and comes back on its own port.
+        // While it is down the port is held bound but not listening, so no other test's server can take it over.
+        let (leaseId, url) = try await fixture.withLiveServer { url in
             try await withHTTPClient { http in
                 let acquired = try await fixture.session(http, url: url, token: token)
                     .acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
-                return acquired.terms.leaseId
+                return (acquired.terms.leaseId, url)
             }
         }
-        // The server is down now: the return succeeds locally, the release stays queued. The "down" address is a port
-        // held bound but not listening, so no other test's server can take it over meanwhile.
-        let closed = try HeldPort()
-        defer { closed.release() }
-        let downURL = URL(string: "http://127.0.0.1:\(closed.port)")!
+        let closed = try HeldPort(port: fixture.port)
         try await withHTTPClient { http in
-            let session = try fixture.session(http, url: downURL, token: token, timeoutSeconds: 2)
+            let session = try fixture.session(http, url: url, token: token, timeoutSeconds: 2)
             let (returned, sync) = try await session.returnAsset(assetId: "movie-1")
             #expect(returned.count == 1)
             #expect(sync.released.isEmpty)
             #expect(sync.failed[leaseId]?.hasPrefix("key_server_unreachable") == true)
-            #expect(try await session.syncReleases().failed.count == 1)
+            #expect(try await session.sync().failed.count == 1)
         }
+        closed.release()
         // Restart the client: still queued, with its attempts recorded.
         let pending = try fixture.openClient().0.pendingReleases()
         #expect(pending.map(\.leaseId) == [leaseId])
@@ -182,8 +186,8 @@ struct KeySessionTests {
         try await fixture.withLiveServer { url in
             try await withHTTPClient { http in
                 let session = try fixture.session(http, url: url, token: token)
-                #expect(try await session.syncReleases().released == [leaseId])
-                #expect(try await session.syncReleases().released.isEmpty)
+                #expect(try await session.sync().released == [leaseId])
+                #expect(try await session.sync().released.isEmpty)
                 #expect(try session.store.lease(id: leaseId)?.state == .released)
             }
         }

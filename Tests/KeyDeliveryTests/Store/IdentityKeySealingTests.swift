@@ -10,12 +10,12 @@ struct IdentityKeySealingTests {
     @Test func aSealedKeyOpensWithTheRightMachineID() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", at: 1_000)
         #expect(try store.identityKey(uri: "https://keys.example/k1", at: 1_000) == key)
         // Default local lifetime: no expiry.
         #expect(try store.identityKey(uri: "https://keys.example/k1", at: .max) == key)
-        let reopened = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let reopened = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 2_000))
         #expect(try reopened.identityKey(uri: "https://keys.example/k1", at: 2_000) == key)
         #expect(try reopened.identityKeyURIs(assetId: "movie-1") == ["https://keys.example/k1"])
         let secret = temporary.dataDirectory.appendingPathComponent(KeyStore.secretFileName)
@@ -26,25 +26,30 @@ struct IdentityKeySealingTests {
     @Test func anotherMachineIDDoesNotOpenIt() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
             .storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", at: 1_000)
-        let elsewhere = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: MachineID("ffffffffffffffffffffffffffffffff"))
+        let elsewhere = try KeyStore(
+            dataDirectory: temporary.dataDirectory,
+            machineID: MachineID("ffffffffffffffffffffffffffffffff"),
+            clock: TestClock(now: 0)
+        )
         let error = #expect(throws: KeyStoreError.self) { try elsewhere.identityKey(uri: "https://keys.example/k1", at: 1_000) }
         #expect(error?.code == "sealing_key_mismatch")
         #expect(throws: KeyStoreError.self) { try elsewhere.storeIdentityKey(key, uri: "https://keys.example/k2", assetId: "m", at: 1_000) }
-        // Leases still work there.
-        #expect(try elsewhere.leases().isEmpty)
+        // Nor do leases: their state is authenticated with a key derived from the same secret and machine ID.
+        let leases = #expect(throws: KeyStoreError.self) { try elsewhere.leases() }
+        #expect(leases?.code == "sealing_key_mismatch")
     }
 
     @Test func aDirectoryCopiedWithoutItsSecretDoesNotOpen() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
             .storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", at: 1_000)
         let copy = temporary.url.appendingPathComponent("copy", isDirectory: true)
         try FileManager.default.copyItem(at: temporary.dataDirectory, to: copy)
         try FileManager.default.removeItem(at: copy.appendingPathComponent(KeyStore.secretFileName))
-        let copied = try KeyStore(dataDirectory: copy, machineID: testMachineID)
+        let copied = try KeyStore(dataDirectory: copy, machineID: testMachineID, clock: TestClock(now: 0))
         let error = #expect(throws: KeyStoreError.self) { try copied.identityKey(uri: "https://keys.example/k1", at: 1_000) }
         #expect(error?.code == "sealing_secret_missing")
         // No new secret is made behind the user's back.
@@ -52,17 +57,17 @@ struct IdentityKeySealingTests {
         // With the secret but on another machine: still no.
         let fullCopy = temporary.url.appendingPathComponent("full-copy", isDirectory: true)
         try FileManager.default.copyItem(at: temporary.dataDirectory, to: fullCopy)
-        let otherMachine = try KeyStore(dataDirectory: fullCopy, machineID: MachineID("another-machine"))
+        let otherMachine = try KeyStore(dataDirectory: fullCopy, machineID: MachineID("another-machine"), clock: TestClock(now: 0))
         #expect(throws: KeyStoreError.self) { try otherMachine.identityKey(uri: "https://keys.example/k1", at: 1_000) }
     }
 
     @Test func aSecretFileOpenToOthersIsRefused() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        _ = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        _ = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let secret = temporary.dataDirectory.appendingPathComponent(KeyStore.secretFileName)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: secret.path)
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let error = #expect(throws: PrivateFileError.self) { try store.storeIdentityKey(key, uri: "u", assetId: "a", at: 1) }
         #expect(error?.code == "insecure_permissions")
     }
@@ -70,7 +75,7 @@ struct IdentityKeySealingTests {
     @Test func localLifetimeIsEnforced() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", expiresAt: 5_000, at: 1_000)
         #expect(try store.identityKey(uri: "https://keys.example/k1", at: 4_999) == key)
         let error = #expect(throws: KeyStoreError.self) { try store.identityKey(uri: "https://keys.example/k1", at: 5_000) }
@@ -85,7 +90,7 @@ struct IdentityKeySealingTests {
     @Test func anAlteredRowDoesNotOpen() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", expiresAt: 5_000, at: 1_000)
         // Stretching the local lifetime in the database breaks the seal (the expiry is associated data).
         try store.executeUncheckedForTesting("UPDATE key_identity_keys SET expires_at = 9000")
@@ -96,7 +101,7 @@ struct IdentityKeySealingTests {
     @Test func onlyContentKeyLengthsAreAccepted() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let error = #expect(throws: KeyStoreError.self) { try store.storeIdentityKey(SecretBytes([1, 2, 3]), uri: "u", assetId: "a", at: 1) }
         #expect(error?.code == "invalid_key_length")
     }

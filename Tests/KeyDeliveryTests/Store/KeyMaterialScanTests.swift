@@ -32,7 +32,7 @@ struct KeyMaterialScanTests {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
         let server = try TestKeyServer()
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         var keys: [[UInt8]] = []
         for index in 0..<8 {
             let key = try SecureRandom.bytes(count: 16)
@@ -44,7 +44,7 @@ struct KeyMaterialScanTests {
         let payload = try server.payload(
             contentKeys: leaseKeys.enumerated().map { (keyId: String(format: "%032x", $0.offset), key: SecretBytes($0.element)) }
         )
-        try store.persist(payload, at: 1_000_000)
+        try store.persist(payload, from: server, at: 1_000_000)
         _ = try store.authorizePlayback(assetId: "movie-1", at: 1_000_001)
         // Still open (nothing checkpointed by hand): the WAL holds the recent pages.
         let files = try filesUnder(temporary.dataDirectory).map(\.lastPathComponent)
@@ -69,10 +69,10 @@ struct KeyMaterialScanTests {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
         let server = try TestKeyServer()
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let payload = try server.payload(contentKeys: [(keyId: "000102030405060708090a0b0c0d0e0f", key: try SecretBytes.random(count: 16))])
         let sealedKey = try SecureRandom.bytes(count: 16)
-        try store.persist(payload, at: 1_000_000)
+        try store.persist(payload, from: server, at: 1_000_000)
         try store.storeIdentityKey(SecretBytes(sealedKey), uri: "https://keys.example/k", assetId: "movie-1", at: 1_000_000)
         let sealedCiphertext = try #require(try store.sealedIdentityKey(uri: "https://keys.example/k")).sealed.ciphertext
         // The wrapped key as stored inside the payload's base64 (itself base64 of JSON): look for the payload text.

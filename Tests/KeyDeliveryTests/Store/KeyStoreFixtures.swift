@@ -146,3 +146,18 @@ func mode(of url: URL) throws -> UInt32 {
     }
     return permissions.uint32Value & 0o777
 }
+
+extension TestKeyServer {
+    /// The URL the test key server's leases are recorded under.
+    static let url = "https://keys.stowage.test"
+}
+
+extension KeyStore {
+    /// Pins `server`'s signing key for ``TestKeyServer/url`` (as a key session does on first use) and stores `payload`
+    /// under it.
+    @discardableResult
+    func persist(_ payload: VerifiedLeasePayload, from server: TestKeyServer, at now: Int64) throws -> LeaseRecord {
+        try pin(server.signingKey.publicKey, for: TestKeyServer.url, at: now)
+        return try persist(payload, keyServer: TestKeyServer.url, at: now)
+    }
+}

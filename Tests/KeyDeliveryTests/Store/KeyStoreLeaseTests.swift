@@ -13,10 +13,10 @@ struct KeyStoreLeaseTests {
     @Test func persistStoresTheTermsAndThePayloadExactlyAsReceived() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let payload = try server.payload()
         try store.recordAcquisition(payload, at: 1_000_010)
-        let record = try store.persist(payload, at: 1_000_010)
+        let record = try store.persist(payload, from: server, at: 1_000_010)
         #expect(record.state == .persisted)
         let stored = try #require(try store.lease(id: "lease-1"))
         #expect(stored.record.terms == payload.terms)
@@ -24,20 +24,20 @@ struct KeyStoreLeaseTests {
         #expect(try store.storedPayload(leaseId: "lease-1") == payload.signed)
         #expect(try mode(of: temporary.dataDirectory) == 0o700)
         #expect(try mode(of: temporary.dataDirectory.appendingPathComponent(KeyStore.databaseFileName)) == 0o600)
-        #expect(try store.auditEntries().map(\.kind) == [.acquire, .persist])
+        #expect(try store.auditEntries().map(\.kind) == [.acquire, .timeReanchored, .serverKeyPinned, .persist])
         #expect(try store.timeHighWaterMark().mark == 1_000_010)
     }
 
     @Test func persistingTwiceIsIdempotentButAnotherPayloadMustBeARenewal() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let payload = try server.payload()
-        try store.persist(payload, at: 1_000_000)
-        try store.persist(payload, at: 1_000_001)
+        try store.persist(payload, from: server, at: 1_000_000)
+        try store.persist(payload, from: server, at: 1_000_001)
         #expect(try store.leases().count == 1)
         let other = try server.payload(storageExpiresAt: 2_500_000)
-        let error = #expect(throws: KeyStoreError.self) { try store.persist(other, at: 1_000_002) }
+        let error = #expect(throws: KeyStoreError.self) { try store.persist(other, from: server, at: 1_000_002) }
         #expect(error?.code == "lease_already_stored")
         #expect(try store.storedPayload(leaseId: "lease-1") == payload.signed)
     }
@@ -45,8 +45,8 @@ struct KeyStoreLeaseTests {
     @Test func streamingLeasesAreNeverStored() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        let error = #expect(throws: KeyStoreError.self) { try store.persist(try server.payload(type: .streaming), at: 1_000_000) }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        let error = #expect(throws: KeyStoreError.self) { try store.persist(try server.payload(type: .streaming), from: server, at: 1_000_000) }
         #expect(error?.code == "lease_not_persistent")
         #expect(try store.leases().isEmpty)
     }
@@ -54,8 +54,8 @@ struct KeyStoreLeaseTests {
     @Test func firstPlayIsRecordedOnceWithTheAuthorization() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(), at: 1_000_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(), from: server, at: 1_000_000)
         let first = try store.authorizePlayback(assetId: "movie-1", at: 1_100_000)
         #expect(first.isValid)
         #expect(first.lease?.firstPlayedAt == 1_100_000)
@@ -75,8 +75,8 @@ struct KeyStoreLeaseTests {
     @Test func aRefusedAuthorizationRecordsNoFirstPlay() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(issuedAt: 1_000_000, serverTime: 999_000), at: 999_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(issuedAt: 1_000_000, serverTime: 999_000), from: server, at: 999_000)
         let early = try store.authorizePlayback(assetId: "movie-1", at: 999_699)
         #expect(early.error?.reason == .notYetValid)
         #expect(try store.lease(id: "lease-1")?.record.firstPlayedAt == nil)
@@ -88,13 +88,17 @@ struct KeyStoreLeaseTests {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
         let directory = temporary.dataDirectory
-        try KeyStore(dataDirectory: directory, machineID: testMachineID).persist(try server.payload(), at: 1_000_000)
+        try KeyStore(dataDirectory: directory, machineID: testMachineID, clock: TestClock(now: 0)).persist(
+            try server.payload(),
+            from: server,
+            at: 1_000_000
+        )
         // Two store instances: two connections, as two processes would have.
-        let stores = try (0..<3).map { _ in try KeyStore(dataDirectory: directory, machineID: testMachineID) }
+        let stores = try (0..<3).map { _ in try KeyStore(dataDirectory: directory, machineID: testMachineID, clock: TestClock(now: 1_000_000)) }
         for round in 0..<10 {
             let assetId = round == 0 ? "movie-1" : "movie-\(round + 1)"
             let base = 1_100_000 + Int64(round) * 100
-            if round > 0 { try stores[0].persist(try server.payload(leaseId: "lease-r\(round)", assetId: assetId), at: base) }
+            if round > 0 { try stores[0].persist(try server.payload(leaseId: "lease-r\(round)", assetId: assetId), from: server, at: base) }
             let results = try await withThrowingTaskGroup(of: LeaseEvaluation.self) { group in
                 for (index, store) in stores.enumerated() {
                     group.addTask { try store.authorizePlayback(assetId: assetId, at: base + 1 + Int64(index)) }
@@ -112,8 +116,8 @@ struct KeyStoreLeaseTests {
     @Test func renewalReplacesThePayloadAndKeepsFirstPlay() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(), at: 1_000_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(), from: server, at: 1_000_000)
         _ = try store.authorizePlayback(assetId: "movie-1", at: 1_100_000)
         let renewal = try server.payload(storageExpiresAt: 2_500_000, serverTime: 1_900_000)
         let record = try store.renew(renewal, at: 1_900_000)
@@ -129,9 +133,9 @@ struct KeyStoreLeaseTests {
     @Test func aRefusedRenewalLeavesEverythingAsItWas() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let original = try server.payload()
-        try store.persist(original, at: 1_000_000)
+        try store.persist(original, from: server, at: 1_000_000)
         let entriesBefore = try store.auditEntries()
         // Same lease ID, another asset: the whole transaction is refused.
         let wrongAsset = try server.payload(assetId: "movie-2", storageExpiresAt: 2_500_000, serverTime: 1_500_000)
@@ -152,9 +156,9 @@ struct KeyStoreLeaseTests {
     @Test func rollbackIsDetectedAndClearedOnlyByARenewal() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let clock = TestClock(now: 1_500_000)
-        try store.persist(try server.payload(serverTime: 1_500_000), at: clock.now)
+        try store.persist(try server.payload(serverTime: 1_500_000), from: server, at: clock.now)
         #expect(try store.authorizePlayback(assetId: "movie-1", at: clock.now).isValid)
         // Exactly 300 s back is tolerated; 301 s is a rollback.
         #expect(try store.authorizePlayback(assetId: "movie-1", at: 1_499_700).isValid)
@@ -166,9 +170,9 @@ struct KeyStoreLeaseTests {
         // Putting the clock right again does not clear it; neither does reopening, nor a new acquisition.
         clock.set(1_500_100)
         #expect(try store.authorizePlayback(assetId: "movie-1", at: clock.now).error?.reason == .clockRollbackDetected)
-        let reopened = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let reopened = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: clock)
         #expect(try reopened.evaluate(assetId: "movie-1", at: clock.now).error?.reason == .clockRollbackDetected)
-        try reopened.persist(try server.payload(leaseId: "lease-2", assetId: "movie-2", serverTime: 1_500_100), at: clock.now)
+        try reopened.persist(try server.payload(leaseId: "lease-2", assetId: "movie-2", serverTime: 1_500_100), from: server, at: clock.now)
         #expect(try reopened.authorizePlayback(assetId: "movie-2", at: clock.now).error?.reason == .clockRollbackDetected)
         // A renewal re-anchors time.
         clock.set(1_500_200)
@@ -182,8 +186,8 @@ struct KeyStoreLeaseTests {
     @Test func aRenewalWithTheClockStillBehindDoesNotClearTheRollback() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(serverTime: 1_500_000), at: 1_500_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(serverTime: 1_500_000), from: server, at: 1_500_000)
         try store.observe(localTime: 1_000_000)
         try store.renew(try server.payload(storageExpiresAt: 2_600_000, serverTime: 1_500_500), at: 1_000_001)
         #expect(try store.authorizePlayback(assetId: "movie-1", at: 1_000_002).error?.reason == .clockRollbackDetected)
@@ -192,8 +196,8 @@ struct KeyStoreLeaseTests {
     @Test func returnErasesKeyMaterialKeepsTheRecordAndQueuesTheRelease() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(), at: 1_000_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(), from: server, at: 1_000_000)
         try store.storeIdentityKey(try SecretBytes.random(count: 16), uri: "https://k/1", assetId: "movie-1", at: 1_000_000)
         let returned = try store.returnAsset(assetId: "movie-1", at: 1_100_000)
         #expect(returned.map(\.state) == [.returned])
@@ -213,10 +217,10 @@ struct KeyStoreLeaseTests {
     @Test func purgeErasesOnlyWhatHasExpired() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(leaseId: "short", assetId: "a", storageExpiresAt: 1_200_000), at: 1_000_000)
-        try store.persist(try server.payload(leaseId: "played", assetId: "b", playbackDuration: 1_000), at: 1_000_000)
-        try store.persist(try server.payload(leaseId: "long", assetId: "c"), at: 1_000_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(leaseId: "short", assetId: "a", storageExpiresAt: 1_200_000), from: server, at: 1_000_000)
+        try store.persist(try server.payload(leaseId: "played", assetId: "b", playbackDuration: 1_000), from: server, at: 1_000_000)
+        try store.persist(try server.payload(leaseId: "long", assetId: "c"), from: server, at: 1_000_000)
         _ = try store.authorizePlayback(assetId: "b", at: 1_000_000)
         try store.storeIdentityKey(try SecretBytes.random(count: 16), uri: "https://k/old", assetId: "a", expiresAt: 1_100_000, at: 1_000_000)
         try store.storeIdentityKey(try SecretBytes.random(count: 16), uri: "https://k/forever", assetId: "a", at: 1_000_000)
@@ -241,15 +245,15 @@ struct KeyStoreLeaseTests {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
         do {
-            let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-            try store.persist(try server.payload(leaseId: "l1", assetId: "a"), at: 1_000_000)
-            try store.persist(try server.payload(leaseId: "l2", assetId: "b"), at: 1_000_000)
+            let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+            try store.persist(try server.payload(leaseId: "l1", assetId: "a"), from: server, at: 1_000_000)
+            try store.persist(try server.payload(leaseId: "l2", assetId: "b"), from: server, at: 1_000_000)
             try store.returnLease(leaseId: "l1", at: 1_000_100)
             try store.expire(leaseId: "l2", at: 1_000_200)
             try store.expire(leaseId: "l2", at: 1_000_300)
             try store.recordReleaseFailure(leaseId: "l1", error: "network unreachable", at: 1_000_400)
         }
-        let reopened = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
+        let reopened = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 1_000_450))
         let pending = try reopened.pendingReleases()
         #expect(pending.map(\.leaseId) == ["l1", "l2"])
         #expect(pending[0].attempts == 1 && pending[0].lastError == "network unreachable" && pending[0].lastAttemptAt == 1_000_400)
@@ -264,7 +268,7 @@ struct KeyStoreLeaseTests {
         #expect(try reopened.auditEntries(leaseId: "l1").map(\.kind) == [.persist, .return, .releaseFailed, .release])
         #expect(try reopened.authorizePlayback(assetId: "a", at: 1_000_700).error?.reason == .released)
         // A lease that still holds keys cannot be marked released; an unknown one is reported.
-        try reopened.persist(try server.payload(leaseId: "l3", assetId: "c"), at: 1_000_000)
+        try reopened.persist(try server.payload(leaseId: "l3", assetId: "c"), from: server, at: 1_000_000)
         #expect(throws: LeaseError.self) { try reopened.markReleased(leaseId: "l3", at: 1_000_800) }
         #expect(throws: KeyStoreError.self) { try reopened.markReleased(leaseId: "nope", at: 1_000_800) }
     }
@@ -272,8 +276,8 @@ struct KeyStoreLeaseTests {
     @Test func coverageForVerifyFor() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(playbackDuration: 172_800), at: 1_000_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(playbackDuration: 172_800), from: server, at: 1_000_000)
         #expect(try store.coverage(assetId: "movie-1", duration: 172_800, at: 1_500_000).isValid)
         #expect(try store.coverage(assetId: "movie-1", duration: 172_801, at: 1_500_000).error?.reason == .expiresTooSoon)
         #expect(try store.lease(id: "lease-1")?.record.firstPlayedAt == nil)
@@ -283,10 +287,10 @@ struct KeyStoreLeaseTests {
     @Test func anotherPlayingLeaseIsPreferredSoNoSecondWindowStarts() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID)
-        try store.persist(try server.payload(leaseId: "old", storageExpiresAt: 1_900_000), at: 1_000_000)
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try server.payload(leaseId: "old", storageExpiresAt: 1_900_000), from: server, at: 1_000_000)
         _ = try store.authorizePlayback(assetId: "movie-1", at: 1_100_000)
-        try store.persist(try server.payload(leaseId: "new", storageExpiresAt: 2_500_000), at: 1_150_000)
+        try store.persist(try server.payload(leaseId: "new", storageExpiresAt: 2_500_000), from: server, at: 1_150_000)
         let evaluation = try store.authorizePlayback(assetId: "movie-1", at: 1_200_000)
         #expect(evaluation.lease?.leaseId == "old")
         #expect(try store.lease(id: "new")?.record.firstPlayedAt == nil)
