@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Stowage needs on a fresh Debian machine, only where it is missing: the Swift toolchain is assumed
-# (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config and ffmpeg.
+# (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config, ffmpeg and the sqlite3 shell.
 # Sourced by scripts/test.sh and scripts/demo.sh; safe to run twice.
 set -euo pipefail
 
@@ -11,6 +11,8 @@ stowage_ensure_deps() {
     dpkg -s pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
+    # The tests edit stowage.sqlite with the sqlite3 shell, as a curious user would.
+    command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "==> installing ${missing[*]} (apt)"
         local sudo=""

@@ -49,6 +49,12 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         case returned = "returned"
         /// No lease covers the asset (``LeaseError/Reason/noLease``).
         case noLease = "no_lease"
+        /// The stored lease was altered outside Stowage (``LeaseError/Reason/leaseTampered``).
+        case leaseTampered = "lease_tampered"
+        /// Not a refusal a playback can meet (``LeaseError/Reason/expiresTooSoon`` and
+        /// ``LeaseError/Reason/invalidTransition`` come from `verify --for` and life-cycle commands); kept distinct so
+        /// no lease code is ever reported as another.
+        case leaseRefused = "lease_refused"
         /// The package uses an encryption method or layout playback cannot decrypt.
         case unsupportedEncryption = "unsupported_encryption"
         /// A file could not be decrypted (damaged, or the wrong key).
@@ -155,7 +161,20 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// A lease refusal, keeping its code and message.
     public static func lease(_ error: LeaseError, assetId: String) -> Self {
-        let reason = Reason(rawValue: error.code) ?? .noLease
+        // Exhaustive on purpose: a new lease refusal must be given its own code here, never folded into another.
+        let reason: Reason =
+            switch error.reason {
+            case .leaseExpired: .leaseExpired
+            case .playbackWindowExpired: .playbackWindowExpired
+            case .storageWindowExpired: .storageWindowExpired
+            case .clockRollbackDetected: .clockRollbackDetected
+            case .notYetValid: .notYetValid
+            case .released: .released
+            case .returned: .returned
+            case .noLease: .noLease
+            case .leaseTampered: .leaseTampered
+            case .expiresTooSoon, .invalidTransition: .leaseRefused
+            }
         return .init(reason, assetId: error.assetId ?? assetId, leaseError: error, message: error.message)
     }
 

@@ -36,6 +36,31 @@ struct PlaybackServerTests {
         #expect(results[2...].allSatisfy { $0.status == 404 })
     }
 
+    @Test func theURLOnAPlayersCommandLineCannotBeReplayedByAnotherProcess() async throws {
+        let root = try PlaybackHarness.temporaryRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let package = try await Self.package(in: root)
+        let (results, _) = try await PlaybackHarness.withSession(package) { address in
+            // ffmpeg, a process of its own, plays the URL it was given on its command line.
+            let played = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: FileHandle.nullDevice)
+            // Another process that read that command line (/proc/PID/cmdline) tries the same URL.
+            let replayed = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: FileHandle.nullDevice)
+            let fetched = try await PlaybackHarness.get(address.multivariantURL)
+            // What the player was served names the session token, which is on no command line.
+            let master = try await PlaybackHarness.get(address.sessionMultivariantURL)
+            return (played, replayed, fetched.status, master, address)
+        }
+        let (played, replayed, fetched, master, address) = results
+        #expect(played == 0)
+        #expect(replayed != 0)
+        #expect(fetched == 404)
+        let text = String(decoding: master.body ?? [], as: UTF8.self)
+        #expect(text.contains("\(address.sessionPath)video/index.m3u8"))
+        #expect(!text.contains(address.entryPath))
+        #expect(!address.multivariantURL.absoluteString.contains(address.sessionPath))
+        #expect(PlaybackHarness.logLines(package.package.errorLogURL).contains { $0.contains("playback_url_reused") })
+    }
+
     @Test func segmentsAreServedClear() async throws {
         let root = try PlaybackHarness.temporaryRoot()
         defer { try? FileManager.default.removeItem(at: root) }

@@ -201,4 +201,51 @@ struct LibraryCommandTests {
             #expect(refused.output.contains("package_not_found"))
         }
     }
+
+    /// `sqlite3` as a curious user runs it on the data directory's database.
+    static func sqlite(_ sql: String, home: URL) async throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [home.appendingPathComponent("stowage.sqlite").path, sql]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        await DownloadCommandTests.wait(process, timeout: 30)
+        return process.terminationStatus
+    }
+
+    @Test("a lease edited with sqlite3, or a deleted time record, keeps `stowage play` refused until `stowage keys renew`")
+    func editedLeasesAreRefusedByPlay() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let home = fixture.clientDirectory.url
+            let token = try await fixture.token()
+            let download = try await Self.run(
+                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
+                home: home
+            )
+            #expect(download.status == 0, "\(download.output)")
+            let edits = [
+                ("UPDATE key_leases SET first_played_at = NULL, storage_expires_at = 4102444800, playback_duration = NULL", true),
+                ("DELETE FROM key_time_anchor", false),
+            ]
+            for (edit, rowEdited) in edits {
+                #expect(try await Self.sqlite(edit, home: home) == 0)
+                let refused = try await Self.run(["play", "demo-1", "--player", "none"], home: home)
+                #expect(refused.status == 1, "\(refused.output)")
+                #expect(refused.output.contains("lease_tampered"), "\(refused.output)")
+                #expect(refused.output.contains("stowage keys renew"))
+                if rowEdited {
+                    let listed = try await Self.run(["keys", "list"], home: home)
+                    #expect(listed.output.contains("tampered") && listed.output.contains("storage end"), "\(listed.output)")
+                }
+                // A renewal from the key server stores fresh terms, state and time.
+                let renew = try await Self.run(["keys", "renew", "demo-1", "--token", token], home: home)
+                #expect(renew.status == 0, "\(renew.output)")
+                let play = try await Self.run(["play", "demo-1", "--player", "ffmpeg-null"], home: home)
+                #expect(play.status == 0, "\(play.output)")
+            }
+        }
+    }
 }

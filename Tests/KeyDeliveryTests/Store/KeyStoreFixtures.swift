@@ -35,6 +35,12 @@ struct TestKeyServer: Sendable {
         device = DeviceIdentity(signingKey: try .generate(), agreementKey: try .generate())
     }
 
+    /// A server with a signing key of its own that wraps keys to `device` (a forger, in the tests that need one).
+    init(device: DeviceIdentity) throws {
+        signingKey = try Ed25519.PrivateKey.generate()
+        self.device = device
+    }
+
     var verifier: TestPayloadVerifier { TestPayloadVerifier(serverKey: signingKey.publicKey) }
 
     /// A lease payload for `assetId`, wrapping `contentKeys` (keyed by key ID hex) to the device.
