@@ -2,7 +2,7 @@
 """Load generator for the key server: POST /v1/keys requests per second and latency percentiles on loopback.
 
 What it needs: Python 3 with the `cryptography` package, a running key server (Benchmarks/key-server.sh starts one)
-and its data directory (the entitlement tokens are signed with its `token-secret`, as the service that sells the
+and its data directory (the entitlement tokens are signed with its `token-secret` and name its `tokenAudience`, as the service that sells the
 content would sign them).
 
 Every request is built and signed before the clock starts: each simulated device has its own Ed25519 and X25519
@@ -40,15 +40,16 @@ def b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def hs256_token(secret, subject, assets, ttl):
+def hs256_token(secret, audience, subject, assets, ttl):
     header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = b64url(json.dumps({"sub": subject, "assets": assets, "exp": int(time.time()) + ttl}).encode())
+    now = int(time.time())
+    claims = b64url(json.dumps({"sub": subject, "assets": assets, "iat": now, "exp": now + ttl, "aud": audience}).encode())
     signing_input = f"{header}.{claims}".encode()
     return f"{header}.{claims}.{b64url(hmac.new(secret, signing_input, hashlib.sha256).digest())}"
 
 
 class Device:
-    def __init__(self, index, secret, asset):
+    def __init__(self, index, secret, audience, asset):
         self.signing = Ed25519PrivateKey.generate()
         self.agreement = X25519PrivateKey.generate()
         signing_public = self.signing.public_key().public_bytes(*RAW)
@@ -56,7 +57,7 @@ class Device:
         # KEY-PROTOCOL.md, "Device identity".
         self.id = hashlib.sha256(signing_public + agreement_public).digest()[:16].hex()
         self.info = {"id": self.id, "signingKey": b64(signing_public), "agreementKey": b64(agreement_public)}
-        self.token = hs256_token(secret, f"bench-account-{index}", [asset], 3600)
+        self.token = hs256_token(secret, audience, f"bench-account-{index}", [asset], 3600)
 
     def request(self, host, asset, key_ids):
         body = json.dumps({
@@ -141,7 +142,10 @@ def main():
     port = int(port)
     with open(os.path.join(args.data_dir, "token-secret"), "rb") as file:
         secret = file.read()
-    devices = [Device(index, secret, args.asset) for index in range(args.devices)]
+    # Tokens name this key server in `aud` (config.json's tokenAudience).
+    with open(os.path.join(args.data_dir, "config.json")) as file:
+        audience = json.load(file)["tokenAudience"]
+    devices = [Device(index, secret, audience, args.asset) for index in range(args.devices)]
     warmup = [device.request(f"{host}:{port}", args.asset, [args.key_id]) for device in devices]
     requests = [devices[index % len(devices)].request(f"{host}:{port}", args.asset, [args.key_id]) for index in range(args.requests)]
 

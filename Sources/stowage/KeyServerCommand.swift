@@ -91,7 +91,12 @@ struct KeyServerCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "token",
             abstract: "Print an HS256 entitlement token signed with the data directory's token secret.",
-            discussion: "Repeat --asset for several assets; --asset '*' entitles every asset."
+            discussion: """
+                Repeat --asset for several assets; --asset '*' (every asset) only where config.json sets allowWildcardAssets.
+                The token carries iat, exp and aud (config.json's tokenAudience); --ttl is at most maxTokenLifetime.
+                Example:
+                  stowage keyserver token --sub alice --asset movie-1 --ttl 3600 --data-dir /srv/keys
+                """
         )
 
         @Option(help: "The account (the token's sub claim).")

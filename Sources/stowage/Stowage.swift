@@ -1,4 +1,7 @@
 import ArgumentParser
+import Foundation
+import KeyDelivery
+import OfflinePackage
 
 /// The `stowage` command: thin; each subcommand parses its arguments and calls a library module.
 @main
@@ -16,4 +19,15 @@ struct Stowage: AsyncParsableCommand {
             ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, DeleteCommand.self, DemoCommand.self,
         ]
     )
+
+    /// Runs the command, after recording the time it sees in the data directory's key store when there is one: every
+    /// command moves the clock-rollback mark forward and erases expired keys (docs/SECURITY.md), even one that never
+    /// reads a lease. A command run where no data directory exists yet creates none.
+    static func main() async {
+        let home = DataDirectory.fromEnvironment()
+        if FileManager.default.fileExists(atPath: home.databaseURL.path) {
+            _ = try? KeyStore(dataDirectory: home.url, clock: SystemClock())
+        }
+        await main(nil)
+    }
 }

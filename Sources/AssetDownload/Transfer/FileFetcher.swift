@@ -255,6 +255,11 @@ struct FileFetcher: Sendable {
     }
 
     private func copyLocal(url: URL, file: PackageFile, part: URL) throws -> TransferOutcome {
+        // Only regular files: a device or a FIFO named by a local playlist (/dev/zero) would be read forever or block
+        // at open.
+        guard (try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType) == .typeRegular else {
+            throw TransferFailure(kind: .fatalStatus, status: 404, domain: "file", code: "not_regular", comment: "\(url.path) is not a regular file")
+        }
         guard let handle = FileHandle(forReadingAtPath: url.path) else {
             throw TransferFailure(kind: .fatalStatus, status: 404, domain: "file", code: "not_found", comment: "\(url.path) cannot be read")
         }

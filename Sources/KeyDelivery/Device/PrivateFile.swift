@@ -37,40 +37,68 @@ enum PrivateFile {
 
     /// Reads a secret file of exactly `count` bytes straight into zeroizing memory; nil if it does not exist.
     static func readSecret(_ path: String, count: Int) throws(PrivateFileError) -> SecretBytes? {
+        guard let (descriptor, size) = try openOwnerOnly(path) else { return nil }
+        defer { close(descriptor) }
+        guard size == count else { throw .malformedFile(path: path, reason: "it has \(size) bytes instead of \(count)") }
+        do {
+            return try SecretBytes(count: count) { buffer in try readFully(descriptor, into: buffer, path: path) }
+        } catch let error as PrivateFileError {
+            throw error
+        } catch {
+            throw .ioFailure(path: path, operation: "read", errno: EIO)
+        }
+    }
+
+    /// Reads a small owner-only file (a sealed state file, the pins file) of at most `limit` bytes; nil if it does not
+    /// exist. Refuses what ``readSecret(_:count:)`` refuses: another owner, group or other access, a link.
+    static func readSmall(_ path: String, limit: Int) throws(PrivateFileError) -> [UInt8]? {
+        guard let (descriptor, size) = try openOwnerOnly(path) else { return nil }
+        defer { close(descriptor) }
+        guard size <= limit else { throw .malformedFile(path: path, reason: "it is larger than \(limit) bytes") }
+        var bytes = [UInt8](repeating: 0, count: size)
+        try bytes.withUnsafeMutableBytes { buffer in Result { () throws(PrivateFileError) in try readFully(descriptor, into: buffer, path: path) } }
+            .get()
+        return bytes
+    }
+
+    /// Opens `path` for reading, refusing a link, anything but a regular file, another owner and any access by group or
+    /// others (the way ssh refuses a loose private key). Nil if it does not exist; else the descriptor and the size.
+    private static func openOwnerOnly(_ path: String) throws(PrivateFileError) -> (Int32, Int)? {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else {
             if errno == ENOENT { return nil }
             throw .ioFailure(path: path, operation: "open", errno: errno)
         }
-        defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw .ioFailure(path: path, operation: "stat", errno: errno) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw .wrongFileType(path: path, expected: "regular file") }
-        guard info.st_uid == geteuid() else { throw .notOwned(path: path, owner: info.st_uid) }
-        guard info.st_mode & 0o077 == 0 else {
-            throw .insecurePermissions(path: path, mode: UInt32(info.st_mode), directory: false)
-        }
-        guard Int(info.st_size) == count else {
-            throw .malformedFile(path: path, reason: "it has \(info.st_size) bytes instead of \(count)")
-        }
-        do {
-            return try SecretBytes(count: count) { buffer in
-                var offset = 0
-                while offset < count {
-                    let got = read(descriptor, buffer.baseAddress! + offset, count - offset)
-                    if got < 0, errno == EINTR { continue }
-                    guard got > 0 else {
-                        throw got == 0
-                            ? PrivateFileError.malformedFile(path: path, reason: "it ended early")
-                            : PrivateFileError.ioFailure(path: path, operation: "read", errno: errno)
-                    }
-                    offset += got
-                }
+        let problem: PrivateFileError? =
+            if fstat(descriptor, &info) != 0 {
+                .ioFailure(path: path, operation: "stat", errno: errno)
+            } else if (info.st_mode & S_IFMT) != S_IFREG {
+                .wrongFileType(path: path, expected: "regular file")
+            } else if info.st_uid != geteuid() {
+                .notOwned(path: path, owner: info.st_uid)
+            } else if info.st_mode & 0o077 != 0 {
+                .insecurePermissions(path: path, mode: UInt32(info.st_mode), directory: false)
+            } else {
+                nil
             }
-        } catch let error as PrivateFileError {
-            throw error
-        } catch {
-            throw .ioFailure(path: path, operation: "read", errno: EIO)
+        if let problem {
+            close(descriptor)
+            throw problem
+        }
+        return (descriptor, Int(info.st_size))
+    }
+
+    /// Reads exactly `buffer.count` bytes.
+    private static func readFully(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(PrivateFileError) {
+        var offset = 0
+        while offset < buffer.count {
+            let got = read(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else {
+                throw got == 0 ? .malformedFile(path: path, reason: "it ended early") : .ioFailure(path: path, operation: "read", errno: errno)
+            }
+            offset += got
         }
     }
 
@@ -80,32 +108,11 @@ enum PrivateFile {
     /// - Returns: false if `path` already existed (another process won the race); the caller reads it then.
     @discardableResult
     static func createExclusively(_ path: String, contents: SecretBytes) throws(PrivateFileError) -> Bool {
-        let temporary = "\(path).\(getpid()).\(UInt32.random(in: .min ... .max)).tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw .ioFailure(path: temporary, operation: "create", errno: errno) }
+        let temporary = try writeTemporary(beside: path) { descriptor throws(PrivateFileError) in
+            // Straight from the zeroizing buffer: no copy of the secret is made.
+            try contents.withUnsafeBytes { bytes in Result { () throws(PrivateFileError) in try writeFully(descriptor, bytes, path: path) } }.get()
+        }
         defer { unlink(temporary) }
-        // The mode passed to open is masked by the umask; set it explicitly.
-        guard fchmod(descriptor, 0o600) == 0 else {
-            let code = errno
-            close(descriptor)
-            throw .ioFailure(path: temporary, operation: "chmod", errno: code)
-        }
-        let written: Int = contents.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let result = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if result < 0, errno == EINTR { continue }
-                guard result > 0 else { return -1 }
-                offset += result
-            }
-            return offset
-        }
-        guard written == contents.count, fsync(descriptor) == 0 else {
-            let code = errno
-            close(descriptor)
-            throw .ioFailure(path: temporary, operation: "write", errno: code)
-        }
-        close(descriptor)
         if link(temporary, path) != 0 {
             if errno == EEXIST { return false }
             throw .ioFailure(path: path, operation: "link", errno: errno)
@@ -114,68 +121,51 @@ enum PrivateFile {
         return true
     }
 
-    /// Reads a small owner-only file (a sealed state file, the pins file) of at most `limit` bytes; nil if it does not
-    /// exist. Refuses what ``readSecret(_:count:)`` refuses: another owner, group or other access, a link.
-    static func readSmall(_ path: String, limit: Int) throws(PrivateFileError) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            if errno == ENOENT { return nil }
-            throw .ioFailure(path: path, operation: "open", errno: errno)
-        }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw .ioFailure(path: path, operation: "stat", errno: errno) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw .wrongFileType(path: path, expected: "regular file") }
-        guard info.st_uid == geteuid() else { throw .notOwned(path: path, owner: info.st_uid) }
-        guard info.st_mode & 0o077 == 0 else {
-            throw .insecurePermissions(path: path, mode: UInt32(info.st_mode), directory: false)
-        }
-        guard Int(info.st_size) <= limit else { throw .malformedFile(path: path, reason: "it is larger than \(limit) bytes") }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var offset = 0
-        while offset < bytes.count {
-            let got = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if got < 0, errno == EINTR { continue }
-            guard got > 0 else {
-                throw got == 0 ? .malformedFile(path: path, reason: "it ended early") : .ioFailure(path: path, operation: "read", errno: errno)
-            }
-            offset += got
-        }
-        return bytes
-    }
-
     /// Replaces `path` with `contents`, mode 0600, atomically: written and synced to a temporary file, renamed over the
     /// old one, and the directory synced, so a reader sees the old file or the new one and never a mix.
     static func replaceAtomically(_ path: String, contents: [UInt8]) throws(PrivateFileError) {
+        let temporary = try writeTemporary(beside: path) { descriptor throws(PrivateFileError) in
+            try contents.withUnsafeBytes { bytes in Result { () throws(PrivateFileError) in try writeFully(descriptor, bytes, path: path) } }.get()
+        }
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            throw .ioFailure(path: path, operation: "rename", errno: code)
+        }
+        syncDirectory(parentPath(of: path))
+    }
+
+    /// A new temporary file beside `path`, mode 0600 (set explicitly: the mode given to open is masked by the umask),
+    /// filled by `fill` and synced. Removed again if anything fails.
+    private static func writeTemporary(
+        beside path: String,
+        _ fill: (Int32) throws(PrivateFileError) -> Void
+    ) throws(PrivateFileError) -> String {
         let temporary = "\(path).\(getpid()).\(UInt32.random(in: .min ... .max)).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw .ioFailure(path: temporary, operation: "create", errno: errno) }
-        var renamed = false
-        defer { if !renamed { unlink(temporary) } }
-        guard fchmod(descriptor, 0o600) == 0 else {
-            let code = errno
+        do throws(PrivateFileError) {
+            guard fchmod(descriptor, 0o600) == 0 else { throw .ioFailure(path: temporary, operation: "chmod", errno: errno) }
+            try fill(descriptor)
+            guard fsync(descriptor) == 0 else { throw .ioFailure(path: temporary, operation: "sync", errno: errno) }
+        } catch {
             close(descriptor)
-            throw .ioFailure(path: temporary, operation: "chmod", errno: code)
-        }
-        let written: Int = contents.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let result = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if result < 0, errno == EINTR { continue }
-                guard result > 0 else { return -1 }
-                offset += result
-            }
-            return offset
-        }
-        guard written == contents.count, fsync(descriptor) == 0 else {
-            let code = errno
-            close(descriptor)
-            throw .ioFailure(path: temporary, operation: "write", errno: code)
+            unlink(temporary)
+            throw error
         }
         close(descriptor)
-        guard rename(temporary, path) == 0 else { throw .ioFailure(path: path, operation: "rename", errno: errno) }
-        renamed = true
-        syncDirectory(parentPath(of: path))
+        return temporary
+    }
+
+    /// Writes all of `bytes`.
+    private static func writeFully(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(PrivateFileError) {
+        var offset = 0
+        while offset < bytes.count {
+            let result = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else { throw .ioFailure(path: path, operation: "write", errno: errno) }
+            offset += result
+        }
     }
 
     /// Applies mode 0600 to a file that exists (the database and its WAL, which SQLite creates with the umask's mode).

@@ -291,8 +291,7 @@ struct KeyService: Sendable {
                 renewableUntil: nil
             )
             record.event = .identityKeyServed
-            record.detail = "key \(keyID)"
-            record.leaseID = stream.id
+            record.detail = "key \(keyID), stream of \(stream.deviceID)"
             _ = try await save(stream, limits: IssuanceLimits(maxStreams: policy.maxStreams), nonce: nil, now: now, audit: record) { _ in nil }
             return key
         }

@@ -6,26 +6,13 @@ import Testing
 
 /// No content key is ever written in the clear (DESIGN.md, "State on disk"): scan every byte the store wrote.
 struct KeyMaterialScanTests {
-    /// Every file under `directory`, the database, its WAL and shared-memory file included.
-    private func filesUnder(_ directory: URL) throws -> [URL] {
-        let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
-        return (enumerator?.allObjects as? [URL] ?? []).filter { !$0.hasDirectoryPath }
-    }
-
     /// The forms a key could be written in: raw bytes, hex (both cases) and base64.
     private func needles(_ key: [UInt8]) -> [[UInt8]] {
         [key, Array(Hex.encode(key).utf8), Array(Hex.encode(key).uppercased().utf8), Array(Data(key).base64EncodedString().utf8)]
     }
 
     private func occurrences(of needles: [[UInt8]], in directory: URL) throws -> [String] {
-        var found: [String] = []
-        for file in try filesUnder(directory) {
-            let bytes = try Data(contentsOf: file)
-            for needle in needles where bytes.range(of: Data(needle)) != nil {
-                found.append(file.lastPathComponent)
-            }
-        }
-        return found
+        try filesContaining(needles, under: directory)
     }
 
     @Test func noContentKeyBytesInTheDatabaseWALOrDataDirectory() throws {

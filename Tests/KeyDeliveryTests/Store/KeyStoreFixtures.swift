@@ -167,3 +167,19 @@ extension KeyStore {
         return try persist(payload, keyServer: TestKeyServer.url, at: now)
     }
 }
+
+/// Every file under `directory`, the database, its WAL and shared-memory file included.
+func filesUnder(_ directory: URL) throws -> [URL] {
+    let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+    return (enumerator?.allObjects as? [URL] ?? []).filter { !$0.hasDirectoryPath }
+}
+
+/// The names of the files under `directory` holding any of `needles`, once per needle found.
+func filesContaining(_ needles: [[UInt8]], under directory: URL) throws -> [String] {
+    var found: [String] = []
+    for file in try filesUnder(directory) {
+        let bytes = try Data(contentsOf: file)
+        for needle in needles where bytes.range(of: Data(needle)) != nil { found.append(file.lastPathComponent) }
+    }
+    return found
+}

@@ -218,24 +218,13 @@ struct LeaseIntegrityTests {
         }
         for key in wrapped { needles += [Array(key.utf8), Array(Data(base64Encoded: key)!)] }
         needles += [contentKey, Array(Hex.encode(contentKey).utf8)]
-        #expect(try !Self.occurrences(of: needles, in: temporary.dataDirectory).isEmpty)
+        #expect(try !filesContaining(needles, under: temporary.dataDirectory).isEmpty)
 
         // No command runs in between: opening the store past the storage window is enough.
         let later = try open(temporary, at: 2_000_100)
         #expect(try later.lease(id: "lease-1")?.state == .expired)
         #expect(try later.lease(id: "lease-1")?.hasKeyMaterial == false)
         #expect(try later.pendingReleases().map(\.leaseId) == ["lease-1"])
-        #expect(try Self.occurrences(of: needles, in: temporary.dataDirectory).isEmpty)
-    }
-
-    /// The files under `directory` that contain any of `needles`.
-    static func occurrences(of needles: [[UInt8]], in directory: URL) throws -> [String] {
-        let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
-        var found: [String] = []
-        for case let file as URL in enumerator?.allObjects ?? [] where !file.hasDirectoryPath {
-            let bytes = try Data(contentsOf: file)
-            for needle in needles where bytes.range(of: Data(needle)) != nil { found.append(file.lastPathComponent) }
-        }
-        return found
+        #expect(try filesContaining(needles, under: temporary.dataDirectory).isEmpty)
     }
 }
