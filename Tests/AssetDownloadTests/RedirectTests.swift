@@ -17,28 +17,7 @@ struct RedirectTests {
             let rest = request.uri.path.dropFirst("/r".count)
             return Response(status: .found, headers: [.location: target + rest])
         }
-        var logger = Logger(label: "redirector")
-        logger.logLevel = .warning
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
-        let runner = Task { try await group.run() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        let result: Result<T, any Error>
-        do {
-            result = .success(try await body(URL(string: "http://127.0.0.1:\(port)")!))
-        } catch {
-            result = .failure(error)
-        }
-        await group.triggerGracefulShutdown()
-        _ = try? await runner.value
-        return try result.get()
+        return try await withLoopbackServer(router) { port in try await body(URL(string: "http://127.0.0.1:\(port)")!) }
     }
 
     @Test("a playlist redirected to another host resolves against where it ended up; files still land inside the package")

@@ -49,27 +49,12 @@ struct TrustTests {
                 record(request)
                 return Response(status: .notFound)
             }
-            var logger = Logger(label: "recorder")
-            logger.logLevel = .warning
-            let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-            let app = Application(
-                router: router,
-                configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-                logger: logger
-            )
-            let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
-            let runner = Task { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            let port = await iterator.next() ?? 0
             let result: Result<T, any Error>
             do {
-                result = .success(try await body(port))
+                result = .success(try await withLoopbackServer(router, body))
             } catch {
                 result = .failure(error)
             }
-            await group.triggerGracefulShutdown()
-            _ = try? await runner.value
             try await http.shutdown()
             return try result.get()
         }

@@ -137,6 +137,17 @@ struct DemoCommandTests {
 
 @Suite("stowage list / info / verify / play / delete as a user runs them")
 struct LibraryCommandTests {
+    /// `stowage download` of the fixture's asset without subtitles, into the fixture's client directory; must succeed.
+    @discardableResult
+    static func downloadDemo(_ fixture: DownloadFixture, origin: URL, keyServer: URL, token: String) async throws -> (status: Int32, output: String) {
+        let download = try await run(
+            ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
+            home: fixture.clientDirectory.url
+        )
+        #expect(download.status == 0, "\(download.output)")
+        return download
+    }
+
     /// Runs `stowage` to completion with `STOWAGE_HOME` set; returns status and standard output.
     static func run(_ arguments: [String], home: URL, timeout: TimeInterval = 120) async throws -> (status: Int32, output: String) {
         let output = home.deletingLastPathComponent().appendingPathComponent("out-\(UUID().uuidString).txt")
@@ -152,11 +163,7 @@ struct LibraryCommandTests {
         try await fixture.withServers { origin, keyServer in
             let home = fixture.clientDirectory.url
             let token = try await fixture.token()
-            let download = try await Self.run(
-                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
-                home: home
-            )
-            #expect(download.status == 0, "\(download.output)")
+            let download = try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
             // The asset ID came from the playlist's skd keys.
             #expect(download.output.contains("complete: demo-1"))
 
@@ -221,11 +228,7 @@ struct LibraryCommandTests {
         try await fixture.withServers { origin, keyServer in
             let home = fixture.clientDirectory.url
             let token = try await fixture.token()
-            let download = try await Self.run(
-                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
-                home: home
-            )
-            #expect(download.status == 0, "\(download.output)")
+            try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
             let edits = [
                 ("UPDATE key_leases SET first_played_at = NULL, storage_expires_at = 4102444800, playback_duration = NULL", true),
                 ("DELETE FROM key_time_anchor", false),

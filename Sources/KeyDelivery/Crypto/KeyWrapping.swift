@@ -140,3 +140,22 @@ public enum KeyWrapping {
         )
     }
 }
+
+extension LeasePayload {
+    /// Every content key of the payload, keyed by key ID, unwrapped with `device`'s X25519 key (shared/KEY-PROTOCOL.md,
+    /// "Key wrapping"). Verify the payload's signature before calling this.
+    ///
+    /// - Throws: ``KeyWrappingError`` for a key that is malformed or not wrapped to this device.
+    public func unwrappedKeys(for device: DeviceIdentity) throws -> [String: SecretBytes] {
+        var keys: [String: SecretBytes] = [:]
+        for wrapped in self.keys {
+            keys[wrapped.keyId] = try KeyWrapping.unwrap(
+                wrapped,
+                leaseID: lease.leaseId,
+                deviceID: device.deviceId,
+                agreementKey: device.agreementKey
+            )
+        }
+        return keys
+    }
+}

@@ -131,7 +131,7 @@ public struct KeySession: Sendable {
             let record = try store.persist(verified, keyServer: keyServer, at: now)
             return Acquisition(terms: verified.terms, record: record, keys: [:], serverTime: verified.payload.serverTime)
         case .streaming:
-            let keys = try unwrap(verified.payload)
+            let keys = try verified.payload.unwrappedKeys(for: device)
             return Acquisition(terms: verified.terms, record: nil, keys: keys, serverTime: verified.payload.serverTime)
         }
     }
@@ -299,19 +299,6 @@ public struct KeySession: Sendable {
     }
 
     // MARK: Helpers
-
-    private func unwrap(_ payload: LeasePayload) throws -> [String: SecretBytes] {
-        var keys: [String: SecretBytes] = [:]
-        for wrapped in payload.keys {
-            keys[wrapped.keyId] = try KeyWrapping.unwrap(
-                wrapped,
-                leaseID: payload.lease.leaseId,
-                deviceID: device.deviceId,
-                agreementKey: device.agreementKey
-            )
-        }
-        return keys
-    }
 
     private static func check(_ field: String, expected: String, got: String) throws {
         guard expected == got else { throw KeySessionError.payloadMismatch(field, expected: expected, got: got) }

@@ -531,16 +531,7 @@ extension KeyStore {
         guard payload.lease.leaseId == leaseId, payload.lease.deviceId == device.deviceId else {
             throw KeySessionError.payloadMismatch("deviceId", expected: device.deviceId, got: payload.lease.deviceId)
         }
-        var keys: [String: SecretBytes] = [:]
-        for wrapped in payload.keys {
-            keys[wrapped.keyId] = try KeyWrapping.unwrap(
-                wrapped,
-                leaseID: payload.lease.leaseId,
-                deviceID: device.deviceId,
-                agreementKey: device.agreementKey
-            )
-        }
-        return keys
+        return try payload.unwrappedKeys(for: device)
     }
 
     // MARK: - Pins
