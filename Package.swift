@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "stowage", targets: ["stowage"]),
+        .library(name: "StowageCore", targets: ["StowageCore"]),
         .library(name: "StowageCrypto", targets: ["StowageCrypto"]),
         .library(name: "HLS", targets: ["HLS"]),
         .library(name: "MediaCrypto", targets: ["MediaCrypto"]),
@@ -41,13 +42,15 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "StowageCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "HLS", swiftSettings: swiftSettings),
-        .target(name: "MediaCrypto", dependencies: ["StowageCrypto"], swiftSettings: swiftSettings),
+        // The one error shape (StowageError) and human times; no dependencies, below every other module.
+        .target(name: "StowageCore", swiftSettings: swiftSettings),
+        .target(name: "StowageCrypto", dependencies: ["COpenSSL", "StowageCore"], swiftSettings: swiftSettings),
+        .target(name: "HLS", dependencies: ["StowageCore"], swiftSettings: swiftSettings),
+        .target(name: "MediaCrypto", dependencies: ["StowageCrypto", "StowageCore"], swiftSettings: swiftSettings),
         .target(
             name: "KeyDelivery",
             dependencies: [
-                "StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift"),
+                "StowageCore", "StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -56,13 +59,13 @@ let package = Package(
         ),
         .target(
             name: "OfflinePackage",
-            dependencies: ["HLS", "MediaCrypto", "KeyDelivery", "StowageCrypto"],
+            dependencies: ["StowageCore", "HLS", "MediaCrypto", "KeyDelivery", "StowageCrypto"],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AssetDownload",
             dependencies: [
-                "HLS", "KeyDelivery", "OfflinePackage", "StowageCrypto",
+                "StowageCore", "HLS", "KeyDelivery", "OfflinePackage", "StowageCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -75,7 +78,7 @@ let package = Package(
         .target(
             name: "Playback",
             dependencies: [
-                "OfflinePackage", "KeyDelivery", "MediaCrypto", "StowageCrypto", "HLS",
+                "StowageCore", "OfflinePackage", "KeyDelivery", "MediaCrypto", "StowageCrypto", "HLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -86,7 +89,7 @@ let package = Package(
         .target(
             name: "KeyServer",
             dependencies: [
-                "KeyDelivery", "StowageCrypto", "HLS", "MediaCrypto",
+                "StowageCore", "KeyDelivery", "StowageCrypto", "HLS", "MediaCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -99,7 +102,7 @@ let package = Package(
         .target(
             name: "OriginServer",
             dependencies: [
-                "HLS",
+                "StowageCore", "HLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -111,7 +114,7 @@ let package = Package(
         .executableTarget(
             name: "stowage",
             dependencies: [
-                "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery", "OfflinePackage",
+                "StowageCore", "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery", "OfflinePackage",
                 "AssetDownload", "Playback", "KeyServer", "OriginServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,4 +1,5 @@
 import Foundation
+public import StowageCore
 
 /// Why a download could not start, stopped, or paused. Every case has a stable code and says what to do.
 public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -73,5 +74,18 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
 
     static func megabytes(_ bytes: Int64) -> String {
         String(format: "%.1f MB", Double(bytes) / 1_000_000)
+    }
+}
+
+extension DownloadError: StowageError {
+    public var message: String { description }
+    public var subject: ErrorSubject {
+        switch self {
+        case .segmentFailed(let path, let url, _), .segmentHTTPStatus(let path, let url, _): ErrorSubject(path: path, url: url)
+        case .livePlaylist(let url), .noVariant(let url), .tooManySegments(let url, _): ErrorSubject(url: url)
+        case .unsupportedURI(let uri): ErrorSubject(url: uri)
+        case .notFound(let asset), .alreadyExists(let asset, _), .invalidState(let asset, _, _): ErrorSubject(assetId: asset)
+        default: ErrorSubject()
+        }
     }
 }

@@ -69,9 +69,7 @@ struct DownloadRunner: Sendable {
                     retry: session.configuration.retry
                 )
             )
-            guard let url = URL(string: record.request.url) ?? Optional(URL(fileURLWithPath: record.request.url)) else {
-                throw DownloadError.unsupportedURI(record.request.url)
-            }
+            let url = PlaylistLoader.url(of: record.request.url)
             let plan = try await planner.plan(
                 url: url,
                 assetId: assetId,

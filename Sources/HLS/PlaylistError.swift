@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// A playlist that cannot be parsed: what is wrong, on which line, and the offending text.
 ///
 /// Codes are stable (snake_case in JSON and in the CLI) so tools can react to them; the line number is
@@ -122,4 +124,11 @@ public struct PlaylistWarning: Hashable, Sendable, Codable, CustomStringConverti
     }
 
     public var description: String { "line \(line): \(message)" }
+}
+
+extension PlaylistError: StowageError {
+    /// What is wrong, on which line, and the offending text.
+    public var message: String {
+        line > 0 ? "line \(line): \(reason) (in `\(text)`)" : reason
+    }
 }

@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// A segment that cannot be decrypted or encrypted: what went wrong and to which segment.
 public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Code: String, Sendable {
@@ -63,4 +65,9 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
     }
     /// Any other failure reported by the cipher.
     public static func cryptoFailure(segment: String) -> Self { .init(.cryptoFailure, segment: segment) }
+}
+
+extension SegmentCryptoError: StowageError {
+    public var message: String { description }
+    public var subject: ErrorSubject { ErrorSubject(path: segment) }
 }

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+public import StowageCore
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -9,16 +10,14 @@ public struct SegmentIOError: Error, Hashable, Sendable, CustomStringConvertible
     /// `read` or `write`.
     public let operation: String
     /// The `errno` value.
-    public let code: Int32
+    public let errorNumber: Int32
 
-    public init(operation: String, code: Int32) {
+    public init(operation: String, errorNumber: Int32) {
         self.operation = operation
-        self.code = code
+        self.errorNumber = errorNumber
     }
 
-    public var description: String {
-        "\(operation) failed: \(String(cString: strerror(code)))"
-    }
+    public var description: String { "\(code): \(message)" }
 }
 
 extension SegmentTransform {
@@ -39,7 +38,7 @@ extension SegmentTransform {
             let count = read(input, buffer.baseAddress, bufferSize)
             if count < 0 {
                 if errno == EINTR { continue }
-                throw SegmentIOError(operation: "read", code: errno)
+                throw SegmentIOError(operation: "read", errorNumber: errno)
             }
             if count == 0 { break }
             totalRead += count
@@ -55,9 +54,17 @@ extension SegmentTransform {
             let count = write(output, bytes.baseAddress! + offset, bytes.count - offset)
             if count < 0 {
                 if errno == EINTR { continue }
-                throw SegmentIOError(operation: "write", code: errno)
+                throw SegmentIOError(operation: "write", errorNumber: errno)
             }
             offset += count
         }
+    }
+}
+
+extension SegmentIOError: StowageError {
+    public var code: String { "segment_io_failed" }
+    public var message: String {
+        "Streaming a segment failed to \(operation): \(String(cString: strerror(errorNumber))). Check the disk (free space, "
+            + "permissions) and try again."
     }
 }

@@ -4,6 +4,7 @@ public import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+public import StowageCore
 
 /// A loopback HLS origin: serves a directory over HTTP/1.1 with Range, ETag and Last-Modified support, and shapes
 /// the link like Apple's Network Link Conditioner.
@@ -134,6 +135,20 @@ public enum OriginError: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .notADirectory(let path): "cannot serve \(path): it is not a directory"
+        }
+    }
+}
+
+extension OriginError: StowageError {
+    public var code: String {
+        switch self {
+        case .notADirectory: "origin_root_invalid"
+        }
+    }
+
+    public var message: String {
+        switch self {
+        case .notADirectory(let path): "Cannot serve \(path): it is not a directory. Give the folder that holds the playlists."
         }
     }
 }

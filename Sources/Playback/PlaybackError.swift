@@ -1,4 +1,5 @@
 public import KeyDelivery
+public import StowageCore
 
 /// Why an offline package may not play, or why serving part of it stopped, with a stable code.
 ///
@@ -217,4 +218,8 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
     public static func serverFailed(assetId: String, detail: String) -> Self {
         .init(.serverFailed, assetId: assetId, message: "The playback server for asset \(assetId) failed: \(detail).")
     }
+}
+
+extension PlaybackError: StowageError {
+    public var subject: ErrorSubject { ErrorSubject(assetId: assetId, path: path) }
 }

@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// A failure in a cryptographic operation, identified by a stable code.
 ///
 /// Modelled on async-http-client's `HTTPClientError`: a private code enum behind public static
@@ -86,4 +88,8 @@ public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let randomFailure = CryptoError(.randomFailure)
     /// OpenSSL reported a failure that is not one of the cases above (usually out of memory).
     public static let openSSLFailure = CryptoError(.openSSLFailure)
+}
+
+extension CryptoError: StowageError {
+    public var message: String { description }
 }

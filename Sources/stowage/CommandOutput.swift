@@ -1,17 +1,63 @@
+import ArgumentParser
 import Foundation
+import StowageCore
 
-/// How commands report a failure: the message on standard error (or a JSON object on standard output with
-/// `--json`), then exit status 1.
+/// An error the command line raises itself: an argument it cannot use.
+struct CommandLineError: StowageError {
+    let code: String
+    let message: String
+
+    var description: String { "\(code): \(message)" }
+}
+
+/// How every command reports a failure, in one shape: `error: MESSAGE [CODE]` on standard error, or with `--json`
+/// `{"error": {"code": ..., "message": ..., "assetId": ...}}` on standard output; then the exit status (1 unless the
+/// command says otherwise).
+///
+/// Errors of Stowage's modules carry their own code and message (``StowageError``); anything else is never printed
+/// with its raw description (a Foundation or NIO type dump says nothing to a user).
 enum CommandOutput {
-    static func fail(code: String, message: String, json: Bool) -> Never {
+    static func fail(_ error: any Error, json: Bool, status: Int32 = 1) -> Never {
+        let error = presentable(error)
         if json {
-            let body = ["error": ["code": code, "message": message]]
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            if let data = try? encoder.encode(body) { print(String(decoding: data, as: UTF8.self)) }
+            print(encodedJSON(error))
         } else {
-            FileHandle.standardError.write(Data("error: \(message) [\(code)]\n".utf8))
+            FileHandle.standardError.write(Data("error: \(error.message) [\(error.code)]\n".utf8))
         }
-        exit(1)
+        exit(status)
+    }
+
+    static func fail(code: String, message: String, json: Bool) -> Never {
+        fail(CommandLineError(code: code, message: message), json: json)
+    }
+
+    /// The error as a ``StowageError``: itself when it is one, else a message that names what kind of failure it was.
+    static func presentable(_ error: any Error) -> any StowageError {
+        switch error {
+        case let error as any StowageError: return error
+        case let error as ValidationError: return CommandLineError(code: "invalid_arguments", message: error.message)
+        case is CancellationError: return CommandLineError(code: "cancelled", message: "Stopped before it finished; run the command again.")
+        default:
+            return CommandLineError(
+                code: "internal_error",
+                message: "Stowage failed in a way it does not describe yet (\(type(of: error))). Run the command again; if it "
+                    + "fails the same way, report it with the command line."
+            )
+        }
+    }
+
+    /// `{"error": {"code", "message", and the subject's members}}`, keys sorted.
+    static func encodedJSON(_ error: any StowageError) -> String {
+        var body: [String: String] = ["code": error.code, "message": error.message]
+        let subject = error.subject
+        for (name, value) in [
+            ("assetId", subject.assetId), ("leaseId", subject.leaseId), ("keyId", subject.keyId), ("path", subject.path),
+            ("url", subject.url),
+        ] {
+            if let value { body[name] = value }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(["error": body])).map { String(decoding: $0, as: UTF8.self) } ?? #"{"error":{}}"#
     }
 }

@@ -21,10 +21,7 @@ struct KeyServerCommand: AsyncParsableCommand {
 
     /// Prints a setup error as every command does and exits 1.
     static func fail(_ error: any Error) -> Never {
-        if let error = error as? KeyServerSetupError {
-            CommandOutput.fail(code: error.code.rawValue, message: error.message, json: false)
-        }
-        CommandOutput.fail(code: "keyserver_failed", message: "\(error)", json: false)
+        CommandOutput.fail(error, json: false)
     }
 
     /// `stowage keyserver init --data-dir DIR`

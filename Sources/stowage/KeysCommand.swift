@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 
 /// `stowage keys list|renew|return|sync|trust|unpin|audit`: the content keys this device holds (KeySession,
 /// docs/key-delivery-offline.md).
@@ -31,13 +32,7 @@ struct KeysCommand: AsyncParsableCommand {
     }
 
     static func fail(_ error: any Error, json: Bool = false) -> Never {
-        switch error {
-        case let error as KeySessionError: CommandOutput.fail(code: error.code, message: error.message, json: json)
-        case let error as KeyStoreError: CommandOutput.fail(code: error.code, message: error.message, json: json)
-        case let error as LeaseError: CommandOutput.fail(code: error.code, message: error.message, json: json)
-        case let error as ValidationError: CommandOutput.fail(code: "invalid_arguments", message: error.message, json: json)
-        default: CommandOutput.fail(code: "keys_failed", message: "\(error)", json: json)
-        }
+        CommandOutput.fail(error, json: json)
     }
 
     /// Runs `body` with a session on the key server `keyServer` (a normalized URL, as leases record it), shutting the

@@ -20,22 +20,7 @@ enum Library {
     }
 
     static func fail(_ error: any Error, json: Bool, status: Int32 = 1) -> Never {
-        let (code, message): (String, String) =
-            switch error {
-            case let error as PackageError: (error.code, error.description)
-            case let error as DownloadError: (error.code, error.description)
-            case let error as KeyStoreError: (error.code, error.message)
-            case let error as LeaseError: (error.code, error.message)
-            case let error as ValidationError: ("invalid_arguments", error.message)
-            default: ("failed", "\(error)")
-            }
-        if status == 1 { CommandOutput.fail(code: code, message: message, json: json) }
-        if json {
-            print(Library.json(["error": ["code": code, "message": message]]))
-        } else {
-            FileHandle.standardError.write(Data("error: \(message) [\(code)]\n".utf8))
-        }
-        exit(status)
+        CommandOutput.fail(error, json: json, status: status)
     }
 
     static func megabytes(_ bytes: Int64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }

@@ -184,7 +184,7 @@ struct SegmentCommand: ParsableCommand {
             let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
             if count < 0 {
                 if errno == EINTR { continue }
-                throw SegmentIOError(operation: "write", code: errno)
+                throw SegmentIOError(operation: "write", errorNumber: errno)
             }
             offset += count
         }

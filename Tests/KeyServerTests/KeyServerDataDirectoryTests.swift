@@ -46,7 +46,7 @@ struct KeyServerDataDirectoryTests {
         let keyPath = directory.path(of: KeyServerDataDirectory.signingKeyFile)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyPath)
         let error = #expect(throws: KeyServerSetupError.self) { try directory.loadSigningKey() }
-        #expect(error?.code == .insecureFile)
+        #expect(error?.kind == .insecureFile)
         #expect(error?.message.contains("chmod 600") == true)
         await #expect(throws: KeyServerSetupError.self) { try await KeyServerApplication(dataDirectory: directory) }
     }
@@ -54,7 +54,7 @@ struct KeyServerDataDirectoryTests {
     @Test func aMissingDirectoryIsNotInitialized() async throws {
         let directory = KeyServerDataDirectory(path: Self.temporaryPath())
         let error = await #expect(throws: KeyServerSetupError.self) { try await KeyServerApplication(dataDirectory: directory) }
-        #expect(error?.code == .notInitialized)
+        #expect(error?.kind == .notInitialized)
     }
 
     @Test func configurationIsValidated() throws {
@@ -71,7 +71,7 @@ struct KeyServerDataDirectoryTests {
         ] {
             try Data(text.utf8).write(to: file)
             let error = #expect(throws: KeyServerSetupError.self) { try directory.loadConfiguration() }
-            #expect(error?.code == .invalidConfiguration)
+            #expect(error?.kind == .invalidConfiguration)
         }
         // Members left out take the standard values; null means none.
         try Data(
@@ -105,7 +105,7 @@ struct KeyServerDataDirectoryTests {
                 try await body()
                 return nil
             } catch {
-                return (error as? KeyServerSetupError)?.code
+                return (error as? KeyServerSetupError)?.kind
             }
         }
         #expect(await code { try await directory.addAsset(id: "bad/id", keyID: keyID, key: key) } == .invalidAssetID)

@@ -50,7 +50,9 @@ struct CommandLineTests {
         try "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=abc\nv.m3u8\n".write(to: path, atomically: true, encoding: .utf8)
         let result = try await TestSupport.runStowage(["inspect", path.path])
         #expect(result.status == 1)
-        #expect(result.standardError.contains("invalid_attribute_value at line 2"))
+        // One line in the shared shape: the message with the line, then the code.
+        #expect(result.standardError.hasPrefix("error: ") && result.standardError.contains("line 2: attribute BANDWIDTH"))
+        #expect(result.standardError.hasSuffix("[invalid_attribute_value]\n"))
         let json = try await TestSupport.runStowage(["inspect", path.path, "--json"])
         #expect(json.status == 1)
         let object = try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]]

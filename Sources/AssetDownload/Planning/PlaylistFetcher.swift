@@ -19,9 +19,9 @@ struct PlaylistFetcher: Sendable {
                 var retryable = false
                 var down = false
                 switch error {
-                case .network(_, let reason):
+                case .network(_, _, let hostUnreachable):
                     retryable = true
-                    down = FileFetcher.classify(PlaylistNetworkFailure(reason: reason)).kind == .networkDown
+                    down = hostUnreachable
                 case .httpStatus(_, let status): retryable = status >= 500 || status == 429 || status == 408
                 default: break
                 }
@@ -40,10 +40,4 @@ struct PlaylistFetcher: Sendable {
             }
         }
     }
-}
-
-/// A playlist fetch's network failure, described as AsyncHTTPClient described it.
-struct PlaylistNetworkFailure: Error, CustomStringConvertible {
-    let reason: String
-    var description: String { reason }
 }

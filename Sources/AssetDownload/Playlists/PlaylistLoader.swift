@@ -4,6 +4,7 @@ public import HLS
 public import KeyDelivery
 import NIOCore
 import NIOHTTP1
+public import StowageCore
 
 /// Playlist text as received, with the URL it finally came from (after redirects), against which its relative URIs
 /// resolve (RFC 8216bis 4.1).
@@ -44,13 +45,14 @@ public struct PlaylistLoader: Sendable {
     /// Loads the playlist at a path or an `http(s)`/`file` URL and parses it.
     /// - Parameter importedVariables: the variables of the multivariant playlist that named this one.
     public func load(_ location: String, importedVariables: [String: String] = [:]) async throws(PlaylistLoadError) -> LoadedPlaylist {
-        let url: URL
-        if let parsed = URL(string: location), let scheme = parsed.scheme?.lowercased(), ["http", "https", "file"].contains(scheme) {
-            url = parsed
-        } else {
-            url = URL(fileURLWithPath: location).standardizedFileURL
-        }
-        return try await load(url, importedVariables: importedVariables)
+        try await load(Self.url(of: location), importedVariables: importedVariables)
+    }
+
+    /// The URL a user's playlist location means: itself when it names a scheme (http, https, file or any other, which
+    /// is refused later), else a path on this machine.
+    public static func url(of location: String) -> URL {
+        if let parsed = URL(string: location), let scheme = parsed.scheme, !scheme.isEmpty, !location.hasPrefix("/") { return parsed }
+        return URL(fileURLWithPath: location).standardizedFileURL
     }
 
     /// Loads the playlist at a URL and parses it.
@@ -104,7 +106,7 @@ public struct PlaylistLoader: Sendable {
             _ = error
             throw .tooLarge(url: url)
         } catch {
-            throw .network(url: url, reason: String(describing: error))
+            throw .network(url: url, reason: NetworkErrorText.describe(error), hostUnreachable: NetworkErrorText.isNetworkDown(error))
         }
     }
 }
@@ -113,7 +115,8 @@ public struct PlaylistLoader: Sendable {
 public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
     case unreadable(url: URL, reason: String)
     case httpStatus(url: URL, status: Int)
-    case network(url: URL, reason: String)
+    /// `hostUnreachable`: the host could not be reached at all (refused, no route, connect timeout).
+    case network(url: URL, reason: String, hostUnreachable: Bool)
     case tooLarge(url: URL)
     case invalidPlaylist(url: URL, PlaylistError)
     /// A URI that is neither http(s) nor (from a local playlist) a local file, or a local file named by a remote one.
@@ -135,13 +138,17 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .unreadable(let url, let reason): "cannot read \(url.path): \(reason)"
         case .httpStatus(let url, let status): "\(url.absoluteString) answered HTTP \(status); check the URL and any required headers"
-        case .network(let url, let reason): "cannot fetch \(url.absoluteString): \(reason)"
+        case .network(let url, let reason, _): "cannot fetch \(url.absoluteString): \(reason); check the URL and the network"
         case .tooLarge(let url):
             "\(url.absoluteString) is larger than \(PlaylistParser.maximumSize >> 20) MiB; it is not a playlist Stowage will read"
-        case .invalidPlaylist(let url, let error): "\(url.absoluteString) is not a valid playlist: \(error)"
+        case .invalidPlaylist(let url, let error): "\(url.absoluteString) is not a valid playlist: \(error.message)"
         case .unsupportedScheme(let url):
-            "\(url.absoluteString) is not an http(s) URL; a remote playlist may only name http(s) URIs (local files only from a "
-                + "local playlist), so nothing was read"
+            "\(url.absoluteString) is not fetched: Stowage reads http(s) URLs, and local files only from a local playlist, so "
+                + "nothing was read; give an http(s) URL or a path on this machine"
         }
     }
+}
+
+extension PlaylistLoadError: StowageError {
+    public var message: String { description }
 }

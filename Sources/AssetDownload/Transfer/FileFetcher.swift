@@ -379,11 +379,8 @@ struct FileFetcher: Sendable {
 
     static func classify(_ error: any Error) -> TransferFailure {
         if let failure = error as? TransferFailure { return failure }
-        let text = String(describing: error)
-        let lower = text.lowercased()
-        if lower.contains("connection refused") || lower.contains("connectionrefused") || lower.contains("connecttimeout")
-            || lower.contains("connect timeout") || lower.contains("unreachable") || lower.contains("connecttimeout")
-        {
+        let text = NetworkErrorText.describe(error)
+        if NetworkErrorText.isNetworkDown(error) {
             return TransferFailure(kind: .networkDown, domain: "network", code: "network_down", comment: text)
         }
         if error is CancellationError { return TransferFailure(kind: .retryable, domain: "transfer", code: "cancelled", comment: text) }

@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// Why a content key could not be wrapped to a device or unwrapped by it, identified by a stable code.
 ///
 /// Shaped like `CryptoError`: a private code enum behind public static constants, compared by code (`error == .unwrapFailed` whatever the key). The key ID,
@@ -70,4 +72,9 @@ extension KeyWrappingError: Hashable {
     public static func == (lhs: KeyWrappingError, rhs: KeyWrappingError) -> Bool { lhs.underlying == rhs.underlying }
 
     public func hash(into hasher: inout Hasher) { hasher.combine(underlying) }
+}
+
+extension KeyWrappingError: StowageError {
+    public var message: String { description }
+    public var subject: ErrorSubject { ErrorSubject(keyId: keyID) }
 }

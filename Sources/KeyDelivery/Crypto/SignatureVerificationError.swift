@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// Why a signed message was refused: a lease payload from the key server, or a request body from a device.
 ///
 /// Shaped like `CryptoError`: a private code enum behind public static constants with a stable snake_case ``code``.
@@ -54,4 +56,8 @@ public struct SignatureVerificationError: Error, Hashable, Sendable, CustomStrin
     public static let malformedPayload = SignatureVerificationError(.malformedPayload)
     /// The payload's `version` is not ``KeyProtocol/version``.
     public static let unsupportedVersion = SignatureVerificationError(.unsupportedVersion)
+}
+
+extension SignatureVerificationError: StowageError {
+    public var message: String { description }
 }

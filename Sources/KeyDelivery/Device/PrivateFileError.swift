@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+public import StowageCore
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -64,4 +65,8 @@ public struct PrivateFileError: Error, Hashable, Sendable, CustomStringConvertib
     public static func ioFailure(path: String, operation: String, errno: Int32) -> Self {
         .init(.ioFailure, path: path, message: "\(operation) \(path) failed: \(String(cString: strerror(errno))) (errno \(errno)).")
     }
+}
+
+extension PrivateFileError: StowageError {
+    public var subject: ErrorSubject { ErrorSubject(path: path) }
 }

@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// Why a lease does not allow playback, or why a lease operation was refused, with a stable code.
 ///
 /// Modelled on async-http-client's `HTTPClientError`: a private code enum behind static constructors, so callers
@@ -197,4 +199,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             message: "Cannot \(event) lease \(leaseId) in state \(state.rawValue)."
         )
     }
+}
+
+extension LeaseError: StowageError {
+    public var subject: ErrorSubject { ErrorSubject(assetId: assetId, leaseId: leaseId) }
 }

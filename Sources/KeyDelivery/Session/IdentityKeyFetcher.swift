@@ -169,7 +169,7 @@ public struct IdentityKeyFetcher: Sendable {
                 return first
             }
         } catch {
-            return .transport("\(error)")
+            return .transport(NetworkErrorText.describe(error))
         }
     }
 }

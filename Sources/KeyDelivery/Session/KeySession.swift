@@ -342,7 +342,7 @@ public struct KeySession: Sendable {
             status = Int(response.status.code)
             bytes = Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView)
         } catch {
-            throw KeySessionError.unreachable("\(error)")
+            throw KeySessionError.unreachable(NetworkErrorText.describe(error))
         }
         guard status == 200 else {
             if let error = try? JSONDecoder().decode(KeyProtocolErrorBody.self, from: Data(bytes)) {

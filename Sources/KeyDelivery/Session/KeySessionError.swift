@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// Why a ``KeySession`` operation failed: a protocol error answered by the key server (with its code and message), or a
 /// check the client made on the answer (signature, pinned key, echoes).
 public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -126,3 +128,5 @@ extension KeySessionError {
         )
     }
 }
+
+extension KeySessionError: StowageError {}

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import StowageCore
 public import StowageCrypto
 
 extension KeyStore {

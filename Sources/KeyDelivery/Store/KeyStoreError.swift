@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// A key store operation that failed, with a stable snake_case code and a message that names the lease, asset or key
 /// URI concerned and says what to do. Messages never contain key material.
 public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -143,3 +145,5 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         .init(.databaseFailure, "The key store database failed: \(detail). Check free disk space and the data directory's permissions.")
     }
 }
+
+extension KeyStoreError: StowageError {}

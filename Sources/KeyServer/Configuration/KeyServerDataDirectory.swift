@@ -1,5 +1,6 @@
 import Foundation
 import KeyDelivery
+import StowageCore
 public import StowageCrypto
 
 /// The key server's data directory: its keys, its configuration and its database.

@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// Why the key server's data directory, configuration or an asset could not be set up or loaded.
 ///
 /// These are operator errors, met by `stowage keyserver ...` before any request is served; requests fail with
@@ -6,11 +8,11 @@
 /// ```swift
 /// do {
 ///     try await directory.addAsset(id: "movie-1", keyID: keyID, key: key, policy: "rental")
-/// } catch let error as KeyServerSetupError where error.code == .unknownPolicy {
+/// } catch let error as KeyServerSetupError where error.kind == .unknownPolicy {
 ///     print(error.message)
 /// }
 /// ```
-public struct KeyServerSetupError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct KeyServerSetupError: StowageError, Hashable {
     /// The stable codes (snake_case in JSON).
     public enum Code: String, Hashable, Sendable {
         case notInitialized = "not_initialized"
@@ -24,14 +26,18 @@ public struct KeyServerSetupError: Error, Hashable, Sendable, CustomStringConver
         case keyConflict = "key_conflict"
     }
 
-    public let code: Code
+    /// The kind of problem; ``code`` is its snake_case form.
+    public let kind: Code
     /// What went wrong, with the file, asset, key or policy it concerns, and what to do.
     public let message: String
 
-    init(_ code: Code, _ message: String) {
-        self.code = code
+    init(_ kind: Code, _ message: String) {
+        self.kind = kind
         self.message = message
     }
+
+    /// The stable snake_case code, e.g. `unknown_policy`.
+    public var code: String { kind.rawValue }
 
     public var description: String { message }
 

@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import KeyDelivery
+import StowageCore
 import StowageCrypto
 import Synchronization
 

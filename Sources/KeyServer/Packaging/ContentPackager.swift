@@ -2,6 +2,7 @@ public import Foundation
 public import HLS
 import KeyDelivery
 public import MediaCrypto
+public import StowageCore
 public import StowageCrypto
 
 /// Where ``ContentPackager`` registers the content keys it makes.
@@ -392,4 +393,8 @@ public enum ContentPackagingError: Error, Sendable, CustomStringConvertible {
             "cannot register key \(keyID) with the key server: \(reason); check --keyserver-data-dir (made by `stowage keyserver init`) and package again"
         }
     }
+}
+
+extension ContentPackagingError: StowageError {
+    public var message: String { description }
 }

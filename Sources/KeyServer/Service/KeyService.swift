@@ -1,6 +1,7 @@
 import Foundation
 import KeyDelivery
 import Logging
+import StowageCore
 import StowageCrypto
 
 /// The protocol's operations, free of HTTP: each takes the request as received (body bytes, signature header, bearer
@@ -299,7 +300,7 @@ struct KeyService: Sendable {
 
     /// Records a request refused before the service read it (a body over the size limit).
     func recordRefusal(_ operation: String, _ error: KeyServerError) {
-        refusals.record(AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code.rawValue, detail: error.message))
+        refusals.record(AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code, detail: error.message))
     }
 
     /// Writes the aggregated refusals of the minutes that ended (all of them with `everything`, at shutdown).
@@ -326,7 +327,7 @@ struct KeyService: Sendable {
             return try await body(&record)
         } catch let error as KeyServerError {
             record.event = .refused
-            record.code = error.code.rawValue
+            record.code = error.code
             record.detail = error.message
             refusals.record(record)
             throw error

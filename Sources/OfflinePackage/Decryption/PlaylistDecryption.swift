@@ -1,6 +1,7 @@
 public import Foundation
 public import HLS
 public import MediaCrypto
+public import StowageCore
 public import StowageCrypto
 
 #if canImport(Glibc)
@@ -337,4 +338,8 @@ public enum PlaylistDecryptionError: Error, Sendable, CustomStringConvertible {
         case .output(let path, let reason): "cannot write \(path): \(reason)"
         }
     }
+}
+
+extension PlaylistDecryptionError: StowageError {
+    public var message: String { description }
 }

@@ -1,5 +1,6 @@
 import Foundation
 public import KeyDelivery
+public import StowageCore
 public import StowageCrypto
 
 /// The content keys of a package, read offline from the key store: skd keys unwrapped from a stored lease's payload
@@ -79,4 +80,8 @@ public enum PackageKeyError: Error, Sendable, Hashable, CustomStringConvertible 
         case .storeUnavailable(let reason): "the key store cannot be read: \(reason)"
         }
     }
+}
+
+extension PackageKeyError: StowageError {
+    public var message: String { description }
 }

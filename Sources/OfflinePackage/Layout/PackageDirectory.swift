@@ -1,4 +1,5 @@
 public import Foundation
+public import StowageCore
 
 #if canImport(Glibc)
 import Glibc
@@ -168,4 +169,8 @@ public enum PackageError: Error, Sendable, Hashable, CustomStringConvertible {
         case .io(let path, let reason): "cannot write \(path): \(reason)"
         }
     }
+}
+
+extension PackageError: StowageError {
+    public var message: String { description }
 }

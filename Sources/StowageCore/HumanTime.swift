@@ -34,3 +34,11 @@ public enum HumanTime {
         return parts.joined(separator: " ")
     }
 }
+
+extension HumanTime {
+    /// `in 3 h 20 min` or `3 h 20 min ago` for `time` seen from `now`; `now` when they are equal.
+    public static func relative(_ time: Int64, from now: Int64) -> String {
+        if time == now { return "now" }
+        return time > now ? "in \(duration(time - now))" : "\(duration(now - time)) ago"
+    }
+}
