@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "AssetDownload", targets: ["AssetDownload"]),
         .library(name: "Playback", targets: ["Playback"]),
         .library(name: "KeyServer", targets: ["KeyServer"]),
+        .library(name: "StowageLibrary", targets: ["StowageLibrary"]),
         .library(name: "OriginServer", targets: ["OriginServer"]),
     ],
     dependencies: [
@@ -111,11 +112,22 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The facade a Swift program uses (OfflineLibrary); the CLI is a face of it.
+        .target(
+            name: "StowageLibrary",
+            dependencies: [
+                "StowageCore", "AssetDownload", "Playback", "OfflinePackage", "KeyDelivery",
+                // The demo scenario's embedded servers (DemoEnvironment).
+                "KeyServer", "OriginServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "stowage",
             dependencies: [
                 "StowageCore", "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery", "OfflinePackage",
-                "AssetDownload", "Playback", "KeyServer", "OriginServer",
+                "AssetDownload", "Playback", "KeyServer", "OriginServer", "StowageLibrary",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

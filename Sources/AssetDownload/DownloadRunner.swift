@@ -221,7 +221,7 @@ struct DownloadRunner: Sendable {
     // MARK: - Keys
 
     private func acquireKeys(manifest: PackageManifest, request: DownloadRequest) async throws {
-        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, clock: session.clock)
+        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
         let entries = manifest.keys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
         let needsServer = manifest.keys.contains { $0.kind == .skd }
         var fetch = IdentityKeyFetcher.Configuration()

@@ -69,13 +69,21 @@ public final class DownloadSession: Sendable {
     let http: HTTPClient
     let keyHTTP: HTTPClient
     let clock: any KeyDelivery.Clock
+    /// The machine the key store is bound to; nil reads the system's.
+    let machineID: MachineID?
 
     /// Opens the session's state in `dataDirectory` (created 0700 if needed).
-    public init(dataDirectory: DataDirectory, configuration: Configuration = Configuration(), clock: any KeyDelivery.Clock = SystemClock()) throws {
+    public init(
+        dataDirectory: DataDirectory,
+        configuration: Configuration = Configuration(),
+        clock: any KeyDelivery.Clock = SystemClock(),
+        machineID: MachineID? = nil
+    ) throws {
         try dataDirectory.prepare()
         self.dataDirectory = dataDirectory
         self.configuration = configuration
         self.clock = clock
+        self.machineID = machineID
         self.store = try DownloadStore(databaseURL: dataDirectory.databaseURL)
         var http = HTTPClient.Configuration()
         http.timeout = .init(connect: .seconds(configuration.connectTimeout), read: .seconds(configuration.readTimeout))
@@ -186,7 +194,7 @@ public final class DownloadSession: Sendable {
         }
         try store.setState(assetId, .removing, at: clock.now)
         do {
-            let keyStore = try KeyStore(dataDirectory: dataDirectory.url, clock: clock)
+            let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
             _ = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now)
         } catch {
             throw DownloadError.storage("cannot remove the partial package of \(assetId): \(error)")

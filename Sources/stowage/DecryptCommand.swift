@@ -61,7 +61,7 @@ struct DecryptCommand: ParsableCommand {
                 to: URL(fileURLWithPath: out, isDirectory: true)
             )
         } catch {
-            CommandOutput.fail(code: error.code, message: error.description, json: json)
+            CommandOutput.fail(error, json: json)
         }
         do {
             if json {

@@ -3,6 +3,7 @@ import AssetDownload
 import Foundation
 import KeyDelivery
 import OfflinePackage
+import StowageLibrary
 
 #if canImport(Glibc)
 import Glibc
@@ -91,7 +92,7 @@ struct DownloadCommand: AsyncParsableCommand {
                 String(parts[0]).trimmingCharacters(in: .whitespaces), String(parts.count > 1 ? parts[1] : "").trimmingCharacters(in: .whitespaces)
             )
         }
-        var request = DownloadRequest(
+        let request = DownloadRequest(
             url: url,
             assetId: assetId ?? "",
             title: title,
@@ -107,15 +108,7 @@ struct DownloadCommand: AsyncParsableCommand {
             token: token,
             concurrency: concurrency
         )
-        await DownloadDriver.run(json: output.json) { session in
-            if request.assetId.isEmpty {
-                request.assetId = await session.suggestedAssetID(
-                    for: url,
-                    headers: ScopedHeaders(pairs, playlistURL: URL(string: url), extraHosts: headerHosts)
-                )
-            }
-            return try session.start(request)
-        }
+        await DownloadDriver.run(json: output.json) { library in try await library.download(request) }
     }
 }
 
@@ -138,16 +131,21 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let assetId {
-            await DownloadDriver.run(json: output.json) { session in try session.resume(assetId: assetId) }
+            await DownloadDriver.run(json: output.json) { library in try library.resume(assetId: assetId) }
             return
         }
-        let pending = try DownloadDriver.withStore { try $0.tasks().filter { $0.state != .completed }.map(\.assetId) }
+        let pending: [String]
+        do {
+            pending = try await Library.with { try $0.pendingDownloads().map(\.assetId) }
+        } catch {
+            CommandOutput.fail(error, json: output.json)
+        }
         if pending.isEmpty {
             print("nothing to resume")
             return
         }
         for asset in pending {
-            await DownloadDriver.run(json: output.json, exitOnEnd: asset == pending.last) { session in try session.resume(assetId: asset) }
+            await DownloadDriver.run(json: output.json, exitOnEnd: asset == pending.last) { library in try library.resume(assetId: asset) }
         }
     }
 }
@@ -173,12 +171,10 @@ struct CancelCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let session = try DownloadSession(dataDirectory: .fromEnvironment())
-            try session.cancel(assetId: assetId)
-            try? await session.shutdown()
+            try await Library.with { try $0.cancel(assetId: assetId) }
             print(json ? #"{"cancelled":"\#(assetId)"}"# : "cancelled \(assetId): partial files removed")
-        } catch let error as DownloadError {
-            CommandOutput.fail(code: error.code, message: error.description, json: json)
+        } catch {
+            CommandOutput.fail(error, json: json)
         }
     }
 }
@@ -208,28 +204,20 @@ struct AddMediaCommand: AsyncParsableCommand {
 
     func run() async throws {
         let selection = MediaSelectionOptions(variant: .highest, audio: .init(argument: audio), subtitles: .init(argument: subtitles))
-        await DownloadDriver.run(json: output.json) { session in try session.addMedia(assetId: assetId, selection: selection) }
+        await DownloadDriver.run(json: output.json) { library in try library.addMedia(assetId: assetId, selection: selection) }
     }
 }
 
 /// Runs one download task in the foreground: live display or JSON lines, Ctrl-C pauses, exit status from the result.
 enum DownloadDriver {
-    static func withStore<T>(_ body: (DownloadStore) throws -> T) throws -> T {
-        let directory = DataDirectory.fromEnvironment()
-        try directory.prepare()
-        return try body(try DownloadStore(databaseURL: directory.databaseURL))
-    }
-
-    static func run(json: Bool, exitOnEnd: Bool = true, _ start: (DownloadSession) async throws -> DownloadTask) async {
-        let session: DownloadSession
+    static func run(json: Bool, exitOnEnd: Bool = true, _ start: (OfflineLibrary) async throws -> DownloadTask) async {
+        let library: OfflineLibrary
         let task: DownloadTask
         do {
-            session = try DownloadSession(dataDirectory: .fromEnvironment())
-            task = try await start(session)
-        } catch let error as DownloadError {
-            CommandOutput.fail(code: error.code, message: error.description, json: json)
+            library = try OfflineLibrary()
+            task = try await start(library)
         } catch {
-            CommandOutput.fail(code: "download_failed", message: "\(error)", json: json)
+            CommandOutput.fail(error, json: json)
         }
         let signals = SignalStop()
         let watcher = Task {
@@ -250,7 +238,7 @@ enum DownloadDriver {
         } catch {
             status = 1
         }
-        try? await session.shutdown()
+        await library.close()
         if exitOnEnd || status != 0 { exit(status) }
     }
 }

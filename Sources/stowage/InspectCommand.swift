@@ -1,9 +1,8 @@
 import ArgumentParser
 import AssetDownload
-import AsyncHTTPClient
 import Foundation
 import HLS
-import KeyDelivery
+import StowageLibrary
 
 /// `stowage inspect PLAYLIST_PATH_OR_URL [--deep] [--json]`
 struct InspectCommand: AsyncParsableCommand {
@@ -41,19 +40,12 @@ struct InspectCommand: AsyncParsableCommand {
                 String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
             )
         }
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .follow(max: 5, allowCycles: false)))
-        let result: Result<PlaylistInspection, PlaylistLoadError>
+        let result: Result<PlaylistInspection, any Error>
         do {
-            result = .success(
-                try await PlaylistLoader(client: client, headers: ScopedHeaders(headerPairs, playlistURL: URL(string: playlist))).inspect(
-                    playlist,
-                    deep: deep
-                )
-            )
+            result = .success(try await OfflineLibrary.inspect(playlist, headers: headerPairs, deep: deep))
         } catch {
             result = .failure(error)
         }
-        try await client.shutdown()
         switch result {
         case .success(let inspection):
             if json {
@@ -64,7 +56,7 @@ struct InspectCommand: AsyncParsableCommand {
                 print(InspectionSummary(inspection).render(), terminator: "")
             }
         case .failure(let error):
-            CommandOutput.fail(code: error.code, message: error.description, json: json)
+            CommandOutput.fail(error, json: json)
         }
     }
 }

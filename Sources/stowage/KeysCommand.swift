@@ -1,9 +1,9 @@
 import ArgumentParser
-import AsyncHTTPClient
 import Foundation
 import KeyDelivery
 import OfflinePackage
 import StowageCore
+import StowageLibrary
 
 /// `stowage keys list|renew|return|sync|trust|unpin|audit`: the content keys this device holds (KeySession,
 /// docs/key-delivery-offline.md).
@@ -25,38 +25,8 @@ struct KeysCommand: AsyncParsableCommand {
         subcommands: [List.self, Renew.self, Return.self, Sync.self, Trust.self, Unpin.self, Audit.self]
     )
 
-    static var dataDirectory: URL { DataDirectory.fromEnvironment().url }
-
-    static func openStore() throws -> KeyStore {
-        try KeyStore(dataDirectory: dataDirectory, clock: SystemClock())
-    }
-
     static func fail(_ error: any Error, json: Bool = false) -> Never {
         CommandOutput.fail(error, json: json)
-    }
-
-    /// Runs `body` with a session on the key server `keyServer` (a normalized URL, as leases record it), shutting the
-    /// HTTP client down after.
-    static func withSession<Result>(
-        keyServer: String,
-        token: String?,
-        store: KeyStore,
-        _ body: (KeySession) async throws -> Result
-    ) async throws
-        -> Result
-    {
-        guard let url = URL(string: keyServer) else { throw KeySessionError.invalidRequest("\(keyServer) is not a key server URL") }
-        let device = try DeviceIdentity.loadOrCreate(in: dataDirectory)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
-        let session = KeySession(clock: SystemClock(), http: http, store: store, device: device, serverURL: url, token: token)
-        let result: Swift.Result<Result, any Error>
-        do {
-            result = .success(try await body(session))
-        } catch {
-            result = .failure(error)
-        }
-        try? await http.shutdown()
-        return try result.get()
     }
 
     static func time(_ value: Int64?) -> String {
@@ -67,19 +37,6 @@ struct KeysCommand: AsyncParsableCommand {
     static func duration(_ seconds: Int64?) -> String {
         guard let seconds else { return "unlimited" }
         return HumanTime.duration(seconds)
-    }
-
-    /// Sends first-play reports and queued releases to every key server that has some, one session each.
-    static func syncAll(store: KeyStore) async throws -> KeySession.SyncReport {
-        let servers = Set(try store.pendingReleases().map(\.keyServer) + store.pendingFirstPlayReports().map(\.keyServer))
-        var total = KeySession.SyncReport()
-        for server in servers.sorted() where !server.isEmpty {
-            let report = try await withSession(keyServer: server, token: nil, store: store) { try await $0.sync() }
-            total.reported += report.reported
-            total.released += report.released
-            total.failed.merge(report.failed) { first, _ in first }
-        }
-        return total
     }
 
     // MARK: list
@@ -97,53 +54,16 @@ struct KeysCommand: AsyncParsableCommand {
         @Flag(help: "Print a JSON array instead of a table.")
         var json = false
 
-        struct Row: Encodable {
-            var leaseId: String
-            var assetId: String
-            var keyIds: [String]
-            var type: String
-            var state: String
-            var storageExpiresAt: Int64
-            var playbackTimeLeft: Int64?
-            var renewableUntil: Int64?
-            var pendingRelease: Bool
-            var keyServer: String
-            /// What was found altered, for a lease refused with `lease_tampered`.
-            var tampering: String?
-        }
-
         func run() async throws {
             do {
-                let store = try KeysCommand.openStore()
-                let now = SystemClock().now
-                let pending = Set(try store.pendingReleases().map(\.leaseId))
-                let rows = try store.leases().map { lease in
-                    let record = lease.record
-                    let playbackLeft: Int64? =
-                        if !record.state.holdsKeyMaterial { 0 } else if let end = record.playbackEndsAt { max(0, end - now) } else {
-                            record.terms.playbackDuration
-                        }
-                    return Row(
-                        leaseId: lease.leaseId,
-                        assetId: lease.assetId,
-                        keyIds: record.terms.keyIds,
-                        type: record.terms.type.rawValue,
-                        state: record.state.rawValue,
-                        storageExpiresAt: record.terms.storageExpiresAt,
-                        playbackTimeLeft: playbackLeft,
-                        renewableUntil: record.terms.renewableUntil,
-                        pendingRelease: pending.contains(lease.leaseId),
-                        keyServer: lease.keyServer,
-                        tampering: record.tampering
-                    )
-                }
+                let rows = try await Library.with { try $0.leases() }
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
                     print(String(decoding: try encoder.encode(rows), as: UTF8.self))
                     return
                 }
-                if rows.isEmpty { print("no leases in \(KeysCommand.dataDirectory.path)") }
+                if rows.isEmpty { print("no leases in \(DataDirectory.fromEnvironment().url.path)") }
                 for row in rows {
                     print(
                         "\(row.assetId)  lease \(row.leaseId)  \(row.type)  \(row.tampering == nil ? row.state : "tampered")"
@@ -191,13 +111,8 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                let store = try KeysCommand.openStore()
-                let leases = try store.leases(assetId: all ? nil : asset).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
-                if leases.isEmpty { throw KeySessionError.leaseNotStored(asset ?? "any asset") }
-                for lease in leases {
-                    let record = try await KeysCommand.withSession(keyServer: lease.keyServer, token: token, store: store) { session in
-                        try await session.renew(leaseId: lease.leaseId)
-                    }
+                let renewed = try await Library.with { try await $0.renewLeases(assetId: all ? nil : asset, token: token) }
+                for record in renewed {
                     print("renewed \(record.assetId) lease \(record.leaseId): storage expires \(KeysCommand.time(record.terms.storageExpiresAt))")
                 }
             } catch {
@@ -222,10 +137,9 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                let store = try KeysCommand.openStore()
-                let returned = try store.returnAsset(assetId: asset, at: SystemClock().now)
+                let (returned, sync) = try await Library.with { try await $0.returnLeases(assetId: asset) }
                 print(returned.isEmpty ? "no leases of \(asset) to return" : "returned \(returned.count) lease(s) of \(asset)")
-                KeysCommand.report(try await KeysCommand.syncAll(store: store))
+                KeysCommand.report(sync)
             } catch {
                 KeysCommand.fail(error)
             }
@@ -254,7 +168,7 @@ struct KeysCommand: AsyncParsableCommand {
         func run() async throws {
             let sync: KeySession.SyncReport
             do {
-                sync = try await KeysCommand.syncAll(store: try KeysCommand.openStore())
+                sync = try await Library.with { try await $0.syncLeases() }
             } catch {
                 KeysCommand.fail(error)
             }
@@ -288,12 +202,12 @@ struct KeysCommand: AsyncParsableCommand {
         func run() async throws {
             do {
                 guard let url else {
-                    let list = try TrustedKeyServers.load(from: KeysCommand.dataDirectory)
+                    let list = try await Library.with { try $0.trustedKeyServers() }
                     print(list.isEmpty ? "no key servers trusted beyond the playlists' own hosts" : list.joined(separator: "\n"))
                     return
                 }
                 guard let parsed = URL(string: url) else { throw ValidationError("\(url) is not a URL") }
-                let list = try TrustedKeyServers.update(parsed, remove: remove, in: KeysCommand.dataDirectory)
+                let list = try await Library.with { try $0.trustKeyServer(parsed, remove: remove) }
                 print(remove ? "no longer trusted: \(url)" : "trusted: \(url)")
                 print("trusted key servers: \(list.isEmpty ? "none" : list.joined(separator: ", "))")
             } catch {
@@ -322,7 +236,7 @@ struct KeysCommand: AsyncParsableCommand {
                 guard let parsed = URL(string: url), let key = KeyServerURL.normalized(parsed) else {
                     throw ValidationError("\(url) is not an http(s) URL")
                 }
-                let removed = try KeysCommand.openStore().unpin(key, at: SystemClock().now)
+                let removed = try await Library.with { try $0.unpinKeyServer(parsed) }
                 print(removed ? "unpinned \(key)" : "no key was pinned for \(key)")
             } catch {
                 KeysCommand.fail(error)
@@ -348,13 +262,12 @@ struct KeysCommand: AsyncParsableCommand {
         func run() async throws {
             let intact: Bool
             do {
-                let store = try KeysCommand.openStore()
                 if verify {
-                    let result = try store.verifyAuditJournal()
+                    let result = try await Library.with { try $0.verifyAuditJournal() }
                     print(result.description)
                     intact = result.isIntact
                 } else {
-                    for entry in try store.auditEntries() {
+                    for entry in try await Library.with({ try $0.auditEntries() }) {
                         print(
                             "\(entry.sequence)  \(KeysCommand.time(entry.time))  \(entry.kind)  \(entry.assetId ?? "-")  \(entry.leaseId ?? "-")  \(entry.detail)"
                         )

@@ -1,16 +1,22 @@
 import ArgumentParser
-import AssetDownload
 import Foundation
-import KeyDelivery
 import OfflinePackage
+import StowageCore
+import StowageLibrary
 
-/// Shared pieces of the commands that read the offline library.
+/// Shared pieces of the commands that read the offline library: opening it, rendering.
 enum Library {
-    static var dataDirectory: DataDirectory { DataDirectory.fromEnvironment() }
-
-    static func openStore() throws -> KeyStore {
-        try dataDirectory.prepare()
-        return try KeyStore(dataDirectory: dataDirectory.url, clock: SystemClock())
+    /// Runs `body` with the library on `$STOWAGE_HOME` (or the default data directory), closing it after.
+    static func with<T>(_ body: (OfflineLibrary) async throws -> T) async throws -> T {
+        let library = try OfflineLibrary()
+        do {
+            let result = try await body(library)
+            await library.close()
+            return result
+        } catch {
+            await library.close()
+            throw error
+        }
     }
 
     static func json<T: Encodable>(_ value: T) -> String {
@@ -25,15 +31,6 @@ enum Library {
 
     static func megabytes(_ bytes: Int64) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
 
-    /// `1d 2h`, `3h 5m`, `45s`.
-    static func duration(_ seconds: Int64) -> String {
-        let s = max(0, seconds)
-        if s >= 86_400 { return "\(s / 86_400)d \((s % 86_400) / 3600)h" }
-        if s >= 3600 { return "\(s / 3600)h \((s % 3600) / 60)m" }
-        if s >= 60 { return "\(s / 60)m \(s % 60)s" }
-        return "\(s)s"
-    }
-
     /// `48h`, `30m`, `2d`, `90s` or plain seconds.
     static func parseDuration(_ text: String) throws -> Int64 {
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
@@ -46,8 +43,8 @@ enum Library {
         guard let lease else { return "no lease" }
         guard lease.isValid else { return "\(lease.code ?? "invalid")" }
         var parts = ["valid"]
-        if let left = lease.timeLeft { parts.append("\(duration(left)) left") }
-        if !lease.playbackStarted, let playback = lease.playbackDuration { parts.append("\(duration(playback)) to watch once started") }
+        if let left = lease.timeLeft { parts.append("\(HumanTime.duration(left)) left") }
+        if !lease.playbackStarted, let playback = lease.playbackDuration { parts.append("\(HumanTime.duration(playback)) to watch once started") }
         return parts.joined(separator: ", ")
     }
 }
@@ -67,54 +64,9 @@ struct ListCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
-    struct Row: Encodable {
-        var assetId: String
-        var title: String?
-        var state: String
-        var sizeOnDisk: Int64
-        var renditionsOffline: Int
-        var renditions: Int
-        var download: String?
-        var failure: String?
-        var lease: PackageLeaseSummary?
-    }
-
     func run() async throws {
         do {
-            let store = try Library.openStore()
-            let now = SystemClock().now
-            let entries = try PackageCatalog(dataDirectory: Library.dataDirectory, store: store).entries(at: now)
-            let tasks = try DownloadStore(databaseURL: Library.dataDirectory.databaseURL).tasks()
-            var rows: [Row] = entries.map { entry in
-                let task = tasks.first { $0.assetId == entry.assetId }
-                let state = task.map { $0.state == .completed ? entry.state.rawValue : $0.state.rawValue } ?? entry.state.rawValue
-                return Row(
-                    assetId: entry.assetId,
-                    title: entry.title,
-                    state: state,
-                    sizeOnDisk: entry.sizeOnDisk,
-                    renditionsOffline: entry.renditionsComplete,
-                    renditions: entry.renditionsTotal,
-                    download: task?.state.rawValue,
-                    failure: task?.failureMessage ?? entry.problem?.message,
-                    lease: entry.lease
-                )
-            }
-            for task in tasks where !entries.contains(where: { $0.assetId == task.assetId }) {
-                rows.append(
-                    Row(
-                        assetId: task.assetId,
-                        title: task.request.title,
-                        state: task.state.rawValue,
-                        sizeOnDisk: 0,
-                        renditionsOffline: 0,
-                        renditions: 0,
-                        download: task.state.rawValue,
-                        failure: task.failureMessage,
-                        lease: nil
-                    )
-                )
-            }
+            let rows = try await Library.with { try $0.assets() }
             if json {
                 print(Library.json(rows))
                 return
@@ -155,15 +107,7 @@ struct InfoCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let store = try Library.openStore()
-            let device = try DeviceIdentity.loadOrCreate(in: Library.dataDirectory.url)
-            let info = try PackageInfo.load(
-                assetId: assetId,
-                dataDirectory: Library.dataDirectory,
-                store: store,
-                device: device,
-                at: SystemClock().now
-            )
+            let info = try await Library.with { try $0.info(assetId: assetId) }
             if json {
                 print(Library.json(info))
                 return
@@ -205,16 +149,13 @@ struct DeleteCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let store = try Library.openStore()
-            let downloads = try DownloadStore(databaseURL: Library.dataDirectory.databaseURL)
-            let report = try PackageDeletion(dataDirectory: Library.dataDirectory, store: store).delete(assetId: assetId, at: SystemClock().now)
-            let hadTask = try downloads.task(assetId) != nil
-            try downloads.remove(assetId)
+            let deletion = try await Library.with { try $0.delete(assetId: assetId) }
+            let report = deletion.report
             if json {
                 print(Library.json(report))
                 return
             }
-            if report.nothingToDelete, !hadTask {
+            if deletion.nothingToDelete {
                 print("nothing to delete for \(assetId)")
                 return
             }
@@ -259,11 +200,7 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         do {
             let seconds = try duration.map(Library.parseDuration)
-            let store = try Library.openStore()
-            let device = try DeviceIdentity.loadOrCreate(in: Library.dataDirectory.url)
-            let package = try PackageDirectory(assetId: assetId, in: Library.dataDirectory)
-            let verifier = PackageVerifier(store: store, device: device, clock: SystemClock(), options: .init(deep: deep, duration: seconds))
-            let report = try await verifier.verify(package)
+            let report = try await Library.with { try await $0.verify(assetId: assetId, options: .init(deep: deep, duration: seconds)) }
             if json {
                 print(Library.json(report))
             } else {

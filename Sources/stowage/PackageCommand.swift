@@ -65,7 +65,7 @@ struct PackageCommand: AsyncParsableCommand {
             }
             print("registered \(report.keyIDs.count) key(s): \(report.keyIDs.joined(separator: " "))")
         } catch {
-            CommandOutput.fail(code: error.code, message: error.description, json: false)
+            CommandOutput.fail(error, json: false)
         }
     }
 }

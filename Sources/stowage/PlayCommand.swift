@@ -1,8 +1,7 @@
 import ArgumentParser
 import Foundation
-import KeyDelivery
-import OfflinePackage
 import Playback
+import StowageLibrary
 
 /// `stowage play ASSET [--player ffplay|mpv|ffmpeg-null|none] [--port N]`
 struct PlayCommand: AsyncParsableCommand {
@@ -40,50 +39,39 @@ struct PlayCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let directory = DataDirectory.fromEnvironment()
-        let authorization: PlaybackAuthorization
-        let gate: PlaybackGate
+        let library: OfflineLibrary
+        let playback: PlaybackHandle
         do {
-            try directory.prepare()
-            let store = try KeyStore(dataDirectory: directory.url, clock: SystemClock())
-            let device = try DeviceIdentity.loadOrCreate(in: directory.url)
-            gate = PlaybackGate(dataDirectory: directory, store: store, device: device, fileCheck: checksums ? .checksums : .sizes)
-            authorization = try gate.authorize(assetId: assetId)
-        } catch let error as PlaybackError {
-            CommandOutput.fail(code: error.code, message: error.message, json: false)
+            library = try OfflineLibrary()
+            playback = try await library.play(
+                assetId: assetId,
+                player: PlaybackPlayer(rawValue: player),
+                port: port,
+                fileCheck: checksums ? .checksums : .sizes
+            )
         } catch {
-            CommandOutput.fail(code: "playback_failed", message: "\(error)", json: false)
+            CommandOutput.fail(error, json: false)
         }
-        let server: PlaybackServer
-        do {
-            server = try PlaybackServer(authorization: authorization, gate: gate, configuration: .init(port: port))
-        } catch {
-            CommandOutput.fail(code: "playback_server_failed", message: "\(error)", json: false)
-        }
-        let onListening: @Sendable (PlaybackServer.Address) async -> Void = { address in
-            FileHandle.standardOutput.write(Data("playing \(address.multivariantURL.absoluteString)\n".utf8))
-        }
-        let chosen = PlaybackPlayer(rawValue: player)
-        let session = Task {
-            if let chosen { return try await server.run(player: chosen, onListening: onListening) }
-            return try await server.run(onListening: onListening)
-        }
+        FileHandle.standardOutput.write(Data("playing \(playback.url.absoluteString)\n".utf8))
         let signals = SignalStop()
         let stopper = Task {
             await signals.wait()
-            session.cancel()
+            await playback.stop()
         }
-        let end: PlaybackEnd
+        let outcome: Result<PlaybackEnd, any Error>
         do {
-            end = try await session.value
+            outcome = .success(try await playback.ended())
         } catch {
-            stopper.cancel()
-            CommandOutput.fail(code: "playback_server_failed", message: "\(error)", json: false)
+            outcome = .failure(error)
         }
         stopper.cancel()
-        if let error = end.error {
-            CommandOutput.fail(code: error.code, message: error.message, json: false)
+        await library.close()
+        let end: PlaybackEnd
+        switch outcome {
+        case .success(let value): end = value
+        case .failure(let error): CommandOutput.fail(error, json: false)
         }
+        if let error = end.error { CommandOutput.fail(error, json: false) }
         FileHandle.standardError.write(Data("stopped (\(end.reason))\n".utf8))
         if let status = end.playerExitStatus, status != 0 { throw ExitCode(status) }
     }

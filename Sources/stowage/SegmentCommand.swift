@@ -3,10 +3,6 @@ import Foundation
 import MediaCrypto
 import StowageCrypto
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// `stowage segment decrypt|encrypt`
 struct SegmentCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -87,106 +83,26 @@ struct SegmentCommand: ParsableCommand {
             guard let bytes = Hex.decode(digits), bytes.count == 16 else { throw ValidationError("--iv must be 32 hex digits") }
             iv = bytes
         }
-        let input = try open(options.input, forWriting: false)
-        defer { if input != STDIN_FILENO { close(input) } }
-        var prefix = [UInt8](repeating: 0, count: SegmentContainer.detectionLength)
-        var filled = 0
-        while filled < prefix.count {
-            let count = prefix.withUnsafeMutableBytes { read(input, $0.baseAddress! + filled, $0.count - filled) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            filled += count
+        var keyID: [UInt8]?
+        if let text = options.keyId {
+            guard let bytes = Hex.decode(text), bytes.count == 16 else { throw ValidationError("--key-id must be 32 hex digits") }
+            keyID = bytes
         }
-        prefix.removeSubrange(filled...)
-        let container = SegmentContainer.detect(prefix)
-        var initSection: CBCSInitSection?
-        if method == .sampleAES, container == .fragmentedMP4 {
-            guard let path = options.initSection else {
-                CommandOutput.fail(
-                    code: "missing_init_section",
-                    message: "SAMPLE-AES fMP4 needs the rendition's init section: pass --init FILE",
-                    json: false
-                )
-            }
-            var keyID = [UInt8](repeating: 0, count: 16)
-            if let text = options.keyId {
-                guard let bytes = Hex.decode(text), bytes.count == 16 else { throw ValidationError("--key-id must be 32 hex digits") }
-                keyID = bytes
-            }
-            do {
-                let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-                initSection =
-                    direction == .decrypt
-                    ? try CBCSInitSection.parse(bytes, segment: path)
-                    : try CBCSInitSection.encrypting(clearInit: bytes, keyID: keyID, constantIV: iv ?? Array(repeating: 0, count: 16), segment: path)
-                if direction == .encrypt, let initOut = options.initOut, let initSection {
-                    try Data(initSection.bytes).write(to: URL(fileURLWithPath: initOut), options: .atomic)
-                }
-            } catch let error as SegmentCryptoError {
-                CommandOutput.fail(code: error.code, message: error.description, json: false)
-            } catch {
-                CommandOutput.fail(code: "unreadable", message: "cannot read or write an init section: \(error.localizedDescription)", json: false)
-            }
-        }
-        guard method == .sampleAES && container == .fragmentedMP4 || iv != nil else {
-            throw ValidationError("--iv is required for \(method.rawValue) \(container == .transportStream ? "MPEG-TS" : "") segments")
-        }
-        let output = try open(options.output, forWriting: true)
-        defer { if output != STDOUT_FILENO { close(output) } }
+        let job = SegmentFileJob(
+            method: method,
+            direction: direction,
+            key: SecretBytes(keyBytes),
+            iv: iv,
+            keyID: keyID,
+            initSection: options.initSection,
+            initOutput: options.initOut,
+            input: options.input,
+            output: options.output
+        )
         do {
-            let key = SecretBytes(keyBytes)
-            let segmentName = options.input == "-" ? "stdin" : options.input
-            let transform =
-                direction == .decrypt
-                ? try SegmentCryptography.decryptor(
-                    method: method,
-                    container: container,
-                    key: key,
-                    iv: iv ?? Array(repeating: 0, count: 16),
-                    initSection: initSection,
-                    segment: segmentName
-                )
-                : try SegmentCryptography.encryptor(
-                    method: method,
-                    container: container,
-                    key: key,
-                    iv: iv ?? Array(repeating: 0, count: 16),
-                    initSection: initSection,
-                    segment: segmentName
-                )
-            try transform.process(prefix) { try writeAll($0, to: output) }
-            try transform.run(from: input, to: output)
-        } catch let error as SegmentCryptoError {
-            if output != STDOUT_FILENO { unlink(options.output) }
-            CommandOutput.fail(code: error.code, message: error.description, json: false)
-        } catch let error as SegmentIOError {
-            if output != STDOUT_FILENO { unlink(options.output) }
-            CommandOutput.fail(code: "io_error", message: error.description, json: false)
-        }
-    }
-
-    private static func open(_ path: String, forWriting: Bool) throws -> Int32 {
-        if path == "-" { return forWriting ? STDOUT_FILENO : STDIN_FILENO }
-        let descriptor = forWriting ? Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) : Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            CommandOutput.fail(
-                code: forWriting ? "output_failed" : "unreadable",
-                message: "cannot open \(path): \(String(cString: strerror(errno)))",
-                json: false
-            )
-        }
-        return descriptor
-    }
-
-    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SegmentIOError(operation: "write", errorNumber: errno)
-            }
-            offset += count
+            try job.run()
+        } catch {
+            CommandOutput.fail(error, json: false)
         }
     }
 }

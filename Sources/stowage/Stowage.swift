@@ -1,7 +1,5 @@
 import ArgumentParser
-import Foundation
-import KeyDelivery
-import OfflinePackage
+import StowageLibrary
 
 /// The `stowage` command: thin; each subcommand parses its arguments and calls a library module.
 @main
@@ -24,10 +22,7 @@ struct Stowage: AsyncParsableCommand {
     /// command moves the clock-rollback mark forward and erases expired keys (docs/SECURITY.md), even one that never
     /// reads a lease. A command run where no data directory exists yet creates none.
     static func main() async {
-        let home = DataDirectory.fromEnvironment()
-        if FileManager.default.fileExists(atPath: home.databaseURL.path) {
-            _ = try? KeyStore(dataDirectory: home.url, clock: SystemClock())
-        }
+        OfflineLibrary.recordTime()
         await main(nil)
     }
 }

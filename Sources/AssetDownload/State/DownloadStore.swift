@@ -1,6 +1,6 @@
 public import Foundation
 import GRDB
-import KeyDelivery
+public import KeyDelivery
 
 /// The state of a download task, as iOS and Media3 name them.
 public enum DownloadState: String, Sendable, Codable, Hashable, CaseIterable {
@@ -54,7 +54,7 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
     var headerPairs: [(String, String)] { headers.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil } }
 
     /// The headers, scoped to the playlist's host and ``headerHosts``.
-    var scopedHeaders: ScopedHeaders { ScopedHeaders(headerPairs, playlistURL: URL(string: url), extraHosts: headerHosts) }
+    public var scopedHeaders: ScopedHeaders { ScopedHeaders(headerPairs, playlistURL: URL(string: url), extraHosts: headerHosts) }
 
     private enum CodingKeys: String, CodingKey {
         case url, assetId, title, selection, headers, headerHosts, keyServerURL, trustedKeyServers, advertisedKeyServerURL, token

@@ -1,0 +1,184 @@
+public import AssetDownload
+import AsyncHTTPClient
+import Foundation
+public import KeyDelivery
+public import OfflinePackage
+public import Playback
+
+/// The offline library on one data directory: what a Swift program (and the `stowage` tool, which is only a face of
+/// it) uses to download protected HLS, keep its keys under leases, check and play what is stored, and remove it.
+///
+/// It plays the parts of `AVAssetDownloadURLSession` (downloads, pending tasks, add media), `AVAssetCache` (what is
+/// offline) and `AVContentKeySession` (leases: renew, return, sync) together, over the modules below it.
+///
+/// ```swift
+/// let library = try OfflineLibrary()                       // $STOWAGE_HOME, else ~/.local/share/stowage
+/// let task = try await library.download(DownloadRequest(url: "https://cdn.example/master.m3u8", assetId: "",
+///                                                      keyServerURL: "https://keys.example", token: token))
+/// for await event in task.events { print(event) }
+/// let report = try await library.verify(assetId: task.assetId)
+/// let playback = try await library.play(assetId: task.assetId)
+/// print(playback.url)                                      // give it to any HLS player, once
+/// await library.close()
+/// ```
+///
+/// Opening a library records the clock's time in the key store and erases the key material of every lease whose
+/// window has closed (docs/SECURITY.md). Call ``close()`` when done, once every task has ended.
+public final class OfflineLibrary: Sendable {
+    /// Where everything is kept.
+    public let dataDirectory: DataDirectory
+    /// The wall clock every lease decision is taken with.
+    public let clock: any KeyDelivery.Clock
+    /// The device's leases, keys, pins and audit journal.
+    public let keyStore: KeyStore
+    /// The machine ID the key store is bound to; nil reads the system's.
+    let machineID: MachineID?
+    let downloads: DownloadSession
+    /// For key-server requests outside downloads (renew, sync).
+    let keyHTTP: HTTPClient
+
+    /// Opens (creating if needed, mode 0700) the library in `dataDirectory`.
+    ///
+    /// - Parameters:
+    ///   - dataDirectory: `$STOWAGE_HOME`, else `$XDG_DATA_HOME/stowage`, else `~/.local/share/stowage` by default.
+    ///   - clock: the wall clock (tests pass a `TestClock`).
+    ///   - machineID: the machine the key store is bound to; nil reads `/etc/machine-id`.
+    ///   - downloads: timeouts, retries and the session name of downloads.
+    /// - Throws: ``KeyDelivery/PrivateFileError`` for an unsafe directory, ``KeyDelivery/KeyStoreError`` when the database
+    ///   cannot be opened, ``AssetDownload/DownloadError`` for the download state.
+    public init(
+        dataDirectory: DataDirectory = .fromEnvironment(),
+        clock: any KeyDelivery.Clock = SystemClock(),
+        machineID: MachineID? = nil,
+        downloads: DownloadSession.Configuration = DownloadSession.Configuration()
+    ) throws {
+        try dataDirectory.prepare()
+        self.dataDirectory = dataDirectory
+        self.clock = clock
+        self.machineID = machineID
+        self.keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
+        self.downloads = try DownloadSession(dataDirectory: dataDirectory, configuration: downloads, clock: clock, machineID: machineID)
+        self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton)
+    }
+
+    /// Records the clock's time in the key store of `dataDirectory` and erases expired key material, when that data
+    /// directory exists; creates nothing otherwise. Best effort: every `stowage` command calls it first, so even a
+    /// command that never reads a lease moves the clock-rollback mark forward (docs/SECURITY.md).
+    public static func recordTime(in dataDirectory: DataDirectory = .fromEnvironment(), clock: any KeyDelivery.Clock = SystemClock()) {
+        guard FileManager.default.fileExists(atPath: dataDirectory.databaseURL.path) else { return }
+        _ = try? KeyStore(dataDirectory: dataDirectory.url, clock: clock)
+    }
+
+    /// Shuts the library's HTTP clients down. Call once every download task and playback has ended.
+    public func close() async {
+        try? await downloads.shutdown()
+        try? await keyHTTP.shutdown()
+    }
+
+    /// This device's identity (created on first use).
+    public func device() throws -> DeviceIdentity {
+        try DeviceIdentity.loadOrCreate(in: dataDirectory.url)
+    }
+
+    // MARK: - Downloads
+
+    /// Starts downloading an asset; the task runs at once, its events and result are on the handle. An empty
+    /// `request.assetId` is filled with the key server's asset named by the playlist's skd keys, else one derived
+    /// from the URL.
+    ///
+    /// - Throws: ``AssetDownload/DownloadError`` `download_exists` when the asset has a task or a package already.
+    public func download(_ request: DownloadRequest) async throws -> DownloadTask {
+        var request = request
+        if request.assetId.isEmpty { request.assetId = await downloads.suggestedAssetID(for: request.url, headers: request.scopedHeaders) }
+        return try downloads.start(request)
+    }
+
+    /// Resumes a paused, failed or interrupted download without fetching complete files again.
+    public func resume(assetId: String) throws -> DownloadTask {
+        try downloads.resume(assetId: assetId)
+    }
+
+    /// Adds audio or subtitle renditions to an asset (complete or not).
+    public func addMedia(assetId: String, selection: MediaSelectionOptions) throws -> DownloadTask {
+        try downloads.addMedia(assetId: assetId, selection: selection)
+    }
+
+    /// Cancels a download that has not completed: partial files, state and keys go (the release is queued).
+    public func cancel(assetId: String) throws {
+        try downloads.cancel(assetId: assetId)
+    }
+
+    /// The downloads not completed, of every session: what a new process resumes (`restorePendingDownloads`).
+    public func pendingDownloads() throws -> [DownloadTaskRecord] {
+        try downloads.store.tasks().filter { $0.state != .completed }
+    }
+
+    // MARK: - What is stored
+
+    /// Every asset: the packages on disk joined with the downloads, each with its state, size, renditions and lease.
+    public func assets() throws -> [AssetSummary] {
+        let entries = try PackageCatalog(dataDirectory: dataDirectory, store: keyStore).entries(at: clock.now)
+        let tasks = try downloads.store.tasks()
+        var summaries = entries.map { entry in AssetSummary(entry: entry, task: tasks.first { $0.assetId == entry.assetId }) }
+        for task in tasks where !entries.contains(where: { $0.assetId == task.assetId }) {
+            summaries.append(AssetSummary(task: task))
+        }
+        return summaries
+    }
+
+    /// Which media selections of an asset play offline and which only online.
+    ///
+    /// - Throws: ``OfflinePackage/PackageError`` `package_not_found`.
+    public func info(assetId: String) throws -> PackageInfo {
+        try PackageInfo.load(assetId: assetId, dataDirectory: dataDirectory, store: keyStore, device: try device(), at: clock.now)
+    }
+
+    /// Checks that an asset will play offline: files, keys, lease (for `options.duration` if given), trial decryption.
+    public func verify(assetId: String, options: PackageVerifier.Options = .init()) async throws -> VerificationReport {
+        let package = try PackageDirectory(assetId: assetId, in: dataDirectory)
+        return try await PackageVerifier(store: keyStore, device: try device(), clock: clock, options: options).verify(package)
+    }
+
+    /// Deletes an asset: files removed, key material erased, releases queued (sent with ``syncLeases()``), its download
+    /// state forgotten. Works offline; deleting twice is not an error; a playback of the asset ends.
+    public func delete(assetId: String) throws -> AssetDeletion {
+        let report = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now)
+        let hadDownload = try downloads.store.task(assetId) != nil
+        try downloads.store.remove(assetId)
+        return AssetDeletion(report: report, hadDownload: hadDownload)
+    }
+
+    // MARK: - Playback
+
+    /// Authorizes playback through the gate (package complete, lease valid and intact, clock not set back; the first
+    /// play starts the playback window) and serves the asset decrypted on 127.0.0.1.
+    ///
+    /// - Parameters:
+    ///   - player: a player to start on the URL (the session ends when it exits); nil: serve until ``PlaybackHandle/stop()``.
+    ///   - port: the port on 127.0.0.1; 0 picks a free one.
+    ///   - fileCheck: sizes (the server hashes while streaming) or every checksum up front.
+    /// - Returns: the one-time URL to give a player and the handle that stops the session.
+    /// - Throws: ``Playback/PlaybackError`` with the gate's refusal.
+    public func play(
+        assetId: String,
+        player: PlaybackPlayer? = nil,
+        port: Int = 0,
+        fileCheck: PlaybackGate.FileCheck = .sizes
+    ) async throws -> PlaybackHandle {
+        let gate = PlaybackGate(dataDirectory: dataDirectory, store: keyStore, device: try device(), clock: clock, fileCheck: fileCheck)
+        let authorization = try gate.authorize(assetId: assetId)
+        let server = try PlaybackServer(authorization: authorization, gate: gate, configuration: .init(port: port))
+        return try await PlaybackHandle.start(server, player: player)
+    }
+}
+
+/// What ``OfflineLibrary/delete(assetId:)`` did.
+public struct AssetDeletion: Sendable, Hashable, Codable {
+    /// Files, bytes, keys and leases.
+    public var report: PackageDeletionReport
+    /// Whether a download task (complete or not) was forgotten too.
+    public var hadDownload: Bool
+
+    /// Nothing was there to delete.
+    public var nothingToDelete: Bool { report.nothingToDelete && !hadDownload }
+}
