@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "stowage", targets: ["stowage"]),
+        .executable(name: "StowageExample", targets: ["StowageExample"]),
         .library(name: "StowageCore", targets: ["StowageCore"]),
         .library(name: "StowageCrypto", targets: ["StowageCrypto"]),
         .library(name: "HLS", targets: ["HLS"]),
@@ -133,6 +134,13 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // A Swift program using the library API, importing only StowageLibrary (built with everything else).
+        .executableTarget(
+            name: "StowageExample",
+            dependencies: ["StowageLibrary"],
+            path: "Examples/StowageExample",
             swiftSettings: swiftSettings
         ),
         // Helpers shared by the test targets: subprocesses awaited without blocking a thread, ffmpeg as an independent client,

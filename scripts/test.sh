@@ -8,7 +8,7 @@ source scripts/ensure-deps.sh
 stowage_ensure_deps
 
 echo "==> swift format lint"
-swift format lint --strict -r Sources Tests Package.swift Fuzz
+swift format lint --strict -r Sources Tests Package.swift Fuzz Examples
 
 echo "==> swift build --build-tests"
 swift build --build-tests

@@ -31,7 +31,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unsupportedURI: "unsupported_uri"
         case .segmentFailed: "segment_failed"
         case .segmentHTTPStatus: "segment_http_status"
-        case .insufficientStorage: "insufficientStorage"
+        case .insufficientStorage: "insufficient_storage"
         case .keys(let code, _): code
         case .storage: "package_write_failed"
         case .database: "download_state_error"

@@ -26,7 +26,7 @@ struct DownloadRunner: Sendable {
             events.yield(.paused(nil))
             throw CancellationError()
         } catch let error as DownloadError {
-            let state: DownloadState = error.code == "insufficientStorage" ? .paused : .failed
+            let state: DownloadState = error.code == "insufficient_storage" ? .paused : .failed
             try? store.setState(assetId, state, failure: error, at: now)
             events.yield(state == .paused ? .paused(error) : .failed(error))
             throw error

@@ -75,7 +75,7 @@ struct DownloadRecoveryTests {
                 concurrency: 1
             )
             let refused = await DownloadFixture.run(try tiny.start(request))
-            #expect((refused.result.failureValue as? DownloadError)?.code == "insufficientStorage")
+            #expect((refused.result.failureValue as? DownloadError)?.code == "insufficient_storage")
             #expect(try tiny.store.task(fixture.assetId)?.state == .paused)
             #expect(!FileManager.default.fileExists(atPath: fixture.package.manifestURL.path))
             try await tiny.shutdown()
@@ -91,7 +91,7 @@ struct DownloadRecoveryTests {
             let manifest = try run.result.get()
             #expect(manifest.isComplete)
             try fixture.assertPackageMatchesSource(manifest, origin: origin)
-            let paused = run.events.contains { if case .paused(let reason?) = $0 { reason.code == "insufficientStorage" } else { false } }
+            let paused = run.events.contains { if case .paused(let reason?) = $0 { reason.code == "insufficient_storage" } else { false } }
             #expect(paused)
             #expect(run.events.contains { if case .resumed = $0 { true } else { false } })
             try await session.shutdown()
