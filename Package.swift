@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "KeyServer", targets: ["KeyServer"]),
         .library(name: "StowageLibrary", targets: ["StowageLibrary"]),
         .library(name: "OriginServer", targets: ["OriginServer"]),
+        .library(name: "StowageService", targets: ["StowageService"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -124,15 +125,31 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The background download service (queue, rate cap, lease upkeep) on a Unix socket, and its client.
+        .target(
+            name: "StowageService",
+            dependencies: [
+                "StowageCore", "StowageLibrary", "AssetDownload", "OfflinePackage", "KeyDelivery",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "stowage",
             dependencies: [
                 "StowageCore", "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery", "OfflinePackage",
-                "AssetDownload", "Playback", "KeyServer", "OriginServer", "StowageLibrary",
+                "AssetDownload", "Playback", "KeyServer", "OriginServer", "StowageLibrary", "StowageService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -165,6 +182,7 @@ let package = Package(
             name: "OfflinePackageTests",
             dependencies: [
                 "StowageTestSupport", "PackageTestSupport", "OfflinePackage", "KeyDelivery", "KeyServer", "HLS", "MediaCrypto", "StowageCrypto",
+                "StowageCore",
             ],
             swiftSettings: swiftSettings
         ),
@@ -185,6 +203,16 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StowageServiceTests",
+            dependencies: [
+                "StowageTestSupport", "DownloadTestSupport", "StowageService", "StowageLibrary", "StowageCore",
+                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

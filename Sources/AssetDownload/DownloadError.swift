@@ -19,6 +19,8 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     case notFound(assetId: String)
     case alreadyExists(assetId: String, state: String)
     case invalidState(assetId: String, state: String, action: String)
+    /// Stopped by a download service for a condition it waits out (outside the time window, network down).
+    case waiting(code: String, message: String)
 
     /// A stable code.
     public var code: String {
@@ -39,6 +41,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .notFound: "download_not_found"
         case .alreadyExists: "download_exists"
         case .invalidState: "download_invalid_state"
+        case .waiting(let code, _): code
         }
     }
 
@@ -68,7 +71,31 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .notFound(let asset): "no download of asset \(asset); `stowage list` shows the assets"
         case .alreadyExists(let asset, let state):
             "asset \(asset) already exists (\(state)); use `stowage resume \(asset)`, `stowage add-media \(asset)` or `stowage delete \(asset)`"
-        case .invalidState(let asset, let state, let action): "cannot \(action) asset \(asset): it is \(state)"
+        case .waiting(_, let message): message
+        case .invalidState(let asset, let state, let action): "cannot \(action) asset \(asset): it is \(state)\(Self.hint(asset, state))"
+        }
+    }
+
+    /// Whether the failure may pass by itself (the network or a server back, space freed, the time window open):
+    /// a download service waits and tries again instead of leaving the task failed.
+    public var isTransient: Bool { Self.isTransient(code: code) }
+
+    /// ``isTransient`` for a stored failure code.
+    public static func isTransient(code: String) -> Bool {
+        [
+            "segment_failed", "playlist_network_error", "key_server_unreachable", "identity_key_unreachable", "insufficient_storage",
+            "outside_time_window", "service_stopped",
+        ].contains(code)
+    }
+
+    /// What to do with a task in `state` instead.
+    static func hint(_ asset: String, _ state: String) -> String {
+        switch state {
+        case DownloadState.completed.rawValue: "; `stowage delete \(asset)` removes it, `stowage add-media \(asset)` adds renditions"
+        case DownloadState.removing.rawValue: "; `stowage cancel \(asset)` finishes removing it"
+        case DownloadState.failed.rawValue: "; `stowage resume \(asset)` tries again, `stowage cancel \(asset)` removes it"
+        case DownloadState.paused.rawValue: "; `stowage resume \(asset)` continues it"
+        default: ""
         }
     }
 

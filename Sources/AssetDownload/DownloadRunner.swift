@@ -11,6 +11,8 @@ struct DownloadRunner: Sendable {
     let assetId: String
     let mode: DownloadSession.Mode
     let events: AsyncStream<DownloadEvent>.Continuation
+    /// Why the task was stopped, when it was stopped for a condition rather than by the user.
+    let stopReason: StopReason
 
     private var store: DownloadStore { session.store }
     private var now: Int64 { session.clock.now }
@@ -22,17 +24,18 @@ struct DownloadRunner: Sendable {
             events.yield(.finished(manifest))
             return manifest
         } catch is CancellationError {
-            try? store.setState(assetId, .paused, at: now)
-            events.yield(.paused(nil))
+            let reason = stopReason.value
+            _ = try? store.transition(assetId, reason == nil ? .pause : .wait, failure: reason, at: now)
+            events.yield(.paused(reason))
             throw CancellationError()
         } catch let error as DownloadError {
-            let state: DownloadState = error.code == "insufficient_storage" ? .paused : .failed
-            try? store.setState(assetId, state, failure: error, at: now)
-            events.yield(state == .paused ? .paused(error) : .failed(error))
+            let waits = error.code == "insufficient_storage" || (session.configuration.pausesOnTransientFailure && error.isTransient)
+            _ = try? store.transition(assetId, waits ? .wait : .fail, failure: error, at: now)
+            events.yield(waits ? .paused(error) : .failed(error))
             throw error
         } catch {
             let wrapped = Self.wrap(error)
-            try? store.setState(assetId, .failed, failure: wrapped, at: now)
+            _ = try? store.transition(assetId, .fail, failure: wrapped, at: now)
             events.yield(.failed(wrapped))
             throw wrapped
         }
@@ -50,7 +53,11 @@ struct DownloadRunner: Sendable {
 
     private func download() async throws -> PackageManifest {
         guard var record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
-        try store.setState(assetId, .downloading, at: now)
+        if case .addMedia = mode {
+            try store.transition(assetId, .addMedia, at: now)
+        } else {
+            try store.transition(assetId, .run, at: now)
+        }
         let package = try PackageDirectory(assetId: assetId, in: session.dataDirectory)
         var manifest: PackageManifest
         let existing = try? package.readManifest()
@@ -135,7 +142,8 @@ struct DownloadRunner: Sendable {
                 headers: record.request.scopedHeaders,
                 headTimeout: .seconds(session.configuration.headTimeout),
                 transferTimeout: .seconds(session.configuration.transferTimeout),
-                retry: session.configuration.retry
+                retry: session.configuration.retry,
+                link: session.configuration.bandwidth
             )
         )
         let queue = WorkQueue(pending)
@@ -188,7 +196,7 @@ struct DownloadRunner: Sendable {
         }
         manifest.updatedAt = now
         try package.writeManifest(manifest)
-        try store.setState(assetId, .completed, at: now)
+        try store.transition(assetId, .complete, at: now)
         return manifest
     }
 
@@ -289,13 +297,13 @@ struct DownloadRunner: Sendable {
         guard let free = session.configuration.freeSpace(package.url), free < needed else { return }
         let error = DownloadError.insufficientStorage(needed: needed, available: free)
         guard session.configuration.storageWaitSeconds > 0 else { throw error }
-        try store.setState(assetId, .paused, failure: error, at: now)
+        try store.transition(assetId, .wait, failure: error, at: now)
         events.yield(.paused(error))
         let deadline = ContinuousClock.now + .seconds(session.configuration.storageWaitSeconds)
         while ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(250))
             if let free = session.configuration.freeSpace(package.url), free >= needed {
-                try store.setState(assetId, .downloading, at: now)
+                try store.transition(assetId, .run, at: now)
                 events.yield(.resumed)
                 return
             }

@@ -4,6 +4,8 @@ import HLS
 public import KeyDelivery
 import NIOCore
 public import OfflinePackage
+public import StowageCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -39,6 +41,11 @@ public final class DownloadSession: Sendable {
         public var storageMargin: Int64
         /// How long a download paused for lack of space waits for space to come back before it stops (0: stop at once).
         public var storageWaitSeconds: Double
+        /// A rate every transfer of the session shares (a service's `--limit-rate`); nil: unlimited.
+        public var bandwidth: TokenBucket?
+        /// Whether a failure that may pass by itself (``DownloadError/isTransient``) pauses the task with its reason
+        /// instead of failing it: a service resumes such tasks when the condition passes.
+        public var pausesOnTransientFailure: Bool
 
         public init(
             name: String = "default",
@@ -49,7 +56,9 @@ public final class DownloadSession: Sendable {
             transferTimeout: Int64 = 600,
             freeSpace: @escaping @Sendable (URL) -> Int64? = DownloadSession.systemFreeSpace,
             storageMargin: Int64 = 32 << 20,
-            storageWaitSeconds: Double = 0
+            storageWaitSeconds: Double = 0,
+            bandwidth: TokenBucket? = nil,
+            pausesOnTransientFailure: Bool = false
         ) {
             self.name = name
             self.retry = retry
@@ -60,6 +69,8 @@ public final class DownloadSession: Sendable {
             self.freeSpace = freeSpace
             self.storageMargin = storageMargin
             self.storageWaitSeconds = storageWaitSeconds
+            self.bandwidth = bandwidth
+            self.pausesOnTransientFailure = pausesOnTransientFailure
         }
     }
 
@@ -150,33 +161,55 @@ public final class DownloadSession: Sendable {
     /// Starts downloading a new asset. The task runs at once; its events and result are on the returned handle.
     /// - Throws: ``DownloadError/alreadyExists(assetId:state:)`` when the asset has a task already.
     public func start(_ request: DownloadRequest) throws -> DownloadTask {
-        _ = try PackageDirectory(assetId: request.assetId, in: dataDirectory)
+        let lock = try lockAsset(request.assetId)
+        try record(request, priority: 0)
+        return launch(assetId: request.assetId, mode: .start, lock: lock)
+    }
+
+    /// Records a new download as `queued` without running it: a service's queue runs it later with
+    /// ``resume(assetId:)``.
+    /// - Throws: ``DownloadError/alreadyExists(assetId:state:)`` when the asset has a task already.
+    public func enqueue(_ request: DownloadRequest, priority: Int = 0) throws {
+        let lock = try lockAsset(request.assetId)
+        defer { lock.release() }
+        try record(request, priority: priority)
+    }
+
+    private func record(_ request: DownloadRequest, priority: Int) throws {
+        let package = try PackageDirectory(assetId: request.assetId, in: dataDirectory)
         if let existing = try store.task(request.assetId) {
             throw DownloadError.alreadyExists(assetId: request.assetId, state: existing.state.rawValue)
         }
-        if FileManager.default.fileExists(atPath: try PackageDirectory(assetId: request.assetId, in: dataDirectory).url.path) {
+        if FileManager.default.fileExists(atPath: package.url.path) {
             throw DownloadError.alreadyExists(assetId: request.assetId, state: "on disk")
         }
-        try store.insert(request, session: configuration.name, at: clock.now)
-        return launch(assetId: request.assetId, mode: .start)
+        try store.insert(request, session: configuration.name, priority: priority, at: clock.now)
     }
 
     /// Resumes a queued, paused or failed task, without fetching any completed file again.
+    /// - Throws: `asset_busy` while another process (or task) runs it; ``DownloadError/invalidState(assetId:state:action:)``
+    ///   for a completed task or one being removed.
     public func resume(assetId: String) throws -> DownloadTask {
         guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
-        guard record.state != .completed, record.state != .removing else {
-            throw DownloadError.invalidState(assetId: assetId, state: record.state.rawValue, action: "resume")
-        }
-        return launch(assetId: assetId, mode: .resume)
+        _ = try DownloadStateMachine.next(from: record.state, on: .run, assetId: assetId)
+        let lock = try lockAsset(assetId)
+        return launch(assetId: assetId, mode: .resume, lock: lock)
     }
 
     /// Adds media selections to a package (complete or not), as `AVAggregateAssetDownloadTask` does for a cached asset.
     public func addMedia(assetId: String, selection: MediaSelectionOptions) throws -> DownloadTask {
         guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
-        guard record.state != .removing else {
-            throw DownloadError.invalidState(assetId: assetId, state: record.state.rawValue, action: "add media to")
-        }
-        return launch(assetId: assetId, mode: .addMedia(selection))
+        _ = try DownloadStateMachine.next(from: record.state, on: .addMedia, assetId: assetId)
+        let lock = try lockAsset(assetId)
+        return launch(assetId: assetId, mode: .addMedia(selection), lock: lock)
+    }
+
+    /// Marks a task that is not running as paused by the user (a service leaves it alone until it is resumed).
+    /// - Throws: `asset_busy` while it runs (pause the running task instead: ``DownloadTask/pause()``).
+    public func markPaused(assetId: String) throws {
+        let lock = try lockAsset(assetId)
+        defer { lock.release() }
+        try store.transition(assetId, .pause, at: clock.now)
     }
 
     /// Tasks of this session that have not completed: what `restorePendingDownloads` gives on iOS.
@@ -188,18 +221,22 @@ public final class DownloadSession: Sendable {
     /// obtained are erased with their release queued (``PackageDeletion``), so a cancelled download holds no device
     /// slot. Completed packages are removed with `stowage delete`.
     public func cancel(assetId: String) throws {
-        guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
-        guard record.state != .completed else {
-            throw DownloadError.invalidState(assetId: assetId, state: "completed", action: "cancel (use `stowage delete`)")
-        }
-        try store.setState(assetId, .removing, at: clock.now)
+        guard try store.task(assetId) != nil else { throw DownloadError.notFound(assetId: assetId) }
+        let lock = try lockAsset(assetId)
+        defer { lock.release() }
+        try store.transition(assetId, .remove, at: clock.now)
         do {
             let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
-            _ = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now)
+            _ = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now, holding: lock)
         } catch {
             throw DownloadError.storage("cannot remove the partial package of \(assetId): \(error)")
         }
         try store.remove(assetId)
+    }
+
+    /// The asset's lock for a download.
+    private func lockAsset(_ assetId: String) throws -> AssetLock {
+        try AssetLock.acquire(assetId: assetId, in: dataDirectory, purpose: "a download")
     }
 
     enum Mode: Sendable {
@@ -207,11 +244,15 @@ public final class DownloadSession: Sendable {
         case addMedia(MediaSelectionOptions)
     }
 
-    private func launch(assetId: String, mode: Mode) -> DownloadTask {
+    private func launch(assetId: String, mode: Mode, lock: AssetLock) -> DownloadTask {
         let (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
-        let runner = DownloadRunner(session: self, assetId: assetId, mode: mode, events: continuation)
-        let task = Task { try await runner.run() }
-        return DownloadTask(assetId: assetId, events: events, task: task)
+        let reason = StopReason()
+        let runner = DownloadRunner(session: self, assetId: assetId, mode: mode, events: continuation, stopReason: reason)
+        let task = Task {
+            defer { lock.release() }
+            return try await runner.run()
+        }
+        return DownloadTask(assetId: assetId, events: events, task: task, stopReason: reason)
     }
 }
 
@@ -221,11 +262,28 @@ public struct DownloadTask: Sendable {
     /// Events until the task ends; the sequence finishes after `finished`, `failed` or `paused`.
     public let events: AsyncStream<DownloadEvent>
     let task: Task<PackageManifest, any Error>
+    let stopReason: StopReason
 
     /// Waits for the task: the complete package's manifest, or the error that stopped it (`CancellationError` after
     /// ``pause()``).
     public func result() async throws -> PackageManifest { try await task.value }
 
-    /// Pauses: open transfers stop, partial files stay for a later resume.
+    /// Pauses: open transfers stop, partial files stay for a later resume. The task stays paused until resumed.
     public func pause() { task.cancel() }
+
+    /// Stops the task because of a condition that may pass (no network, disk below its floor, outside the time
+    /// window): it is recorded as paused with `reason`, and a service resumes it when the condition passes.
+    public func suspend(because reason: DownloadError) {
+        stopReason.set(reason)
+        task.cancel()
+    }
+}
+
+/// Why a task was stopped by ``DownloadTask/suspend(because:)``; nil for a plain pause.
+final class StopReason: Sendable {
+    private let reason = Mutex<DownloadError?>(nil)
+
+    var value: DownloadError? { reason.withLock { $0 } }
+
+    func set(_ error: DownloadError) { reason.withLock { $0 = error } }
 }

@@ -23,8 +23,11 @@ public struct LeaseSummary: Sendable, Hashable, Codable {
     public var keyServer: String
     /// What was found altered, for a lease refused with `lease_tampered`.
     public var tampering: String?
+    /// When it was last renewed, and by whom (`service` for the download service's upkeep; nil for the user).
+    public var lastRenewedAt: Int64?
+    public var lastRenewedBy: String?
 
-    init(_ lease: StoredLease, pendingRelease: Bool, at now: Int64) {
+    init(_ lease: StoredLease, pendingRelease: Bool, lastRenewal: AuditEntry?, at now: Int64) {
         let record = lease.record
         leaseId = lease.leaseId
         assetId = lease.assetId
@@ -40,6 +43,10 @@ public struct LeaseSummary: Sendable, Hashable, Codable {
         self.pendingRelease = pendingRelease
         keyServer = lease.keyServer
         tampering = record.tampering
+        lastRenewedAt = lastRenewal?.time
+        lastRenewedBy = lastRenewal.flatMap { entry in
+            (try? JSONSerialization.jsonObject(with: Data(entry.detail.utf8)) as? [String: Any])?["by"] as? String
+        }
     }
 }
 
@@ -48,7 +55,13 @@ extension OfflineLibrary {
     public func leases() throws -> [LeaseSummary] {
         let pending = Set(try keyStore.pendingReleases().map(\.leaseId))
         let now = clock.now
-        return try keyStore.leases().map { LeaseSummary($0, pendingRelease: pending.contains($0.leaseId), at: now) }
+        var renewals: [String: AuditEntry] = [:]
+        for entry in try keyStore.auditEntries() where entry.kind == .renewal {
+            if let lease = entry.leaseId { renewals[lease] = entry }  // in journal order: the last one stays
+        }
+        return try keyStore.leases().map {
+            LeaseSummary($0, pendingRelease: pending.contains($0.leaseId), lastRenewal: renewals[$0.leaseId], at: now)
+        }
     }
 
     /// The key audit journal, oldest first.

@@ -75,6 +75,13 @@ public final class OfflineLibrary: Sendable {
         try? await keyHTTP.shutdown()
     }
 
+    deinit {
+        // A library dropped without close() (an error path) must not take the process down: AsyncHTTPClient traps when
+        // a client is released open. Shutting down twice only throws, ignored.
+        let client = keyHTTP
+        Task { try? await client.shutdown() }
+    }
+
     /// This device's identity (created on first use).
     public func device() throws -> DeviceIdentity {
         try DeviceIdentity.loadOrCreate(in: dataDirectory.url)
@@ -93,9 +100,40 @@ public final class OfflineLibrary: Sendable {
         return try downloads.start(request)
     }
 
+    /// Records a download as `queued` without running it, for a queue that runs it later with ``resume(assetId:)``
+    /// (the download service). An empty `request.assetId` is filled as ``download(_:)`` does.
+    ///
+    /// - Returns: the asset ID.
+    /// - Throws: ``AssetDownload/DownloadError`` `download_exists` when the asset has a task or a package already.
+    public func enqueue(_ request: DownloadRequest, priority: Int = 0) async throws -> String {
+        var request = request
+        if request.assetId.isEmpty { request.assetId = await downloads.suggestedAssetID(for: request.url, headers: request.scopedHeaders) }
+        try downloads.enqueue(request, priority: priority)
+        return request.assetId
+    }
+
     /// Resumes a paused, failed or interrupted download without fetching complete files again.
     public func resume(assetId: String) throws -> DownloadTask {
         try downloads.resume(assetId: assetId)
+    }
+
+    /// Puts a paused or failed download back in the queue (`queued`), optionally at another priority, without running
+    /// it: the download service's `resume`.
+    /// - Throws: ``AssetDownload/DownloadError`` `download_not_found`, `download_invalid_state` (completed, being removed).
+    public func requeue(assetId: String, priority: Int? = nil) throws {
+        try downloads.store.transition(assetId, .enqueue, at: clock.now)
+        if let priority { try downloads.store.setPriority(assetId, priority, at: clock.now) }
+    }
+
+    /// Marks a download that is not running as paused by the user: a queue leaves it alone until it is resumed.
+    /// - Throws: `asset_busy` while it runs in another process: pause it there.
+    public func markPaused(assetId: String) throws {
+        try downloads.markPaused(assetId: assetId)
+    }
+
+    /// The stored download task of an asset, if any.
+    public func downloadRecord(assetId: String) throws -> DownloadTaskRecord? {
+        try downloads.store.task(assetId)
     }
 
     /// Adds audio or subtitle renditions to an asset (complete or not).
@@ -141,8 +179,12 @@ public final class OfflineLibrary: Sendable {
 
     /// Deletes an asset: files removed, key material erased, releases queued (sent with ``syncLeases()``), its download
     /// state forgotten. Works offline; deleting twice is not an error; a playback of the asset ends.
+    /// - Throws: `asset_busy` (``OfflinePackage/PackageError/busy(assetId:holder:)``) while a download of the asset runs
+    ///   in this or another process: pause or cancel it first.
     public func delete(assetId: String) throws -> AssetDeletion {
-        let report = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now)
+        let lock = try AssetLock.acquire(assetId: assetId, in: dataDirectory, purpose: "a deletion")
+        defer { lock.release() }
+        let report = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now, holding: lock)
         let hadDownload = try downloads.store.task(assetId) != nil
         try downloads.store.remove(assetId)
         return AssetDeletion(report: report, hadDownload: hadDownload)

@@ -47,17 +47,5 @@ enum CommandOutput {
     }
 
     /// `{"error": {"code", "message", and the subject's members}}`, keys sorted.
-    static func encodedJSON(_ error: any StowageError) -> String {
-        var body: [String: String] = ["code": error.code, "message": error.message]
-        let subject = error.subject
-        for (name, value) in [
-            ("assetId", subject.assetId), ("leaseId", subject.leaseId), ("keyId", subject.keyId), ("path", subject.path),
-            ("url", subject.url),
-        ] {
-            if let value { body[name] = value }
-        }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(["error": body])).map { String(decoding: $0, as: UTF8.self) } ?? #"{"error":{}}"#
-    }
+    static func encodedJSON(_ error: any StowageError) -> String { ErrorDocument(error).json() }
 }

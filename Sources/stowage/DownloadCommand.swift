@@ -4,6 +4,7 @@ import Foundation
 import KeyDelivery
 import OfflinePackage
 import StowageLibrary
+import StowageService
 
 #if canImport(Glibc)
 import Glibc
@@ -25,17 +26,31 @@ struct DownloadCommand: AsyncParsableCommand {
             keys (skd keys from the key server under a persistent lease, identity keys over HTTP) before any segment;
             streams segments into $STOWAGE_HOME/packages/ASSET_ID/ still encrypted, several at a time, with retries.
             Ctrl-C pauses; `stowage resume ASSET_ID` carries on without fetching completed segments again.
+            --background hands the download to the running download service (`stowage service run`) and returns at
+            once with the asset ID; --attach ASSET_ID shows the progress of a download the service runs (Ctrl-C
+            detaches, the download goes on).
             The entitlement token goes only to a key server you trust: --key-server, --trust-key-server, one added
             with `stowage keys trust`, or one the playlist advertises on its own host over https (http on loopback).
             --header values go only to the playlist's host and the hosts named with --header-host.
             Example:
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --audio en,fr --subtitles all \\
                 --key-server http://127.0.0.1:8443 --token eyJhbGciOi...
+              stowage download --background https://cdn.example/show/master.m3u8 --token "$TOKEN" --priority 5
+              stowage download --attach demo-1
             """
     )
 
-    @Argument(help: "The multivariant (or media) playlist URL.")
-    var url: String
+    @Argument(help: "The multivariant (or media) playlist URL (or a local path).")
+    var url: String?
+
+    @Flag(help: "Hand the download to the running download service and return at once.")
+    var background = false
+
+    @Option(help: "Show the progress of a download the service runs, until it ends (Ctrl-C detaches).")
+    var attach: String?
+
+    @Option(help: "With --background: the place in the service's queue (higher runs first).")
+    var priority = 0
 
     @Option(help: "Take the lowest variant with at least this many bits per second.")
     var minBitrate: Int?
@@ -79,11 +94,14 @@ struct DownloadCommand: AsyncParsableCommand {
     @OptionGroup var output: DownloadRunOptions
 
     func validate() throws {
+        guard (url == nil) != (attach == nil) else { throw ValidationError("give a playlist URL, or --attach ASSET_ID, not both") }
+        guard attach == nil || !background else { throw ValidationError("--attach and --background do not go together") }
         guard (1...32).contains(concurrency) else { throw ValidationError("--concurrency must be 1...32") }
         for header in headers where !header.contains(":") { throw ValidationError("--header takes 'Name: value', got '\(header)'") }
     }
 
     func run() async throws {
+        if let attach { await ServiceDriver.attach(assetId: attach, json: output.json) }
         let variant: MediaSelectionOptions.Variant =
             minBitrate == nil && maxBitrate == nil ? .highest : .bitrate(minimum: minBitrate, maximum: maxBitrate)
         let pairs = headers.map { header -> (String, String) in
@@ -93,7 +111,7 @@ struct DownloadCommand: AsyncParsableCommand {
             )
         }
         let request = DownloadRequest(
-            url: url,
+            url: url ?? "",
             assetId: assetId ?? "",
             title: title,
             selection: MediaSelectionOptions(
@@ -108,6 +126,10 @@ struct DownloadCommand: AsyncParsableCommand {
             token: token,
             concurrency: concurrency
         )
+        if background {
+            await ServiceDriver.submit(request, priority: priority, json: output.json)
+            return
+        }
         await DownloadDriver.run(json: output.json) { library in try await library.download(request) }
     }
 }
@@ -119,6 +141,8 @@ struct ResumeCommand: AsyncParsableCommand {
         abstract: "Resume a paused, failed or interrupted download (all pending ones when no asset is named).",
         discussion: """
             Completed segments are not fetched again; a partly written segment continues with an HTTP Range request.
+            While the download service runs, the download goes back to its queue instead (see its progress with
+            `stowage download --attach ASSET_ID`).
             Example:
               stowage resume demo-1
             """
@@ -130,6 +154,10 @@ struct ResumeCommand: AsyncParsableCommand {
     @OptionGroup var output: DownloadRunOptions
 
     func run() async throws {
+        if let service = await ServiceClient.connect() {
+            await ServiceDriver.resume(assetId, service: service, json: output.json)
+            return
+        }
         if let assetId {
             await DownloadDriver.run(json: output.json) { library in try library.resume(assetId: assetId) }
             return
@@ -171,7 +199,11 @@ struct CancelCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            try await Library.with { try $0.cancel(assetId: assetId) }
+            try await ServiceDriver.either { service in
+                try await service.cancel(assetId: assetId)
+            } local: { library in
+                try library.cancel(assetId: assetId)
+            }
             print(json ? #"{"cancelled":"\#(assetId)"}"# : "cancelled \(assetId): partial files removed")
         } catch {
             CommandOutput.fail(error, json: json)
@@ -243,7 +275,8 @@ enum DownloadDriver {
     }
 }
 
-/// Renders download events: a redrawn block on a terminal, plain lines otherwise, JSON lines with --json.
+/// Renders download updates: a redrawn block on a terminal, plain lines otherwise, JSON lines with --json. The same
+/// for a download running here and one attached to in the service.
 final class ProgressDisplay {
     let json: Bool
     let assetId: String
@@ -257,30 +290,33 @@ final class ProgressDisplay {
         self.assetId = assetId
     }
 
-    func show(_ event: DownloadEvent) {
+    func show(_ event: DownloadEvent) { show(DownloadUpdate(event, assetId: assetId)) }
+
+    func show(_ update: DownloadUpdate) {
         if json {
-            emitJSON(event)
+            FileHandle.standardOutput.write(Data((update.jsonLine() + "\n").utf8))
             return
         }
-        switch event {
-        case .willDownload(let url): say("downloading \(assetId) to \(url.path)")
-        case .resolvedMediaSelections(let renditions):
-            for rendition in renditions {
-                let detail = [rendition.language, rendition.resolution, rendition.bandwidth.map { "\($0 / 1000) kbit/s" }].compactMap { $0 }
-                say(
-                    "  \(rendition.id): \(rendition.kind.rawValue) \(rendition.name) \(detail.joined(separator: ", ")), \(rendition.files.count) files"
-                )
+        switch update.event {
+        case .willDownload: say("downloading \(assetId) to \(update.location ?? "?")")
+        case .resolvedMediaSelections:
+            for selection in update.mediaSelections ?? [] {
+                let detail = [selection.language, selection.resolution, selection.bandwidth.map { "\($0 / 1000) kbit/s" }].compactMap { $0 }
+                say("  \(selection.id): \(selection.kind) \(selection.name) \(detail.joined(separator: ", ")), \(selection.files) files")
             }
-        case .keysAcquired(let lease, let keys): say("keys: \(keys) obtained and stored\(lease.map { " (lease \($0))" } ?? "")")
-        case .progress(let progress): draw(progress)
-        case .renditionCompleted(let id): if !isTerminal { say("  \(id) complete") }
-        case .paused(let reason):
-            say(reason.map { "paused: \($0.description) [\($0.code)]" } ?? "paused; run `stowage resume \(assetId)` to continue")
-        case .resumed: say("space is back; resuming")
-        case .finished(let manifest):
-            let bytes = manifest.knownBytes
-            say("complete: \(assetId), \(manifest.renditions.count) media selections, \(String(format: "%.1f", Double(bytes) / 1e6)) MB")
-        case .failed(let error): FileHandle.standardError.write(Data("error: \(error.description) [\(error.code)]\n".utf8))
+        case .keysAcquired: say("keys: \(update.keys ?? 0) obtained and stored\(update.leaseId.map { " (lease \($0))" } ?? "")")
+        case .progress: draw(update)
+        case .mediaSelectionCompleted: if !isTerminal { say("  \(update.id ?? "?") complete") }
+        case .paused:
+            say(update.reason.map { "paused: \($0.message) [\($0.code)]" } ?? "paused; run `stowage resume \(assetId)` to continue")
+        case .resumed: say("resuming")
+        case .queued: say("queued in the service\(update.position.map { $0 > 0 ? " behind \($0) download(s)" : "" } ?? "")")
+        case .waiting: say("waiting: \(update.reason?.message ?? "for a condition to pass") [\(update.reason?.code ?? "waiting")]")
+        case .finished:
+            let megabytes = String(format: "%.1f", Double(update.bytes ?? 0) / 1e6)
+            say("complete: \(assetId), \(update.mediaSelectionCount ?? 0) media selections, \(megabytes) MB")
+        case .failed:
+            FileHandle.standardError.write(Data("error: \(update.error?.message ?? "failed") [\(update.error?.code ?? "failed")]\n".utf8))
         }
     }
 
@@ -292,9 +328,10 @@ final class ProgressDisplay {
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 
-    private func draw(_ progress: DownloadProgress) {
-        let percent = Int(progress.fraction * 100)
-        let rate = String(format: "%.1f MB/s", progress.bytesPerSecond / 1e6)
+    private func draw(_ progress: DownloadUpdate) {
+        let fraction = progress.fraction ?? 0
+        let percent = Int(fraction * 100)
+        let rate = String(format: "%.1f MB/s", Double(progress.bytesPerSecond ?? 0) / 1e6)
         let eta = progress.secondsLeft.map { String(format: "ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? "ETA -"
         guard isTerminal else {
             if percent >= lastPlainPercent + 10 || percent == 100 {
@@ -303,9 +340,9 @@ final class ProgressDisplay {
             }
             return
         }
-        guard Date().timeIntervalSince(lastDraw) > 0.1 || progress.fraction >= 1 else { return }
+        guard Date().timeIntervalSince(lastDraw) > 0.1 || fraction >= 1 else { return }
         lastDraw = Date()
-        var lines = progress.renditions.map { r in
+        var lines = (progress.renditions ?? []).map { r in
             String(
                 format: "  %-16@ %3d%%  %3d/%-3d files  %.1f/%.1f s",
                 r.id as NSString,
@@ -321,53 +358,5 @@ final class ProgressDisplay {
         text += lines.joined(separator: "\n") + "\n"
         drawnLines = lines.count
         FileHandle.standardError.write(Data(text.utf8))
-    }
-
-    private func emitJSON(_ event: DownloadEvent) {
-        var object: [String: Any] = ["asset": assetId]
-        switch event {
-        case .willDownload(let url):
-            object["event"] = "willDownload"
-            object["location"] = url.path
-        case .resolvedMediaSelections(let renditions):
-            object["event"] = "resolvedMediaSelections"
-            object["mediaSelections"] = renditions.map {
-                ["id": $0.id, "kind": $0.kind.rawValue, "name": $0.name, "language": $0.language ?? NSNull(), "files": $0.files.count]
-                    as [String: Any]
-            }
-        case .keysAcquired(let lease, let keys):
-            object["event"] = "keysAcquired"
-            object["leaseId"] = lease ?? NSNull()
-            object["keys"] = keys
-        case .progress(let p):
-            object["event"] = "progress"
-            object["fraction"] = p.fraction
-            object["bytes"] = p.bytes
-            object["bytesPerSecond"] = Int(p.bytesPerSecond)
-            object["renditions"] = p.renditions.map {
-                [
-                    "id": $0.id, "loadedSeconds": $0.loadedSeconds, "loadedTimeRanges": $0.loadedTimeRanges, "durationSeconds": $0.durationSeconds,
-                    "bytes": $0.bytes,
-                    "filesDone": $0.filesDone, "filesTotal": $0.filesTotal,
-                ] as [String: Any]
-            }
-        case .renditionCompleted(let id):
-            object["event"] = "mediaSelectionCompleted"
-            object["id"] = id
-        case .paused(let reason):
-            object["event"] = "paused"
-            if let reason { object["reason"] = ["code": reason.code, "message": reason.description] }
-        case .resumed: object["event"] = "resumed"
-        case .finished(let manifest):
-            object["event"] = "finished"
-            object["bytes"] = manifest.knownBytes
-            object["complete"] = manifest.isComplete
-        case .failed(let error):
-            object["event"] = "failed"
-            object["error"] = ["code": error.code, "message": error.description]
-        }
-        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) {
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
-        }
     }
 }

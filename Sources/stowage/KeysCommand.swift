@@ -75,6 +75,9 @@ struct KeysCommand: AsyncParsableCommand {
                     print("  storage expires: \(KeysCommand.time(row.storageExpiresAt))")
                     print("  playback time left: \(KeysCommand.duration(row.playbackTimeLeft))")
                     print("  renewable until: \(row.renewableUntil.map { KeysCommand.time($0) } ?? "not renewable")")
+                    if let renewed = row.lastRenewedAt {
+                        print("  last renewed: \(KeysCommand.time(renewed))\(row.lastRenewedBy.map { " by the \($0)" } ?? "")")
+                    }
                 }
             } catch {
                 KeysCommand.fail(error, json: json)

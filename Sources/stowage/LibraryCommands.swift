@@ -3,6 +3,7 @@ import Foundation
 import OfflinePackage
 import StowageCore
 import StowageLibrary
+import StowageService
 
 /// Shared pieces of the commands that read the offline library: opening it, rendering.
 enum Library {
@@ -66,7 +67,11 @@ struct ListCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let rows = try await Library.with { try $0.assets() }
+            let rows = try await ServiceDriver.either {
+                try await $0.assets()
+            } local: {
+                try $0.assets()
+            }
             if json {
                 print(Library.json(rows))
                 return
@@ -107,7 +112,11 @@ struct InfoCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let info = try await Library.with { try $0.info(assetId: assetId) }
+            let info = try await ServiceDriver.either {
+                try await $0.info(assetId: assetId)
+            } local: {
+                try $0.info(assetId: assetId)
+            }
             if json {
                 print(Library.json(info))
                 return
@@ -135,7 +144,8 @@ struct DeleteCommand: AsyncParsableCommand {
         abstract: "Delete an offline asset: files removed, key material erased, the lease release queued.",
         discussion: """
             Works offline; the release reaches the key server with the next `stowage keys sync`. Deleting twice is
-            not an error. A running `stowage play` of the asset ends.
+            not an error. A running `stowage play` of the asset ends. A download of the asset running in the download
+            service is stopped first; one running in another terminal makes it fail with asset_busy (pause it first).
             Example:
               stowage delete demo-1
             """
@@ -149,7 +159,11 @@ struct DeleteCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let deletion = try await Library.with { try $0.delete(assetId: assetId) }
+            let deletion = try await ServiceDriver.either {
+                try await $0.delete(assetId: assetId)
+            } local: {
+                try $0.delete(assetId: assetId)
+            }
             let report = deletion.report
             if json {
                 print(Library.json(report))
@@ -217,6 +231,41 @@ struct VerifyCommand: AsyncParsableCommand {
             Foundation.exit(report.exitStatus)
         } catch {
             Library.fail(error, json: json, status: 2)
+        }
+    }
+}
+
+/// `stowage pause ASSET`
+struct PauseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pause",
+        abstract: "Pause a download: it keeps its files and waits until `stowage resume`.",
+        discussion: """
+            While the download service runs, pauses the download there (running or queued). Without the service,
+            marks a queued or interrupted download paused; a download running in a terminal is paused with Ctrl-C
+            there (this says so: asset_busy).
+            Example:
+              stowage pause demo-1
+            """
+    )
+
+    @Argument(help: "The asset ID.")
+    var assetId: String
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() async throws {
+        do {
+            let state = try await ServiceDriver.either { service in
+                ServiceText.line(try await service.pause(assetId: assetId))
+            } local: { library in
+                try library.markPaused(assetId: assetId)
+                return "\(assetId): paused"
+            }
+            print(json ? #"{"paused":"\#(assetId)"}"# : state)
+        } catch {
+            Library.fail(error, json: json)
         }
     }
 }

@@ -13,8 +13,9 @@ struct Stowage: AsyncParsableCommand {
             """,
         subcommands: [
             InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self, KeysCommand.self,
-            PackageCommand.self, DownloadCommand.self, ResumeCommand.self, CancelCommand.self, AddMediaCommand.self,
-            ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, DeleteCommand.self, DemoCommand.self,
+            PackageCommand.self, DownloadCommand.self, ResumeCommand.self, PauseCommand.self, CancelCommand.self, AddMediaCommand.self,
+            ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, DeleteCommand.self, ServiceCommand.self,
+            DemoCommand.self,
         ]
     )
 

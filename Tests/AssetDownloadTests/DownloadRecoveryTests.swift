@@ -1,6 +1,7 @@
 import AssetDownload
 import DownloadTestSupport
 import Foundation
+import KeyDelivery
 import OfflinePackage
 import OriginServer
 import StowageTestSupport
@@ -98,7 +99,7 @@ struct DownloadRecoveryTests {
         }
     }
 
-    @Test("pause keeps the files; cancel removes files and state")
+    @Test("while a task runs, delete, cancel and a second run are refused (asset_busy); pause keeps the files; cancel removes them")
     func pauseAndCancel() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
@@ -116,10 +117,23 @@ struct DownloadRecoveryTests {
             for await event in task.events {
                 if case .progress(let progress) = event, progress.bytes > 0, !sawProgress {
                     sawProgress = true
+                    // The running task holds the asset: a deletion (another process's `stowage delete`), a cancel and a
+                    // second runner are refused before they touch anything.
+                    let keyStore = try KeyStore(dataDirectory: fixture.clientDirectory.url, clock: SystemClock())
+                    for attempt in [
+                        { _ = try PackageDeletion(dataDirectory: fixture.clientDirectory, store: keyStore).delete(assetId: fixture.assetId, at: 0) },
+                        { try session.cancel(assetId: fixture.assetId) },
+                        { _ = try session.resume(assetId: fixture.assetId) },
+                    ] as [() throws -> Void] {
+                        #expect(performing: attempt, throws: { ($0 as? PackageError).map { $0.code == "asset_busy" } ?? false })
+                    }
+                    #expect(FileManager.default.fileExists(atPath: fixture.package.manifestURL.path))
+                    #expect(try session.store.task(fixture.assetId)?.state == .downloading)
                     task.pause()
                 }
             }
             await #expect(throws: CancellationError.self) { try await task.result() }
+            #expect(sawProgress)
             #expect(try session.store.task(fixture.assetId)?.state == .paused)
             #expect(FileManager.default.fileExists(atPath: fixture.package.manifestURL.path))
 

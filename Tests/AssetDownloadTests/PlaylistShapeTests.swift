@@ -118,10 +118,15 @@ struct PlaylistShapeTests {
                 )
             )
             try await session.shutdown()
-            // Whatever the origin answered, every file written is inside the package (or the database).
+            // Whatever the origin answered, every file written is inside the package (or the database, or the asset's
+            // own lock file).
             let written = Self.files(under: fixture.clientDirectory.url).subtracting(before)
             for path in written {
-                #expect(path.hasPrefix("/packages/hostile/") || path.hasPrefix("/stowage.sqlite") || path.hasPrefix("/packages/.removing"), "\(path)")
+                #expect(
+                    path.hasPrefix("/packages/hostile/") || path.hasPrefix("/stowage.sqlite") || path.hasPrefix("/packages/.removing")
+                        || path == "/locks/hostile.lock",
+                    "\(path)"
+                )
             }
             #expect(!FileManager.default.fileExists(atPath: outside.appendingPathComponent("escape.ts").path))
             // `../` past the root resolves to the origin's /escape.ts, stored under Stowage's own name; the encoded

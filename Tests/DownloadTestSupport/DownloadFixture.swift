@@ -27,11 +27,11 @@ public struct DownloadFixture: Sendable {
     public static func make(
         clearPlaylist: URL = demoFixture,
         method: ContentPackager.Method = .sampleAES,
-        assetId: String = "demo-1"
+        assetId: String = "demo-1",
+        serverClock clock: KeyServerClock = .system
     ) async throws -> DownloadFixture {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("download-tests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let clock = KeyServerClock { Date().timeIntervalSince1970 }
         let directory = try KeyServerDataDirectory.initialize(at: root.appendingPathComponent("keyserver").path)
         // Tests download several assets of the fixture's origin with one token.
         var configuration = try directory.loadConfiguration()
@@ -72,16 +72,22 @@ public struct DownloadFixture: Sendable {
     }
 
     /// Runs the key server and the origin on 127.0.0.1 while `body` runs, then stops both.
+    /// - Parameters:
+    ///   - keyServerPort: the key server's port; 0 picks a free one (give the same port again to bring a key server
+    ///     back where the leases say it is).
+    ///   - originPort: the origin's port, likewise.
     public func withServers<T: Sendable>(
         conditions: NetworkConditions = .unconditioned,
         seed: UInt64 = 1,
         log: OriginRequestLog? = nil,
+        keyServerPort: Int = 0,
+        originPort: Int = 0,
         _ body: @Sendable (_ origin: URL, _ keyServer: URL) async throws -> T
     ) async throws -> T {
         let server = try await KeyServerApplication(dataDirectory: keyServer, clock: serverClock)
         let (keyAddresses, keyContinuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
-        let keyTask = Task { try await server.run(port: 0) { keyContinuation.yield($0) } }
-        let origin = Origin(configuration: .init(root: originRoot.path, conditions: conditions, seed: seed, requestLog: log))
+        let keyTask = Task { try await server.run(port: keyServerPort) { keyContinuation.yield($0) } }
+        let origin = Origin(configuration: .init(root: originRoot.path, port: originPort, conditions: conditions, seed: seed, requestLog: log))
         let (originAddresses, originContinuation) = AsyncStream.makeStream(of: Origin.Address.self)
         let originTask = Task { try await origin.run { originContinuation.yield($0) } }
         defer {

@@ -4,8 +4,13 @@ public import Foundation
 /// `ffmpeg -c copy -f framemd5` lists them (stream, timestamps, size, MD5), comment lines dropped.
 public enum FrameHashes {
     /// Why ffmpeg could not give the hashes.
+    /// A test's setup step that could not be done (a tool missing or failing).
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) {
+            self.description = description
+        }
     }
 
     /// - Parameters:

@@ -98,6 +98,8 @@ public struct DownloadTaskRecord: Sendable, Hashable {
     public var failureCode: String?
     public var failureMessage: String?
     public var keysAcquired: Bool
+    /// Place in a service's queue: higher runs first (0 by default).
+    public var priority: Int
     public var createdAt: Int64
     public var updatedAt: Int64
 }
@@ -144,21 +146,25 @@ public final class DownloadStore: Sendable {
                         );
                         """
                 )
+                // Added with the download service's queue; older databases get it here.
+                if try !db.columns(in: "download_tasks").contains(where: { $0.name == "priority" }) {
+                    try db.execute(sql: "ALTER TABLE download_tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+                }
             }
         } catch {
             throw .database(String(describing: error))
         }
     }
 
-    func insert(_ request: DownloadRequest, session: String, at now: Int64) throws(DownloadError) {
+    func insert(_ request: DownloadRequest, session: String, priority: Int = 0, at now: Int64) throws(DownloadError) {
         let json = String(decoding: try encode(request), as: UTF8.self)
         try write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO download_tasks (asset_id, session, request, state, created_at, updated_at)
-                    VALUES (?, ?, ?, 'queued', ?, ?)
+                    INSERT INTO download_tasks (asset_id, session, request, state, priority, created_at, updated_at)
+                    VALUES (?, ?, ?, 'queued', ?, ?, ?)
                     """,
-                arguments: [request.assetId, session, json, now, now]
+                arguments: [request.assetId, session, json, priority, now, now]
             )
         }
     }
@@ -170,6 +176,45 @@ public final class DownloadStore: Sendable {
                 sql: "UPDATE download_tasks SET request = ?, updated_at = ? WHERE asset_id = ?",
                 arguments: [json, now, request.assetId]
             )
+        }
+    }
+
+    /// Applies `action` to the task's stored state in one transaction, through ``DownloadStateMachine``.
+    /// - Returns: the new state.
+    /// - Throws: ``DownloadError/notFound(assetId:)``, ``DownloadError/invalidState(assetId:state:action:)``.
+    @discardableResult
+    public func transition(
+        _ assetId: String,
+        _ action: DownloadAction,
+        failure: DownloadError? = nil,
+        at now: Int64
+    ) throws(DownloadError)
+        -> DownloadState
+    {
+        var outcome: Result<DownloadState, DownloadError> = .failure(.notFound(assetId: assetId))
+        try write { db in
+            guard let text = try String.fetchOne(db, sql: "SELECT state FROM download_tasks WHERE asset_id = ?", arguments: [assetId]) else {
+                return
+            }
+            let state = DownloadState(rawValue: text) ?? .failed
+            do {
+                let next = try DownloadStateMachine.next(from: state, on: action, assetId: assetId)
+                try db.execute(
+                    sql: "UPDATE download_tasks SET state = ?, failure_code = ?, failure_message = ?, updated_at = ? WHERE asset_id = ?",
+                    arguments: [next.rawValue, failure?.code, failure?.description, now, assetId]
+                )
+                outcome = .success(next)
+            } catch let error as DownloadError {
+                outcome = .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    /// Sets a task's place in a service's queue: higher runs first.
+    public func setPriority(_ assetId: String, _ priority: Int, at now: Int64) throws(DownloadError) {
+        try write { db in
+            try db.execute(sql: "UPDATE download_tasks SET priority = ?, updated_at = ? WHERE asset_id = ?", arguments: [priority, now, assetId])
         }
     }
 
@@ -251,6 +296,7 @@ public final class DownloadStore: Sendable {
             failureCode: row["failure_code"],
             failureMessage: row["failure_message"],
             keysAcquired: row["keys_acquired"],
+            priority: row["priority"],
             createdAt: row["created_at"],
             updatedAt: row["updated_at"]
         )

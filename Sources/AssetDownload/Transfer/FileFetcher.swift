@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import OfflinePackage
+import StowageCore
 import StowageCrypto
 
 #if canImport(Glibc)
@@ -51,6 +52,8 @@ struct FileFetcher: Sendable {
         /// Bound on the whole transfer of one file.
         var transferTimeout: Duration
         var retry: RetryPolicy
+        /// The rate shared with every other transfer (``DownloadSession/Configuration/bandwidth``).
+        var link: TokenBucket? = nil
     }
 
     let client: HTTPClient
@@ -229,6 +232,8 @@ struct FileFetcher: Sendable {
                 chunk.withUnsafeReadableBytes { hasher.update($0) }
                 written += Int64(chunk.readableBytes)
                 if let limit, written >= limit { break }
+                // Under a shared rate the next read waits its turn; the socket fills meanwhile and TCP slows the sender.
+                if let wait = configuration.link?.reserve(chunk.readableBytes), wait > .zero { try await Task.sleep(for: wait) }
             }
         } catch let failure as TransferFailure {
             throw failure

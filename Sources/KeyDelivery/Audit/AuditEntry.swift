@@ -55,8 +55,10 @@ public struct AuditEventKind: RawRepresentable, Sendable, Hashable, CustomString
     public static let persist = Self(rawValue: "persist")
     /// Playback was authorized for the first time: the playback window started.
     public static let firstPlay = Self(rawValue: "first_play")
-    /// The server renewed the lease; the stored payload was replaced.
+    /// The server renewed the lease; the stored payload was replaced (detail `by`: `service` for automatic upkeep).
     public static let renewal = Self(rawValue: "renewal")
+    /// An automatic renewal (lease upkeep) failed; the lease stays as it was (detail `code`).
+    public static let renewalFailed = Self(rawValue: "renewal_failed")
     /// A window closed; the key material was erased and a release queued.
     public static let expiry = Self(rawValue: "expiry")
     /// The user returned the lease; the key material was erased and a release queued.

@@ -150,7 +150,9 @@ public struct KeySession: Sendable {
     /// Never pins on first use: a lease was stored under a pinned key, and a pin that is gone must not be replaced by
     /// whatever the server presents now.
     @discardableResult
-    public func renew(leaseId: String) async throws -> LeaseRecord {
+    /// - Parameter initiatedBy: who asked, recorded in the audit journal's renewal entry (`service` for the download
+    ///   service's lease upkeep); nil for the user.
+    public func renew(leaseId: String, initiatedBy: String? = nil) async throws -> LeaseRecord {
         guard let stored = try store.lease(id: leaseId) else { throw KeySessionError.leaseNotStored(leaseId) }
         try requireLeaseServer(stored)
         guard try store.pinnedServerKey(for: keyServer) != nil else { throw KeyStoreError.serverKeyNotPinned(url: keyServer) }
@@ -169,7 +171,7 @@ public struct KeySession: Sendable {
         try Self.check("leaseId", expected: leaseId, got: lease.leaseId)
         try Self.check("assetId", expected: stored.assetId, got: lease.assetId)
         try Self.check("deviceId", expected: device.deviceId, got: lease.deviceId)
-        let record = try store.renew(verified, at: clock.now)
+        let record = try store.renew(verified, at: clock.now, initiatedBy: initiatedBy)
         if firstPlayedAt != nil { try store.markFirstPlayReported(leaseId: leaseId, at: clock.now) }
         return record
     }

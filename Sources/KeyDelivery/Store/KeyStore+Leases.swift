@@ -77,7 +77,7 @@ extension KeyStore {
     ///   ``LeaseError`` `invalid_lease_transition` if the lease ended or the payload is for another lease, asset or
     ///   device.
     @discardableResult
-    public func renew(_ verified: VerifiedLeasePayload, at now: Int64) throws -> LeaseRecord {
+    public func renew(_ verified: VerifiedLeasePayload, at now: Int64, initiatedBy: String? = nil) throws -> LeaseRecord {
         let terms = verified.terms
         let secrets = try secrets()
         let pins = try ServerKeyPins.read(at: pinsPath, secrets: secrets)
@@ -115,14 +115,9 @@ extension KeyStore {
             if let first = lifecycle.record.firstPlayedAt { state.recordFirstPlay(terms.leaseId, at: first) }
             state.recordLease(terms.leaseId)
             try Self.seal(terms.leaseId, db, secrets: secrets)
-            try AuditJournal.append(
-                db,
-                kind: .renewal,
-                assetId: terms.assetId,
-                leaseId: terms.leaseId,
-                detail: Self.termsDetail(terms, serverTime: verified.payload.serverTime),
-                at: now
-            )
+            var detail = Self.termsDetail(terms, serverTime: verified.payload.serverTime)
+            if let initiatedBy { detail.members["by"] = .string(initiatedBy) }
+            try AuditJournal.append(db, kind: .renewal, assetId: terms.assetId, leaseId: terms.leaseId, detail: detail, at: now)
             try Self.reanchor(&state, serverTime: verified.payload.serverTime, now: now, lease: terms, db)
             return lifecycle.record
         }

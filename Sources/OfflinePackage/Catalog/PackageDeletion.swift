@@ -16,8 +16,9 @@ import Glibc
 /// 3. the renamed folder is removed recursively.
 ///
 /// It is idempotent: a second call finds nothing to delete and reports so, without error; a call after a crash
-/// finishes what the first began (a `.deleting-ASSET_ID` folder left behind is removed too). A running download of
-/// the asset must be cancelled first (the caller's job).
+/// finishes what the first began (a `.deleting-ASSET_ID` folder left behind is removed too). It takes the asset's
+/// ``AssetLock`` first, so a download running in another process (or task) makes it fail with `asset_busy` before
+/// anything is removed; a caller that holds the lock already passes it.
 ///
 /// ```swift
 /// let report = try PackageDeletion(dataDirectory: dataDirectory, store: store).delete(assetId: "movie-1", at: clock.now)
@@ -41,10 +42,14 @@ public struct PackageDeletion: Sendable {
     /// Deletes the package of `assetId` and its keys.
     ///
     /// - Returns: what was done; ``PackageDeletionReport/nothingToDelete`` when there was nothing left.
-    /// - Throws: ``PackageError/invalidAssetID(_:)``; ``PackageError/io(_:_:)`` when the folder cannot be moved or
-    ///   removed; the key store's errors.
-    public func delete(assetId: String, at now: Int64) throws -> PackageDeletionReport {
+    /// - Parameter lock: the asset's lock when the caller holds it already (cancel); nil takes it for the deletion.
+    /// - Throws: ``PackageError/busy(assetId:holder:)`` while another task holds the asset;
+    ///   ``PackageError/invalidAssetID(_:)``; ``PackageError/io(_:_:)`` when the folder cannot be moved or removed;
+    ///   the key store's errors.
+    public func delete(assetId: String, at now: Int64, holding lock: AssetLock? = nil) throws -> PackageDeletionReport {
         let package = try PackageDirectory(assetId: assetId, in: dataDirectory)
+        let ownLock = lock == nil ? try AssetLock.acquire(assetId: assetId, in: dataDirectory, purpose: "a deletion") : nil
+        defer { ownLock?.release() }
         let manager = FileManager.default
         let deleting = dataDirectory.packagesURL.appendingPathComponent(Self.deletingFolderName(assetId: assetId), isDirectory: true)
         var report = PackageDeletionReport(assetId: assetId)

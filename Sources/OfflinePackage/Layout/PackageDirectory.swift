@@ -146,6 +146,8 @@ public enum PackageError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidManifest(String, String)
     case unsafePath(String)
     case io(String, String)
+    /// Another task (a download, a deletion) holds the asset: `holder` says which process and what it does.
+    case busy(assetId: String, holder: String)
 
     /// A stable snake_case code.
     public var code: String {
@@ -155,6 +157,7 @@ public enum PackageError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidManifest: "invalid_manifest"
         case .unsafePath: "unsafe_path"
         case .io: "package_io_error"
+        case .busy: "asset_busy"
         }
     }
 
@@ -167,10 +170,19 @@ public enum PackageError: Error, Sendable, Hashable, CustomStringConvertible {
             "the manifest of asset \(id) cannot be used (\(reason)); delete the asset and download it again"
         case .unsafePath(let path): "refusing the path '\(path)': package paths are relative and stay inside the package"
         case .io(let path, let reason): "cannot write \(path): \(reason)"
+        case .busy(let id, let holder):
+            "asset \(id) is in use by \(holder); wait for it to finish, or stop it first (`stowage pause \(id)`, or Ctrl-C in the "
+                + "terminal running it)"
         }
     }
 }
 
 extension PackageError: StowageError {
     public var message: String { description }
+    public var subject: ErrorSubject {
+        switch self {
+        case .invalidAssetID(let id), .notFound(let id), .invalidManifest(let id, _), .busy(let id, _): ErrorSubject(assetId: id)
+        case .unsafePath(let path), .io(let path, _): ErrorSubject(path: path)
+        }
+    }
 }

@@ -1,6 +1,7 @@
 import Hummingbird
 import NIOCore
 import NIOPosix
+import StowageCore
 
 #if canImport(Glibc)
 import Glibc

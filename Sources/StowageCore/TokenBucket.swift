@@ -1,31 +1,32 @@
 import Synchronization
 
-/// The shared link of a shaped origin: a token bucket that every connection draws from.
+/// A shared link's rate: a token bucket that every transfer draws from (the test origin's shaped network, the
+/// download service's `--limit-rate`).
 ///
 /// Senders reserve bytes before they write them and wait for the returned delay; the balance may go negative, which
 /// queues later senders behind earlier ones, so concurrent connections share the rate as they would share one link.
-final class TokenBucket: Sendable {
+public final class TokenBucket: Sendable {
     private struct State {
         var tokens: Double
         var last: ContinuousClock.Instant
     }
 
-    let bytesPerSecond: Double
-    let capacity: Double
+    public let bytesPerSecond: Double
+    public let capacity: Double
     private let clock = ContinuousClock()
     private let state: Mutex<State>
 
     /// - Parameters:
     ///   - bytesPerSecond: the refill rate.
     ///   - capacity: the largest burst, in bytes; the bucket starts full.
-    init(bytesPerSecond: Int, capacity: Int) {
+    public init(bytesPerSecond: Int, capacity: Int) {
         self.bytesPerSecond = Double(max(1, bytesPerSecond))
         self.capacity = Double(max(1, capacity))
         state = Mutex(State(tokens: Double(max(1, capacity)), last: clock.now))
     }
 
     /// Reserves `bytes` and returns how long to wait before sending them.
-    func reserve(_ bytes: Int) -> Duration {
+    public func reserve(_ bytes: Int) -> Duration {
         let now = clock.now
         return state.withLock { state in
             let elapsed = state.last.duration(to: now)

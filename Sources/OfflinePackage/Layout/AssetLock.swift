@@ -1,0 +1,102 @@
+public import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One task's exclusive hold on one asset, across processes: a download holds it while it runs; cancel and delete
+/// take it before they remove anything, so two processes never write (or remove) the same package at once.
+///
+/// It is an `flock(2)` on `DATA/locks/ASSET_ID.lock`: the kernel drops it when the holder exits, killed or not, so a
+/// crash never leaves an asset locked. The file names the holder (process ID and what it does) for the error another
+/// process gets. Two holds in one process conflict too (each opens the file anew).
+///
+/// ```swift
+/// let lock = try AssetLock.acquire(assetId: "movie-1", in: dataDirectory, purpose: "a download")
+/// defer { lock.release() }
+/// ```
+public final class AssetLock: Sendable {
+    public let assetId: String
+    private let descriptor: Mutex<Int32?>
+
+    private init(assetId: String, descriptor: Int32) {
+        self.assetId = assetId
+        self.descriptor = Mutex(descriptor)
+    }
+
+    /// Where the lock files live.
+    public static func directory(in dataDirectory: DataDirectory) -> URL {
+        dataDirectory.url.appendingPathComponent("locks", isDirectory: true)
+    }
+
+    /// Takes the asset's lock without waiting.
+    /// - Parameter purpose: what the holder does, for the message another process gets ("a download").
+    /// - Throws: ``PackageError/busy(assetId:holder:)`` when another task holds it; ``PackageError/invalidAssetID(_:)``;
+    ///   ``PackageError/io(_:_:)`` when the lock file cannot be opened.
+    public static func acquire(assetId: String, in dataDirectory: DataDirectory, purpose: String) throws(PackageError) -> AssetLock {
+        _ = try PackageDirectory(assetId: assetId, in: dataDirectory)  // validates the ID: it names a file below
+        let folder = directory(in: dataDirectory)
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw .io(folder.path, String(describing: error))
+        }
+        let attempt = try tryAcquire(file: folder.appendingPathComponent("\(assetId).lock"), name: assetId, purpose: purpose)
+        guard let lock = attempt.lock else { throw .busy(assetId: assetId, holder: attempt.holder ?? "another task") }
+        return lock
+    }
+
+    /// Takes the lock of any file without waiting (the download service's `service.lock`, one running service).
+    /// - Returns: the lock, or nil and what the holder wrote (`process 1234 (the download service)`).
+    /// - Throws: ``PackageError/io(_:_:)`` when the file cannot be opened.
+    public static func tryAcquire(file: URL, name: String, purpose: String) throws(PackageError) -> (lock: AssetLock?, holder: String?) {
+        let path = file.path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw .io(path, String(cString: strerror(errno))) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            let holder = Self.holder(fd)
+            close(fd)
+            guard code == EWOULDBLOCK else { throw .io(path, String(cString: strerror(code))) }
+            return (nil, holder)
+        }
+        let text = "process \(getpid()) (\(purpose))"
+        _ = ftruncate(fd, 0)
+        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+        return (AssetLock(assetId: name, descriptor: fd), nil)
+    }
+
+    /// Whether a task holds the asset now (a probe: takes and drops the lock when it is free).
+    public static func isHeld(assetId: String, in dataDirectory: DataDirectory) -> Bool {
+        do {
+            try acquire(assetId: assetId, in: dataDirectory, purpose: "a probe").release()
+            return false
+        } catch .busy {
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Gives the asset up. Idempotent; also done when the lock is released from memory.
+    public func release() {
+        let fd = descriptor.withLock { fd -> Int32? in
+            defer { fd = nil }
+            return fd
+        }
+        guard let fd else { return }
+        _ = ftruncate(fd, 0)
+        close(fd)  // drops the flock
+    }
+
+    deinit { release() }
+
+    /// What the holder wrote into the file.
+    private static func holder(_ fd: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = pread(fd, &buffer, buffer.count, 0)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import OfflinePackage
+import StowageCore
+import StowageTestSupport
+import Testing
+
+/// The per-asset lock that keeps two tasks (in one process or two) off the same package.
+struct AssetLockTests {
+    static func dataDirectory() throws -> DataDirectory {
+        let directory = DataDirectory(url: FileManager.default.temporaryDirectory.appendingPathComponent("asset-lock-\(UUID().uuidString)"))
+        try directory.prepare()
+        return directory
+    }
+
+    @Test func aSecondHoldIsRefusedNamingTheHolderUntilTheFirstIsReleased() throws {
+        let directory = try Self.dataDirectory()
+        defer { try? FileManager.default.removeItem(at: directory.url) }
+        let first = try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a download")
+        #expect(AssetLock.isHeld(assetId: "movie-1", in: directory))
+        #expect(!AssetLock.isHeld(assetId: "movie-2", in: directory))
+        do {
+            _ = try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a deletion")
+            Issue.record("a second hold was granted")
+        } catch {
+            #expect(error.code == "asset_busy")
+            #expect(error.message.contains("process \(getpid()) (a download)"), "\(error.message)")
+            #expect(error.subject.assetId == "movie-1")
+        }
+        first.release()
+        first.release()  // idempotent
+        let second = try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a deletion")
+        second.release()
+        #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))
+    }
+
+    @Test func aLockIsDroppedWhenItsHolderGoesAway() throws {
+        let directory = try Self.dataDirectory()
+        defer { try? FileManager.default.removeItem(at: directory.url) }
+        do {
+            _ = try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a download")
+        }
+        #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))
+    }
+
+    /// Another process holding the file with util-linux's flock(1), then killed: busy while it lives, free after.
+    @Test func anotherProcessesHoldIsSeenAndEndsWithIt() async throws {
+        let directory = try Self.dataDirectory()
+        defer { try? FileManager.default.removeItem(at: directory.url) }
+        try FileManager.default.createDirectory(at: AssetLock.directory(in: directory), withIntermediateDirectories: true)
+        let file = AssetLock.directory(in: directory).appendingPathComponent("movie-1.lock").path
+        let holder = try ProcessRunner.start(URL(fileURLWithPath: "/usr/bin/flock"), [file, "sleep", "30"])
+        var held = false
+        for _ in 0..<750 where !held {  // until flock(1) has the lock (up to 15 s on a loaded machine)
+            held = AssetLock.isHeld(assetId: "movie-1", in: directory)
+            if !held { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(held)
+        holder.kill()
+        _ = try await holder.waitForExit(timeout: .seconds(10))
+        #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))
+    }
+
+    @Test func assetIDsThatAreNotNamesAreRefused() throws {
+        let directory = try Self.dataDirectory()
+        defer { try? FileManager.default.removeItem(at: directory.url) }
+        #expect(throws: PackageError.invalidAssetID("../x")) { try AssetLock.acquire(assetId: "../x", in: directory, purpose: "a download") }
+    }
+}
