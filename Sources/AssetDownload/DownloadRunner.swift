@@ -30,15 +30,27 @@ struct DownloadRunner: Sendable {
             throw CancellationError()
         } catch let error as DownloadError {
             let waits = error.code == "insufficient_storage" || (session.configuration.pausesOnTransientFailure && error.isTransient)
+            if !waits { forgetIfNothingStarted() }
             _ = try? store.transition(assetId, waits ? .wait : .fail, failure: error, at: now)
             events.yield(waits ? .paused(error) : .failed(error))
             throw error
         } catch {
             let wrapped = Self.wrap(error)
+            forgetIfNothingStarted()
             _ = try? store.transition(assetId, .fail, failure: wrapped, at: now)
             events.yield(.failed(wrapped))
             throw wrapped
         }
+    }
+
+    /// A new download that failed before its plan was stored (a wrong URL, not a playlist, a refused connection) has
+    /// nothing to resume: its record goes, so that the same command can simply be run again (as a failed
+    /// `URLSessionTask` is gone too), rather than being answered with `download_exists`.
+    private func forgetIfNothingStarted() {
+        guard case .start = mode, let package = try? PackageDirectory(assetId: assetId, in: session.dataDirectory) else { return }
+        guard !FileManager.default.fileExists(atPath: package.manifestURL.path) else { return }
+        try? FileManager.default.removeItem(at: package.url)
+        try? store.remove(assetId)
     }
 
     static func wrap(_ error: any Error) -> DownloadError {
@@ -73,7 +85,9 @@ struct DownloadRunner: Sendable {
                         headers: record.request.scopedHeaders,
                         timeoutSeconds: session.configuration.headTimeout
                     ),
-                    retry: session.configuration.retry
+                    // The first contact with a new source fails in seconds: a refused connection then is far more
+                    // often a wrong URL than a network that will come back (the service waits such a download out).
+                    retry: existing == nil ? session.configuration.retry.firstContact : session.configuration.retry
                 )
             )
             let url = PlaylistLoader.url(of: record.request.url)

@@ -100,6 +100,10 @@ public final class DownloadSession: Sendable {
         http.timeout = .init(connect: .seconds(configuration.connectTimeout), read: .seconds(configuration.readTimeout))
         http.redirectConfiguration = .follow(max: 5, allowCycles: false)
         http.connectionPool = .init(idleTimeout: .seconds(60))
+        // A failed connect fails the request at once: the retry policy decides (with its back-off and its grace for
+        // a network that is down), rather than the client retrying silently until its connect timeout (10 s for a
+        // refused connection to a mistyped port).
+        http.connectionPool.retryConnectionEstablishment = false
         http.httpVersion = .http1Only
         // Socket reads of up to 256 KiB instead of NIO's 64 KiB: a segment body crosses from the event loop to the
         // writing task in a quarter of the chunks (each a wake-up, a write(2) and a hash update). Larger reads buy
@@ -114,6 +118,7 @@ public final class DownloadSession: Sendable {
         var keys = HTTPClient.Configuration()
         keys.timeout = .init(connect: .seconds(configuration.connectTimeout), read: .seconds(max(30, configuration.readTimeout)))
         keys.redirectConfiguration = .follow(max: 3, allowCycles: false)
+        keys.connectionPool.retryConnectionEstablishment = false
         self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton, configuration: keys)
     }
 

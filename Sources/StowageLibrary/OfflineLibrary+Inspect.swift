@@ -10,7 +10,9 @@ extension OfflineLibrary {
     /// - Parameter headers: extra request headers, sent only to the playlist's host.
     /// - Throws: ``AssetDownload/PlaylistLoadError``.
     public static func inspect(_ location: String, headers: [(String, String)] = [], deep: Bool = false) async throws -> PlaylistInspection {
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .follow(max: 5, allowCycles: false)))
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let scoped = ScopedHeaders(headers, playlistURL: PlaylistLoader.url(of: location))
         do {
             let inspection = try await PlaylistLoader(client: client, headers: scoped).inspect(location, deep: deep)

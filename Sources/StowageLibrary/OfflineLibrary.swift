@@ -58,7 +58,9 @@ public final class OfflineLibrary: Sendable {
         self.machineID = machineID
         self.keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
         self.downloads = try DownloadSession(dataDirectory: dataDirectory, configuration: downloads, clock: clock, machineID: machineID)
-        self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton)
+        var keys = HTTPClient.Configuration()
+        keys.connectionPool.retryConnectionEstablishment = false  // a key server that is down is reported, not waited on
+        self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton, configuration: keys)
     }
 
     /// Records the clock's time in the key store of `dataDirectory` and erases expired key material, when that data

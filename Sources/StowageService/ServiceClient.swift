@@ -21,6 +21,7 @@ public final class ServiceClient: Sendable {
         self.endpoint = endpoint
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: .seconds(2), read: .seconds(120))
+        configuration.connectionPool.retryConnectionEstablishment = false
         self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

@@ -10,6 +10,12 @@ struct CommandLineError: StowageError {
     var description: String { "\(code): \(message)" }
 }
 
+/// `--json` for commands that print a short report: the report, or the error, as JSON on standard output.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print the result, or the error, as JSON on standard output.")
+    var json = false
+}
+
 /// How every command reports a failure, in one shape: `error: MESSAGE [CODE]` on standard error, or with `--json`
 /// `{"error": {"code": ..., "message": ..., "assetId": ...}}` on standard output; then the exit status (1 unless the
 /// command says otherwise).

@@ -3,6 +3,7 @@ import AssetDownload
 import Foundation
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 import StowageLibrary
 import StowageService
 
@@ -12,8 +13,25 @@ import Glibc
 
 /// Options shared by the commands that run a download.
 struct DownloadRunOptions: ParsableArguments {
-    @Flag(help: "Print events as JSON lines instead of the live display.")
+    @Flag(help: "Print events as JSON lines instead of the live display; an error as the last line, {\"error\": ...}.")
     var json = false
+
+    @Option(help: "Disk space to leave free (e.g. 500M, 2G): the download pauses with insufficient_storage rather than go below it.")
+    var keepFree = "32M"
+
+    @Option(help: "Cap the download rate at this many bytes per second (e.g. 1M, 500K); unlimited when left out.")
+    var limitRate: String?
+
+    /// The download session's configuration these options give.
+    func configuration() throws -> DownloadSession.Configuration {
+        var configuration = DownloadSession.Configuration()
+        configuration.storageMargin = try ByteQuantity.parse(keepFree, option: "--keep-free")
+        if let limitRate {
+            let rate = try ByteQuantity.parse(limitRate, option: "--limit-rate")
+            configuration.bandwidth = TokenBucket(bytesPerSecond: Int(rate), capacity: Int(max(64 << 10, rate / 4)))
+        }
+        return configuration
+    }
 }
 
 /// `stowage download URL ...`
@@ -130,7 +148,7 @@ struct DownloadCommand: AsyncParsableCommand {
             await ServiceDriver.submit(request, priority: priority, json: output.json)
             return
         }
-        await DownloadDriver.run(json: output.json) { library in try await library.download(request) }
+        await DownloadDriver.run(output) { library in try await library.download(request) }
     }
 }
 
@@ -159,7 +177,7 @@ struct ResumeCommand: AsyncParsableCommand {
             return
         }
         if let assetId {
-            await DownloadDriver.run(json: output.json) { library in try library.resume(assetId: assetId) }
+            await DownloadDriver.run(output) { library in try library.resume(assetId: assetId) }
             return
         }
         let pending: [String]
@@ -173,7 +191,7 @@ struct ResumeCommand: AsyncParsableCommand {
             return
         }
         for asset in pending {
-            await DownloadDriver.run(json: output.json, exitOnEnd: asset == pending.last) { library in try library.resume(assetId: asset) }
+            await DownloadDriver.run(output, exitOnEnd: asset == pending.last) { library in try library.resume(assetId: asset) }
         }
     }
 }
@@ -236,17 +254,18 @@ struct AddMediaCommand: AsyncParsableCommand {
 
     func run() async throws {
         let selection = MediaSelectionOptions(variant: .highest, audio: .init(argument: audio), subtitles: .init(argument: subtitles))
-        await DownloadDriver.run(json: output.json) { library in try library.addMedia(assetId: assetId, selection: selection) }
+        await DownloadDriver.run(output) { library in try library.addMedia(assetId: assetId, selection: selection) }
     }
 }
 
 /// Runs one download task in the foreground: live display or JSON lines, Ctrl-C pauses, exit status from the result.
 enum DownloadDriver {
-    static func run(json: Bool, exitOnEnd: Bool = true, _ start: (OfflineLibrary) async throws -> DownloadTask) async {
+    static func run(_ options: DownloadRunOptions, exitOnEnd: Bool = true, _ start: (OfflineLibrary) async throws -> DownloadTask) async {
+        let json = options.json
         let library: OfflineLibrary
         let task: DownloadTask
         do {
-            library = try OfflineLibrary()
+            library = try OfflineLibrary(downloads: try options.configuration())
             task = try await start(library)
         } catch {
             CommandOutput.fail(error, json: json)
@@ -257,21 +276,25 @@ enum DownloadDriver {
             task.pause()
         }
         let display = ProgressDisplay(json: json, assetId: task.assetId)
-        for await event in task.events { display.show(event) }
+        for await event in task.events {
+            // The error that ends the task is reported once, below, in the one error shape.
+            switch event {
+            case .failed, .paused(.some): continue
+            default: display.show(event)
+            }
+        }
         watcher.cancel()
-        var status: Int32 = 0
+        var failure: (any Error)?
         do {
             _ = try await task.result()
         } catch is CancellationError {
-            status = 0
-        } catch let error as DownloadError {
-            status = 1
-            _ = error
+            failure = nil
         } catch {
-            status = 1
+            failure = error
         }
         await library.close()
-        if exitOnEnd || status != 0 { exit(status) }
+        if let failure { CommandOutput.fail(failure, json: json) }
+        if exitOnEnd { exit(0) }
     }
 }
 

@@ -25,7 +25,7 @@ struct KeysCommand: AsyncParsableCommand {
         subcommands: [List.self, Renew.self, Return.self, Sync.self, Trust.self, Unpin.self, Audit.self]
     )
 
-    static func fail(_ error: any Error, json: Bool = false) -> Never {
+    static func fail(_ error: any Error, json: Bool) -> Never {
         CommandOutput.fail(error, json: json)
     }
 
@@ -108,18 +108,32 @@ struct KeysCommand: AsyncParsableCommand {
         @Option(help: "The entitlement token (JWT).")
         var token: String
 
+        @OptionGroup var output: OutputOptions
+
         func validate() throws {
             guard (asset != nil) != all else { throw ValidationError("give either an ASSET or --all") }
+        }
+
+        struct Renewed: Encodable {
+            let assetId: String
+            let leaseId: String
+            let storageExpiresAt: Int64
         }
 
         func run() async throws {
             do {
                 let renewed = try await Library.with { try await $0.renewLeases(assetId: all ? nil : asset, token: token) }
+                if output.json {
+                    print(
+                        Library.json(renewed.map { Renewed(assetId: $0.assetId, leaseId: $0.leaseId, storageExpiresAt: $0.terms.storageExpiresAt) })
+                    )
+                    return
+                }
                 for record in renewed {
                     print("renewed \(record.assetId) lease \(record.leaseId): storage expires \(KeysCommand.time(record.terms.storageExpiresAt))")
                 }
             } catch {
-                KeysCommand.fail(error)
+                KeysCommand.fail(error, json: output.json)
             }
         }
     }
@@ -138,13 +152,25 @@ struct KeysCommand: AsyncParsableCommand {
         @Argument(help: "The asset to return.")
         var asset: String
 
+        @OptionGroup var output: OutputOptions
+
+        struct Returned: Encodable {
+            let assetId: String
+            let returned: [String]
+            let sync: KeySession.SyncReport
+        }
+
         func run() async throws {
             do {
                 let (returned, sync) = try await Library.with { try await $0.returnLeases(assetId: asset) }
+                if output.json {
+                    print(Library.json(Returned(assetId: asset, returned: returned.map(\.leaseId), sync: sync)))
+                    return
+                }
                 print(returned.isEmpty ? "no leases of \(asset) to return" : "returned \(returned.count) lease(s) of \(asset)")
                 KeysCommand.report(sync)
             } catch {
-                KeysCommand.fail(error)
+                KeysCommand.fail(error, json: output.json)
             }
         }
     }
@@ -168,12 +194,19 @@ struct KeysCommand: AsyncParsableCommand {
                 """
         )
 
+        @OptionGroup var output: OutputOptions
+
         func run() async throws {
             let sync: KeySession.SyncReport
             do {
                 sync = try await Library.with { try await $0.syncLeases() }
             } catch {
-                KeysCommand.fail(error)
+                KeysCommand.fail(error, json: output.json)
+            }
+            if output.json {
+                print(Library.json(sync))
+                if !sync.isComplete { throw ExitCode(1) }
+                return
             }
             if sync.reported.isEmpty && sync.released.isEmpty && sync.failed.isEmpty { print("nothing queued") }
             KeysCommand.report(sync)
@@ -202,19 +235,23 @@ struct KeysCommand: AsyncParsableCommand {
         @Flag(help: "Stop trusting it.")
         var remove = false
 
+        @OptionGroup var output: OutputOptions
+
         func run() async throws {
             do {
                 guard let url else {
                     let list = try await Library.with { try $0.trustedKeyServers() }
+                    if output.json { return print(Library.json(["trusted": list])) }
                     print(list.isEmpty ? "no key servers trusted beyond the playlists' own hosts" : list.joined(separator: "\n"))
                     return
                 }
                 guard let parsed = URL(string: url) else { throw ValidationError("\(url) is not a URL") }
                 let list = try await Library.with { try $0.trustKeyServer(parsed, remove: remove) }
+                if output.json { return print(Library.json(["trusted": list])) }
                 print(remove ? "no longer trusted: \(url)" : "trusted: \(url)")
                 print("trusted key servers: \(list.isEmpty ? "none" : list.joined(separator: ", "))")
             } catch {
-                KeysCommand.fail(error)
+                KeysCommand.fail(error, json: output.json)
             }
         }
     }
@@ -234,15 +271,18 @@ struct KeysCommand: AsyncParsableCommand {
         @Argument(help: "The key server URL.")
         var url: String
 
+        @OptionGroup var output: OutputOptions
+
         func run() async throws {
             do {
                 guard let parsed = URL(string: url), let key = KeyServerURL.normalized(parsed) else {
                     throw ValidationError("\(url) is not an http(s) URL")
                 }
                 let removed = try await Library.with { try $0.unpinKeyServer(parsed) }
+                if output.json { return print(Library.json(["keyServer": key, "unpinned": "\(removed)"])) }
                 print(removed ? "unpinned \(key)" : "no key was pinned for \(key)")
             } catch {
-                KeysCommand.fail(error)
+                KeysCommand.fail(error, json: output.json)
             }
         }
     }
@@ -262,13 +302,18 @@ struct KeysCommand: AsyncParsableCommand {
         @Flag(help: "Check the hash chain; exit 1 if it was altered.")
         var verify = false
 
+        @OptionGroup var output: OutputOptions
+
         func run() async throws {
             let intact: Bool
             do {
                 if verify {
                     let result = try await Library.with { try $0.verifyAuditJournal() }
-                    print(result.description)
+                    print(output.json ? Library.json(result) : result.description)
                     intact = result.isIntact
+                } else if output.json {
+                    print(Library.json(try await Library.with { try $0.auditEntries() }))
+                    intact = true
                 } else {
                     for entry in try await Library.with({ try $0.auditEntries() }) {
                         print(
@@ -278,7 +323,7 @@ struct KeysCommand: AsyncParsableCommand {
                     intact = true
                 }
             } catch {
-                KeysCommand.fail(error)
+                KeysCommand.fail(error, json: output.json)
             }
             if !intact { throw ExitCode(1) }
         }

@@ -26,6 +26,13 @@ enum Library {
         return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
+    /// One line of JSON (keys sorted), for event streams.
+    static func line<T: Encodable>(_ value: T) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
     static func fail(_ error: any Error, json: Bool, status: Int32 = 1) -> Never {
         CommandOutput.fail(error, json: json, status: status)
     }
@@ -215,8 +222,18 @@ struct VerifyCommand: AsyncParsableCommand {
         do {
             let seconds = try duration.map(Library.parseDuration)
             let report = try await Library.with { try await $0.verify(assetId: assetId, options: .init(deep: deep, duration: seconds)) }
+            // Not playable: the report, and the first problem in the one error shape (an `error` member with --json).
+            let leaseCodes: Set<VerificationProblem.Code> = [
+                .leaseExpired, .storageWindowExpired, .playbackWindowExpired, .clockRollbackDetected, .notYetValid, .released, .returned,
+                .noLease, .leaseTampered, .leaseNotLongEnough,
+            ]
+            // The lease's problem names the cause (its keys missing follow from it); else the first found.
+            let primary = report.problems.first { leaseCodes.contains($0.code) } ?? report.problems.first
+            let failure = primary.map {
+                CommandLineError(code: $0.code.rawValue, message: "\(assetId) will not play offline: \($0.message)")
+            }
             if json {
-                print(Library.json(report))
+                print(Library.json(VerifyOutput(report: report, error: failure.map(ErrorDocument.init))))
             } else {
                 print("\(assetId): \(report.isPlayable ? "playable offline" : "NOT playable offline") (\(deep ? "deep" : "quick") check)")
                 print("  lease: \(Library.leaseText(report.lease))")
@@ -227,11 +244,27 @@ struct VerifyCommand: AsyncParsableCommand {
                     )
                 }
                 for problem in report.problems { print("  problem [\(problem.code.rawValue)]: \(problem.message)") }
+                if let failure { FileHandle.standardError.write(Data("error: \(failure.message) [\(failure.code)]\n".utf8)) }
             }
             Foundation.exit(report.exitStatus)
         } catch {
             Library.fail(error, json: json, status: 2)
         }
+    }
+}
+
+/// The verification report with, when the package will not play, the first problem as the error every command
+/// prints: `{"error": {"code", "message"}, "isPlayable": false, ...}`.
+struct VerifyOutput: Encodable {
+    let report: VerificationReport
+    let error: ErrorDocument?
+
+    enum Keys: String, CodingKey { case error }
+
+    func encode(to encoder: any Encoder) throws {
+        try report.encode(to: encoder)
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encodeIfPresent(error?.error, forKey: .error)
     }
 }
 

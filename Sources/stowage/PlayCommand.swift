@@ -32,6 +32,9 @@ struct PlayCommand: AsyncParsableCommand {
     @Flag(help: "Hash every file against the manifest before serving.")
     var checksums = false
 
+    @Flag(help: "Print JSON lines: {\"event\":\"playing\",\"url\":...}, then {\"event\":\"stopped\",...}; errors as JSON.")
+    var json = false
+
     func validate() throws {
         guard player == "none" || PlaybackPlayer(rawValue: player) != nil else {
             throw ValidationError("--player must be ffplay, mpv, ffmpeg-null or none")
@@ -50,9 +53,10 @@ struct PlayCommand: AsyncParsableCommand {
                 fileCheck: checksums ? .checksums : .sizes
             )
         } catch {
-            CommandOutput.fail(error, json: false)
+            CommandOutput.fail(error, json: json)
         }
-        FileHandle.standardOutput.write(Data("playing \(playback.url.absoluteString)\n".utf8))
+        let url = playback.url.absoluteString
+        FileHandle.standardOutput.write(Data(((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n").utf8))
         let signals = SignalStop()
         let stopper = Task {
             await signals.wait()
@@ -69,10 +73,14 @@ struct PlayCommand: AsyncParsableCommand {
         let end: PlaybackEnd
         switch outcome {
         case .success(let value): end = value
-        case .failure(let error): CommandOutput.fail(error, json: false)
+        case .failure(let error): CommandOutput.fail(error, json: json)
         }
-        if let error = end.error { CommandOutput.fail(error, json: false) }
-        FileHandle.standardError.write(Data("stopped (\(end.reason))\n".utf8))
+        if let error = end.error { CommandOutput.fail(error, json: json) }
+        if json {
+            print(Library.line(["event": "stopped", "reason": "\(end.reason)"]))
+        } else {
+            FileHandle.standardError.write(Data("stopped (\(end.reason))\n".utf8))
+        }
         if let status = end.playerExitStatus, status != 0 { throw ExitCode(status) }
     }
 }

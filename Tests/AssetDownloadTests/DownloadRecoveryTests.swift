@@ -208,7 +208,10 @@ struct NetworkDownTests {
             // A port held bound but not listening refuses connections; the origin takes it over 1.5 s later.
             let held = try HeldPort()
             let port = held.port
-            let session = try fixture.session { $0.retry.networkDownGrace = 30 }
+            let session = try fixture.session {
+                $0.retry.networkDownGrace = 30
+                $0.retry.firstContactGrace = 30  // the origin is down from the first request on
+            }
             let request = DownloadRequest(
                 url: "http://127.0.0.1:\(port)/\(fixture.assetId)/master.m3u8",
                 assetId: fixture.assetId,

@@ -54,7 +54,10 @@ struct AssetLockTests {
             held = AssetLock.isHeld(assetId: "movie-1", in: directory)
             if !held { try await Task.sleep(for: .milliseconds(20)) }
         }
-        #expect(held)
+        #expect(
+            held,
+            "flock(1) running: \(holder.isRunning), stderr: \(String(decoding: (try? holder.standardError()) ?? Data(), as: UTF8.self))"
+        )
         holder.kill()
         _ = try await holder.waitForExit(timeout: .seconds(10))
         #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))

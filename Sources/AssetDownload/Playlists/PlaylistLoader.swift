@@ -87,7 +87,7 @@ public struct PlaylistLoader: Sendable {
             } catch let error as PlaylistLoadError {
                 throw error
             } catch {
-                throw .unreadable(url: url, reason: (error as NSError).localizedDescription)
+                throw .unreadable(url: url, reason: FileErrorText.describe(error))
             }
         }
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
@@ -136,7 +136,7 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .unreadable(let url, let reason): "cannot read \(url.path): \(reason)"
+        case .unreadable(let url, let reason): "cannot read \(url.path): \(reason); give an http(s) URL or the path of a playlist on this machine"
         case .httpStatus(let url, let status): "\(url.absoluteString) answered HTTP \(status); check the URL and any required headers"
         case .network(let url, let reason, _): "cannot fetch \(url.absoluteString): \(reason); check the URL and the network"
         case .tooLarge(let url):

@@ -20,6 +20,18 @@ public struct RetryPolicy: Sendable, Hashable {
         self.networkDownGrace = networkDownGrace
     }
 
+    /// How long the first request of a new download waits for an unreachable host (0: it fails at once). A refused
+    /// connection before anything was fetched is more often a wrong URL than a network about to come back; the
+    /// download service waits such a download out in its queue instead.
+    public var firstContactGrace: Double = 0
+
+    /// The policy for the first request to a new source: ``firstContactGrace`` instead of ``networkDownGrace``.
+    public var firstContact: RetryPolicy {
+        var policy = self
+        policy.networkDownGrace = firstContactGrace
+        return policy
+    }
+
     /// The delay before attempt `failures + 1`: `initialDelay * 2^(failures-1)` capped, times a jitter in [0.5, 1.5),
     /// or the server's Retry-After when it asks for longer (capped at 60 s).
     public func delay(afterFailures failures: Int, retryAfter: Double? = nil) -> Double {

@@ -98,9 +98,9 @@ public enum AuditChain {
 }
 
 /// The result of checking the audit journal.
-public struct AuditVerification: Sendable, Hashable, CustomStringConvertible {
+public struct AuditVerification: Codable, Sendable, Hashable, CustomStringConvertible {
     /// What is wrong at ``firstBadSequence``.
-    public enum Problem: String, Sendable, Hashable {
+    public enum Problem: String, Codable, Sendable, Hashable {
         /// The entry's fields no longer give its hash: it was edited (or entries were swapped).
         case alteredEntry = "altered_entry"
         /// The entry does not chain to the entry before it: that one was rewritten, or this one inserted.

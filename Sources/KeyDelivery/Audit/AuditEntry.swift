@@ -1,6 +1,6 @@
 /// One entry of the key store's audit journal: what happened to which lease, when, chained to the entry before it by
 /// that entry's SHA-256 (see ``AuditChain`` for the exact encoding).
-public struct AuditEntry: Sendable, Hashable {
+public struct AuditEntry: Codable, Sendable, Hashable {
     /// 1, 2, 3...: the position in the journal.
     public let sequence: Int64
     /// Local time of the event, whole seconds since the Unix epoch.
@@ -40,7 +40,7 @@ public struct AuditEntry: Sendable, Hashable {
 }
 
 /// What an audit entry records. A string underneath, so entries written by later versions still read back.
-public struct AuditEventKind: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+public struct AuditEventKind: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: String
 
     public init(rawValue: String) {

@@ -73,8 +73,9 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             .leaseExpired,
             assetId: lease.assetId,
             leaseId: lease.leaseId,
-            time: nil,
-            message: "The \(subject(lease)) has expired and its keys were erased. Download the keys again while online."
+            time: lease.expiresAt,
+            message: "The \(subject(lease)) expired at \(HumanTime.date(lease.expiresAt)) and its keys were erased. Download the keys "
+                + "again while online (`stowage delete \(lease.assetId)`, then `stowage download` it)."
         )
     }
 

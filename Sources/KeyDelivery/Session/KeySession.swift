@@ -60,7 +60,7 @@ public struct KeySession: Sendable {
     }
 
     /// What ``KeySession/sync()`` did.
-    public struct SyncReport: Sendable, Hashable {
+    public struct SyncReport: Codable, Sendable, Hashable {
         /// Leases whose first play the server acknowledged.
         public var reported: [String] = []
         /// Leases the server confirmed released.

@@ -307,7 +307,7 @@ public struct ContentPackager {
         do {
             bytes = try Data(contentsOf: url)
         } catch {
-            throw .unreadable(path: url.path, reason: error.localizedDescription)
+            throw .unreadable(path: url.path, reason: FileErrorText.describe(error))
         }
         do {
             return try PlaylistParser.parse(Array(bytes), url: url)
@@ -321,7 +321,7 @@ public struct ContentPackager {
         do {
             return Array(try Data(contentsOf: url))
         } catch {
-            throw .unreadable(path: url.path, reason: error.localizedDescription)
+            throw .unreadable(path: url.path, reason: FileErrorText.describe(error))
         }
     }
 
@@ -331,7 +331,7 @@ public struct ContentPackager {
         do {
             try Data(bytes).write(to: destination, options: .atomic)
         } catch {
-            throw .output(path: destination.path, reason: error.localizedDescription)
+            throw .output(path: destination.path, reason: FileErrorText.describe(error))
         }
     }
 
@@ -339,7 +339,7 @@ public struct ContentPackager {
         do {
             try Data(text.utf8).write(to: url, options: .atomic)
         } catch {
-            throw .output(path: url.path, reason: error.localizedDescription)
+            throw .output(path: url.path, reason: FileErrorText.describe(error))
         }
     }
 
@@ -347,7 +347,7 @@ public struct ContentPackager {
         do {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         } catch {
-            throw .output(path: url.path, reason: "cannot create the directory: \(error.localizedDescription)")
+            throw .output(path: url.path, reason: "cannot create the directory: \(FileErrorText.describe(error))")
         }
     }
 }

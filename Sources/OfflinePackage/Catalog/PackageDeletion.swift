@@ -1,5 +1,6 @@
 import Foundation
 public import KeyDelivery
+import StowageCore
 
 #if canImport(Glibc)
 import Glibc
@@ -84,7 +85,7 @@ public struct PackageDeletion: Sendable {
             do {
                 try manager.removeItem(at: target)
             } catch {
-                throw PackageError.io(target.path, "cannot remove the package: \(error.localizedDescription)")
+                throw PackageError.io(target.path, "cannot remove the package: \(FileErrorText.describe(error))")
             }
         }
         report.nothingToDelete = targets.isEmpty && report.leasesReturned.isEmpty && report.identityKeysErased == 0

@@ -44,7 +44,7 @@ public struct PlaylistDecryption {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw .output(path: directory.path, reason: "cannot create the directory: \(error.localizedDescription)")
+            throw .output(path: directory.path, reason: "cannot create the directory: \(FileErrorText.describe(error))")
         }
         var names = OutputNames()
         var report = Report(
@@ -107,7 +107,7 @@ public struct PlaylistDecryption {
         do {
             try Data(text.utf8).write(to: report.playlist, options: .atomic)
         } catch {
-            throw .output(path: report.playlist.path, reason: error.localizedDescription)
+            throw .output(path: report.playlist.path, reason: FileErrorText.describe(error))
         }
         return report
     }
@@ -130,7 +130,7 @@ public struct PlaylistDecryption {
         do {
             bytes = try Data(contentsOf: url)
         } catch {
-            throw .unreadable(path: url.path, reason: error.localizedDescription)
+            throw .unreadable(path: url.path, reason: FileErrorText.describe(error))
         }
         let parsed: ParsedPlaylist
         do {
@@ -190,7 +190,7 @@ public struct PlaylistDecryption {
         do {
             try Data(bytes).write(to: output, options: .atomic)
         } catch {
-            throw .output(path: output.path, reason: error.localizedDescription)
+            throw .output(path: output.path, reason: FileErrorText.describe(error))
         }
         report.bytesWritten += bytes.count
         report.initializationSections += 1

@@ -1,0 +1,167 @@
+import DownloadTestSupport
+import Foundation
+import KeyServer
+import OfflinePackage
+import StowageTestSupport
+import Testing
+
+/// Issue 12's "one error shape", checked as a user meets it: for a bad URL, a refused connection, a missing asset,
+/// an expired lease and a full disk, each command prints exactly one line `error: MESSAGE [code]` on standard error,
+/// and with `--json` the same code in `{"error": {...}}` as the last line on standard output. No Foundation or NIO
+/// type names, errnos or Unix times reach the user.
+@Suite("Every command fails in one shape")
+struct ErrorShapeTests {
+    struct Failure: CustomStringConvertible {
+        let arguments: [String]
+        let code: String
+        let line: String
+        var description: String { "stowage \(arguments.joined(separator: " ")) → [\(code)] \(line)" }
+    }
+
+    /// Runs the command twice (plain, then with `--json`) and checks both against the shape; returns the plain line.
+    @discardableResult
+    static func expectFailure(
+        _ arguments: [String],
+        code expected: String,
+        home: URL,
+        beforeJSON reset: [String]? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Failure? {
+        let plain = try await ServiceCommandTests.stowage(arguments, home: home)
+        let stderr = String(decoding: plain.standardError, as: UTF8.self)
+        #expect(plain.status != 0 && !plain.timedOut, "stowage \(arguments): status \(plain.status)", sourceLocation: sourceLocation)
+        let lines = stderr.split(separator: "\n").map(String.init)
+        #expect(lines.count == 1, "stowage \(arguments) printed \(lines.count) lines on stderr:\n\(stderr)", sourceLocation: sourceLocation)
+        guard let line = lines.last, let match = line.wholeMatch(of: /error: (.+) \[([a-z0-9_]+)\]/) else {
+            Issue.record("stowage \(arguments): not in the error shape: \(stderr)", sourceLocation: sourceLocation)
+            return nil
+        }
+        let code = String(match.output.2)
+        #expect(code == expected, "stowage \(arguments): \(line)", sourceLocation: sourceLocation)
+        for raw in Self.rawDescriptions where line.contains(raw) {
+            Issue.record("stowage \(arguments) shows a raw description (\(raw)): \(line)", sourceLocation: sourceLocation)
+        }
+        if line.contains(/\b1[6-9]\d{8}\b/) { Issue.record("stowage \(arguments) shows Unix seconds: \(line)", sourceLocation: sourceLocation) }
+
+        if let reset { _ = try await ServiceCommandTests.stowage(reset, home: home) }
+        let json = try await ServiceCommandTests.stowage(arguments + ["--json"], home: home)
+        #expect(json.status == plain.status, "stowage \(arguments) --json: status \(json.status)", sourceLocation: sourceLocation)
+        // The whole output is one document (a report such as verify's, with its `error`), or the error is the last line
+        // of a JSON-lines stream (download's events).
+        let output = String(decoding: json.standardOutput, as: UTF8.self)
+        let last = output.split(separator: "\n").last.map(String.init) ?? ""
+        let document =
+            (try? JSONSerialization.jsonObject(with: json.standardOutput) as? [String: Any])
+            ?? (try? JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any])
+        let error = document?["error"] as? [String: Any]
+        #expect(error?["code"] as? String == code, "stowage \(arguments) --json printed: \(output)", sourceLocation: sourceLocation)
+        #expect((error?["message"] as? String)?.isEmpty == false, sourceLocation: sourceLocation)
+        return Failure(arguments: arguments, code: code, line: line)
+    }
+
+    static let rawDescriptions = [
+        "HTTPClientError", "NIOCore", "NIOConnectionError", "errno", "Error(", "NSError", "CocoaError", "The operation could not be completed",
+        "Optional(",
+    ]
+
+    @Test("a bad URL: not a playlist, a scheme Stowage does not fetch, a path that does not exist")
+    func badURLs() async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("error-shape-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        for command in ["download", "inspect"] {
+            try await Self.expectFailure([command, "/etc/passwd"], code: "not_a_playlist", home: home)
+            try await Self.expectFailure([command, "ftp://example.com/show.m3u8"], code: "unsupported_uri", home: home)
+            try await Self.expectFailure([command, "/nonexistent/show.m3u8"], code: "playlist_unreadable", home: home)
+        }
+        // A download that failed before anything was stored leaves nothing behind: the same command fails the same way
+        // again (not with download_exists), and the library is empty.
+        try await Self.expectFailure(["download", "/etc/passwd"], code: "not_a_playlist", home: home)
+        let list = try await ServiceCommandTests.stowage(["list", "--json"], home: home)
+        #expect(String(decoding: list.standardOutput, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "[\n\n]")
+    }
+
+    @Test("a refused connection, to the origin and to the key server, and a missing asset in every command that names one")
+    func refusedConnectionsAndMissingAssets() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let home = fixture.clientDirectory.url
+        let token = try await fixture.token()
+        // Servers that were up a moment ago: their ports now refuse connections.
+        let (origin, keyServer) = try await fixture.withServers { origin, keyServer in
+            let download = try await ServiceCommandTests.stowage(
+                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
+                home: home
+            )
+            #expect(download.status == 0, "\(String(decoding: download.standardError, as: UTF8.self))")
+            return (origin, keyServer)
+        }
+        let started = ContinuousClock.now
+        for command in ["download", "inspect"] {
+            let failure = try await Self.expectFailure(
+                [command, fixture.sourceURL(origin, asset: "other")],
+                code: "playlist_network_error",
+                home: home
+            )
+            #expect(failure?.line.contains("refused") == true)
+        }
+        #expect(ContinuousClock.now - started < .seconds(30), "a refused connection took \(ContinuousClock.now - started) to report")
+        try await Self.expectFailure(["keys", "renew", fixture.assetId, "--token", token], code: "key_server_unreachable", home: home)
+        _ = keyServer
+
+        for arguments in [
+            ["info", "nosuch"], ["verify", "nosuch"], ["play", "nosuch", "--player", "none"], ["pause", "nosuch"], ["resume", "nosuch"],
+            ["cancel", "nosuch"], ["add-media", "nosuch", "--audio", "all"], ["keys", "renew", "nosuch", "--token", token],
+        ] {
+            let code =
+                arguments[0] == "keys"
+                ? "lease_not_stored" : ["info", "verify", "play"].contains(arguments[0]) ? "package_not_found" : "download_not_found"
+            try await Self.expectFailure(arguments, code: code, home: home)
+        }
+    }
+
+    @Test("an expired lease: play and verify refuse it in the same shape, with the end as a date")
+    func expiredLease() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        var configuration = try fixture.keyServer.loadConfiguration()
+        configuration.policies[configuration.defaultPolicy]?.storageDuration = 6
+        try fixture.keyServer.saveConfiguration(configuration)
+        let home = fixture.clientDirectory.url
+        try await fixture.withServers { origin, keyServer in
+            let download = try await ServiceCommandTests.stowage(
+                [
+                    "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token",
+                    try await fixture.token(),
+                ],
+                home: home
+            )
+            #expect(download.status == 0, "\(String(decoding: download.standardError, as: UTF8.self))")
+        }
+        try await Task.sleep(for: .seconds(7))
+        let play = try await Self.expectFailure(["play", fixture.assetId, "--player", "none"], code: "lease_expired", home: home)
+        #expect(play?.line.contains(/20\d\d-\d\d-\d\d \d\d:\d\d/) == true, "no date in: \(play?.line ?? "")")
+        try await Self.expectFailure(["verify", fixture.assetId], code: "lease_expired", home: home)
+    }
+
+    @Test("a full disk (below --keep-free): download refuses before any segment, in the same shape")
+    func fullDisk() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let home = fixture.clientDirectory.url
+        try await fixture.withServers { origin, keyServer in
+            let arguments = [
+                "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token",
+                try await fixture.token(), "--keep-free", "100000G",
+            ]
+            // The first run leaves a paused download to resume later; it is cancelled before the run with --json.
+            let failure = try await Self.expectFailure(arguments, code: "insufficient_storage", home: home, beforeJSON: ["cancel", fixture.assetId])
+            #expect(failure?.line.contains("MB") == true || failure?.line.contains("GB") == true)
+            // It paused, with no segment on disk; `resume` with room to spare finishes it.
+            let files = (try? FileManager.default.subpathsOfDirectory(atPath: fixture.package.url.path)) ?? []
+            #expect(!files.contains { $0.hasSuffix(".ts") || $0.hasSuffix(".m4s") })
+            try await Self.expectFailure(["resume", fixture.assetId, "--keep-free", "100000G"], code: "insufficient_storage", home: home)
+            let resume = try await ServiceCommandTests.stowage(["resume", fixture.assetId], home: home)
+            #expect(resume.status == 0, "\(String(decoding: resume.standardError, as: UTF8.self))")
+        }
+    }
+}
