@@ -28,6 +28,14 @@ func withService<T: Sendable>(_ service: DownloadService, _ body: @Sendable (Ser
         _ = try? await running.value
         throw ReportedError(code: "test_setup", message: "the service did not start listening")
     }
+    // Only the owner may talk to it (set just after the bind; the 0700 data directory covers the moment between).
+    let socket = ServiceEndpoint(dataDirectory: service.library.dataDirectory).socketURL.path
+    var mode = 0
+    for _ in 0..<50 where mode != 0o600 {
+        mode = ((try? FileManager.default.attributesOfItem(atPath: socket))?[.posixPermissions] as? NSNumber)?.intValue ?? 0
+        if mode != 0o600 { try await Task.sleep(for: .milliseconds(20)) }
+    }
+    #expect(mode == 0o600, "the service's socket has mode \(String(mode, radix: 8)), not 600")
     let result: Result<T, any Error>
     do {
         result = .success(try await body(client))
