@@ -122,6 +122,7 @@ let package = Package(
                 // The demo scenario's embedded servers (DemoEnvironment).
                 "KeyServer", "OriginServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

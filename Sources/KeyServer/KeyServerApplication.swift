@@ -2,7 +2,7 @@ public import Foundation
 public import Hummingbird
 public import Logging
 import NIOCore
-import ServiceLifecycle
+public import ServiceLifecycle
 public import StowageCrypto
 
 /// The key server: the Stowage Key Delivery Protocol (shared/KEY-PROTOCOL.md) over HTTP, on Hummingbird 2.
@@ -107,7 +107,8 @@ public struct KeyServerApplication: Sendable {
         await service.flushRefusals(everything: true)
     }
 
-    /// Serves until the calling task is cancelled, then shuts down gracefully (open requests finish).
+    /// Serves until the calling task is cancelled, then shuts down gracefully (open requests finish): for tests and
+    /// programs that manage the server as a task. Under a `ServiceGroup`, run a ``KeyServerService`` instead.
     ///
     /// - Parameters:
     ///   - host: The address to bind; loopback by default (plain HTTP belongs on loopback only: put TLS in front
@@ -120,6 +121,20 @@ public struct KeyServerApplication: Sendable {
         port: Int = 0,
         onListening: @escaping @Sendable (Address) async -> Void = { _ in }
     ) async throws {
+        // A group of its own, in its own task, so that cancelling the caller becomes a graceful shutdown rather than a
+        // cancellation of every open connection.
+        let service = KeyServerService(self, host: host, port: port, onListening: onListening)
+        let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [], logger: logger))
+        let runner = Task { try await group.run() }
+        try await withTaskCancellationHandler {
+            try await runner.value
+        } onCancel: {
+            Task { await group.triggerGracefulShutdown() }
+        }
+    }
+
+    /// Serves until the enclosing service group shuts down gracefully; then flushes the refusal counts.
+    func serve(host: String, port: Int, onListening: @escaping @Sendable (Address) async -> Void) async throws {
         let app = Application(
             router: makeRouter(),
             configuration: .init(address: .hostname(host, port: port), serverName: "stowage-keyserver"),
@@ -128,10 +143,6 @@ public struct KeyServerApplication: Sendable {
             },
             logger: logger
         )
-        // The service group runs in its own task so that cancelling the caller becomes a graceful shutdown rather than
-        // a cancellation of every open connection (the pattern of OriginServer's Origin).
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
-        let runner = Task { try await group.run() }
         // Refusals are aggregated in memory and written once a minute, not one write per refused request.
         let service = self.service
         let flusher = Task {
@@ -143,16 +154,45 @@ public struct KeyServerApplication: Sendable {
         defer { flusher.cancel() }
         var failure: (any Error)?
         do {
-            try await withTaskCancellationHandler {
-                try await runner.value
-            } onCancel: {
-                Task { await group.triggerGracefulShutdown() }
-            }
+            try await app.run()
         } catch {
             failure = error
         }
-        // In a task of its own: the caller's task is cancelled by now, and the store refuses work from a cancelled task.
+        // In a task of its own: the caller's task may be cancelled by now, and the store refuses work from a cancelled
+        // task.
         await Task { await service.flushRefusals(everything: true) }.value
         if let failure { throw failure }
+    }
+}
+
+/// The key server as a swift-service-lifecycle `Service`: `stowage keyserver run` runs it in a `ServiceGroup` that
+/// turns SIGTERM and SIGINT into a graceful shutdown (open requests finish, refusal counts are written).
+///
+/// ```swift
+/// let server = try await KeyServerApplication(dataDirectory: KeyServerDataDirectory(path: "/srv/keys"))
+/// let group = ServiceGroup(services: [KeyServerService(server, port: 8443)], gracefulShutdownSignals: [.sigterm], logger: logger)
+/// try await group.run()
+/// ```
+public struct KeyServerService: Service {
+    public let application: KeyServerApplication
+    public let host: String
+    public let port: Int
+    let onListening: @Sendable (KeyServerApplication.Address) async -> Void
+
+    /// - Parameter onListening: called once with the bound address (with the real port when 0 was asked for).
+    public init(
+        _ application: KeyServerApplication,
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        onListening: @escaping @Sendable (KeyServerApplication.Address) async -> Void = { _ in }
+    ) {
+        self.application = application
+        self.host = host
+        self.port = port
+        self.onListening = onListening
+    }
+
+    public func run() async throws {
+        try await application.serve(host: host, port: port, onListening: onListening)
     }
 }

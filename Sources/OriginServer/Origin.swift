@@ -3,7 +3,7 @@ import Hummingbird
 public import Logging
 import NIOCore
 import NIOPosix
-import ServiceLifecycle
+public import ServiceLifecycle
 public import StowageCore
 
 /// A loopback HLS origin: serves a directory over HTTP/1.1 with Range, ETag and Last-Modified support, and shapes
@@ -87,10 +87,26 @@ public struct Origin: Sendable {
         self.logger = logger ?? fallback
     }
 
-    /// Serves until the calling task is cancelled, then shuts down gracefully (open requests finish).
+    /// Serves until the calling task is cancelled, then shuts down gracefully (open requests finish): for tests and
+    /// programs that manage the origin as a task. Under a `ServiceGroup`, run an ``OriginService`` instead.
     /// - Parameter onListening: called once with the bound address (with the real port when 0 was asked for).
     /// - Throws: ``OriginError`` when the root is not a directory; the server's error when it cannot bind.
     public func run(onListening: @escaping @Sendable (Address) async -> Void) async throws {
+        // A group of its own, in its own task, so that cancelling the caller becomes a graceful shutdown rather than
+        // a cancellation of every open connection.
+        let group = ServiceGroup(
+            configuration: .init(services: [OriginService(self, onListening: onListening)], gracefulShutdownSignals: [], logger: logger)
+        )
+        let runner = Task { try await group.run() }
+        try await withTaskCancellationHandler {
+            try await runner.value
+        } onCancel: {
+            Task { await group.triggerGracefulShutdown() }
+        }
+    }
+
+    /// Serves until the enclosing service group shuts down gracefully.
+    func serve(onListening: @escaping @Sendable (Address) async -> Void) async throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: configuration.root, isDirectory: &isDirectory), isDirectory.boolValue,
             let resolvedRoot = ServedFile.realPath(configuration.root)
@@ -113,15 +129,24 @@ public struct Origin: Sendable {
             },
             logger: logger
         )
-        // The service group runs in its own task so that cancelling the caller becomes a graceful shutdown rather
-        // than a cancellation of every open connection.
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
-        let runner = Task { try await group.run() }
-        try await withTaskCancellationHandler {
-            try await runner.value
-        } onCancel: {
-            Task { await group.triggerGracefulShutdown() }
-        }
+        try await app.run()
+    }
+}
+
+/// The origin as a swift-service-lifecycle `Service`: `stowage origin` runs it in a `ServiceGroup` that turns SIGTERM
+/// and SIGINT into a graceful shutdown.
+public struct OriginService: Service {
+    public let origin: Origin
+    let onListening: @Sendable (Origin.Address) async -> Void
+
+    /// - Parameter onListening: called once with the bound address (with the real port when 0 was asked for).
+    public init(_ origin: Origin, onListening: @escaping @Sendable (Origin.Address) async -> Void = { _ in }) {
+        self.origin = origin
+        self.onListening = onListening
+    }
+
+    public func run() async throws {
+        try await origin.serve(onListening: onListening)
     }
 }
 

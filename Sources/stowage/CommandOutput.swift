@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
+import Logging
+import ServiceLifecycle
 import StowageCore
+import UnixSignals
 
 /// An error the command line raises itself: an argument it cannot use.
 struct CommandLineError: StowageError {
@@ -8,6 +11,23 @@ struct CommandLineError: StowageError {
     let message: String
 
     var description: String { "\(code): \(message)" }
+}
+
+extension CommandOutput {
+    /// Runs `services` in one swift-service-lifecycle `ServiceGroup` that turns SIGTERM and SIGINT into a graceful
+    /// shutdown; returns when they have ended (a service that ends by itself ends the group).
+    static func runUntilSignalled(_ services: [any Service]) async throws {
+        var logger = Logger(label: "stowage")
+        logger.logLevel = .error
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services.map { .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        try await group.run()
+    }
 }
 
 /// `--json` for commands that print a short report: the report, or the error, as JSON on standard output.

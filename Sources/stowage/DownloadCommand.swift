@@ -270,11 +270,8 @@ enum DownloadDriver {
         } catch {
             CommandOutput.fail(error, json: json)
         }
-        let signals = SignalStop()
-        let watcher = Task {
-            await signals.wait()
-            task.pause()
-        }
+        // Ctrl-C or SIGTERM pauses the task (its files stay for `resume`).
+        let watcher = Task { try? await CommandOutput.runUntilSignalled([DownloadTaskService(task)]) }
         let display = ProgressDisplay(json: json, assetId: task.assetId)
         for await event in task.events {
             // The error that ends the task is reported once, below, in the one error shape.
@@ -283,7 +280,7 @@ enum DownloadDriver {
             default: display.show(event)
             }
         }
-        watcher.cancel()
+        await watcher.value
         var failure: (any Error)?
         do {
             _ = try await task.result()

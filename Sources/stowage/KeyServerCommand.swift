@@ -149,24 +149,15 @@ struct KeyServerCommand: AsyncParsableCommand {
             } catch {
                 KeyServerCommand.fail(error)
             }
-            let host = host
-            let port = port
-            let task = Task {
-                do {
-                    try await server.run(host: host, port: port) { address in
-                        // Unbuffered, so a script reading our output sees the line at once.
-                        FileHandle.standardOutput.write(Data("listening on \(address.baseURL.absoluteString)\n".utf8))
-                    }
-                } catch is CancellationError {
-                } catch {
-                    // Cannot bind, for example: exit now rather than wait for a signal.
-                    KeyServerCommand.fail(error)
-                }
+            let service = KeyServerService(server, host: host, port: port) { address in
+                // Unbuffered, so a script reading our output sees the line at once.
+                FileHandle.standardOutput.write(Data("listening on \(address.baseURL.absoluteString)\n".utf8))
             }
-            let signals = SignalStop()
-            await signals.wait()
-            task.cancel()
-            await task.value
+            do {
+                try await CommandOutput.runUntilSignalled([service])
+            } catch {
+                KeyServerCommand.fail(error)  // cannot bind, for example
+            }
         }
     }
 }

@@ -78,20 +78,14 @@ struct OriginCommand: AsyncParsableCommand {
 
     func run() async throws {
         let origin = Origin(configuration: .init(root: directory, host: host, port: port, conditions: conditions, seed: seed))
-        let task = Task {
-            try await origin.run { address in
-                // Unbuffered, so a script reading our output sees the line at once.
-                FileHandle.standardOutput.write(Data("listening on \(address.baseURL.absoluteString)\n".utf8))
-            }
+        let service = OriginService(origin) { address in
+            // Unbuffered, so a script reading our output sees the line at once.
+            FileHandle.standardOutput.write(Data("listening on \(address.baseURL.absoluteString)\n".utf8))
         }
-        let signals = SignalStop()
-        await signals.wait()
-        task.cancel()
         do {
-            try await task.value
-        } catch is CancellationError {
-        } catch let error as OriginError {
-            CommandOutput.fail(code: "origin_not_a_directory", message: error.description, json: false)
+            try await CommandOutput.runUntilSignalled([service])
+        } catch {
+            CommandOutput.fail(error, json: false)  // origin_root_invalid, or cannot bind
         }
     }
 }

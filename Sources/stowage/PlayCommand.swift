@@ -57,18 +57,14 @@ struct PlayCommand: AsyncParsableCommand {
         }
         let url = playback.url.absoluteString
         FileHandle.standardOutput.write(Data(((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n").utf8))
-        let signals = SignalStop()
-        let stopper = Task {
-            await signals.wait()
-            await playback.stop()
-        }
+        // Ctrl-C or SIGTERM stops the session (and the player) gracefully.
+        try? await CommandOutput.runUntilSignalled([PlaybackService(playback)])
         let outcome: Result<PlaybackEnd, any Error>
         do {
             outcome = .success(try await playback.ended())
         } catch {
             outcome = .failure(error)
         }
-        stopper.cancel()
         await library.close()
         let end: PlaybackEnd
         switch outcome {

@@ -48,16 +48,20 @@ struct AssetLockTests {
         defer { try? FileManager.default.removeItem(at: directory.url) }
         try FileManager.default.createDirectory(at: AssetLock.directory(in: directory), withIntermediateDirectories: true)
         let file = AssetLock.directory(in: directory).appendingPathComponent("movie-1.lock").path
-        let holder = try ProcessRunner.start(URL(fileURLWithPath: "/usr/bin/flock"), [file, "sleep", "30"])
+        // flock(1) has, on rare full-suite runs, died before taking the lock (no output; a stray signal from elsewhere
+        // in the suite is suspected): start another rather than fail on something this test does not check.
+        var holder = try ProcessRunner.start(URL(fileURLWithPath: "/usr/bin/flock"), [file, "sleep", "30"])
         var held = false
+        var deaths: [String] = []
         for _ in 0..<750 where !held {  // until flock(1) has the lock (up to 15 s on a loaded machine)
             held = AssetLock.isHeld(assetId: "movie-1", in: directory)
+            if !held, !holder.isRunning, deaths.count < 3 {
+                deaths.append("status \(try await holder.waitForExit(timeout: .seconds(5)).status)")
+                holder = try ProcessRunner.start(URL(fileURLWithPath: "/usr/bin/flock"), [file, "sleep", "30"])
+            }
             if !held { try await Task.sleep(for: .milliseconds(20)) }
         }
-        #expect(
-            held,
-            "flock(1) running: \(holder.isRunning), stderr: \(String(decoding: (try? holder.standardError()) ?? Data(), as: UTF8.self))"
-        )
+        #expect(held, "flock(1) running: \(holder.isRunning); earlier holders ended: \(deaths)")
         holder.kill()
         _ = try await holder.waitForExit(timeout: .seconds(10))
         #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))

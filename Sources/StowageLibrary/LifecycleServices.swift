@@ -1,0 +1,42 @@
+public import AssetDownload
+public import ServiceLifecycle
+
+/// A foreground download as a swift-service-lifecycle `Service`: it runs until the task ends, and a graceful shutdown
+/// of its group (SIGTERM, Ctrl-C) pauses the task, which keeps its files for `resume`. `stowage download` runs one in
+/// a `ServiceGroup` with the signals, beside the loop that renders the task's events.
+public struct DownloadTaskService: Service {
+    public let task: DownloadTask
+
+    public init(_ task: DownloadTask) {
+        self.task = task
+    }
+
+    public func run() async throws {
+        let task = self.task
+        await withGracefulShutdownHandler {
+            _ = try? await task.result()
+        } onGracefulShutdown: {
+            task.pause()
+        }
+    }
+}
+
+/// A playback session as a swift-service-lifecycle `Service`: it runs until the session ends by itself (the player
+/// exits, the lease ends, the package is deleted), and a graceful shutdown of its group stops it (the player too).
+/// `stowage play` runs one in a `ServiceGroup` with SIGTERM and SIGINT.
+public struct PlaybackService: Service {
+    public let handle: PlaybackHandle
+
+    public init(_ handle: PlaybackHandle) {
+        self.handle = handle
+    }
+
+    public func run() async throws {
+        let handle = self.handle
+        _ = try await withGracefulShutdownHandler {
+            try await handle.ended()
+        } onGracefulShutdown: {
+            Task { await handle.stop() }
+        }
+    }
+}
