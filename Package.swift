@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "AssetDownload", targets: ["AssetDownload"]),
         .library(name: "Playback", targets: ["Playback"]),
         .library(name: "KeyServer", targets: ["KeyServer"]),
+        .library(name: "Packaging", targets: ["Packaging"]),
         .library(name: "StowageLibrary", targets: ["StowageLibrary"]),
         .library(name: "OriginServer", targets: ["OriginServer"]),
         .library(name: "StowageService", targets: ["StowageService"]),
@@ -89,10 +90,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Making protected HLS from clear HLS (`stowage package`): fresh keys handed to a registrar (the key server's).
+        .target(
+            name: "Packaging",
+            dependencies: ["StowageCore", "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "KeyServer",
             dependencies: [
-                "StowageCore", "KeyDelivery", "StowageCrypto", "HLS", "MediaCrypto",
+                "StowageCore", "KeyDelivery", "StowageCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -118,7 +125,7 @@ let package = Package(
         .target(
             name: "StowageLibrary",
             dependencies: [
-                "StowageCore", "AssetDownload", "Playback", "OfflinePackage", "KeyDelivery",
+                "StowageCore", "Packaging", "AssetDownload", "Playback", "OfflinePackage", "KeyDelivery",
                 // The demo scenario's embedded servers (DemoEnvironment).
                 "KeyServer", "OriginServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -143,6 +150,7 @@ let package = Package(
         .executableTarget(
             name: "stowage",
             dependencies: [
+                "Packaging",
                 "StowageCore", "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery", "OfflinePackage",
                 "AssetDownload", "Playback", "KeyServer", "OriginServer", "StowageLibrary", "StowageService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -182,6 +190,7 @@ let package = Package(
         .testTarget(
             name: "OfflinePackageTests",
             dependencies: [
+                "Packaging",
                 "StowageTestSupport", "PackageTestSupport", "OfflinePackage", "KeyDelivery", "KeyServer", "HLS", "MediaCrypto", "StowageCrypto",
                 "StowageCore",
             ],
@@ -190,7 +199,7 @@ let package = Package(
         // A real key server and origin serving an asset packaged from a clear fixture, for download tests.
         .target(
             name: "DownloadTestSupport",
-            dependencies: ["AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "StowageCrypto"],
+            dependencies: ["Packaging", "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "StowageCrypto"],
             path: "Tests/DownloadTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -235,6 +244,7 @@ let package = Package(
         .target(
             name: "PackageTestSupport",
             dependencies: [
+                "Packaging",
                 "OfflinePackage", "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "StowageCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -245,6 +255,7 @@ let package = Package(
         .testTarget(
             name: "PlaybackTests",
             dependencies: [
+                "Packaging",
                 "Playback", "PackageTestSupport", "StowageTestSupport",
                 "OfflinePackage", "KeyDelivery", "HLS", "MediaCrypto", "StowageCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -256,6 +267,7 @@ let package = Package(
         .testTarget(
             name: "KeyServerTests",
             dependencies: [
+                "Packaging",
                 "StowageTestSupport",
                 "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "OfflinePackage",
                 .product(name: "Hummingbird", package: "hummingbird"),

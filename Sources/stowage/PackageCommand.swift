@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeyServer
+import Packaging
 
 /// `stowage package CLEAR_PLAYLIST --asset-id ID --method sample-aes|aes-128 --out DIR --keyserver-data-dir DIR`
 struct PackageCommand: AsyncParsableCommand {
@@ -54,7 +55,7 @@ struct PackageCommand: AsyncParsableCommand {
             outputDirectory: URL(fileURLWithPath: out),
             rotationPeriod: rotateEvery,
             keyServerURL: keyServerUrl,
-            registrar: directory
+            registrar: KeyRegistrar(directory.register)
         )
         do {
             let report = try await packager.package(playlistAt: URL(fileURLWithPath: clearPlaylist))

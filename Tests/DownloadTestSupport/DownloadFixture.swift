@@ -4,6 +4,7 @@ import KeyDelivery
 public import KeyServer
 public import OfflinePackage
 public import OriginServer
+public import Packaging
 import StowageCrypto
 public import Testing
 
@@ -43,7 +44,7 @@ public struct DownloadFixture: Sendable {
             outputDirectory: root.appendingPathComponent("origin/\(assetId)"),
             rotationPeriod: nil,
             keyServerURL: nil,
-            registrar: directory
+            registrar: KeyRegistrar(directory.register)
         )
         _ = try await packager.package(playlistAt: clearPlaylist)
         return DownloadFixture(root: root, assetId: assetId, keyServer: directory, serverClock: clock)
@@ -57,7 +58,7 @@ public struct DownloadFixture: Sendable {
             outputDirectory: originRoot.appendingPathComponent(id),
             rotationPeriod: nil,
             keyServerURL: nil,
-            registrar: keyServer
+            registrar: KeyRegistrar(keyServer.register)
         )
         _ = try await packager.package(playlistAt: clearPlaylist)
     }

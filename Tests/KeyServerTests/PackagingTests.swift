@@ -2,6 +2,7 @@ import Foundation
 import HLS
 import KeyDelivery
 import OfflinePackage
+import Packaging
 import StowageCrypto
 import StowageTestSupport
 import Testing
@@ -38,7 +39,7 @@ struct PackagingTests {
                 outputDirectory: out,
                 rotationPeriod: rotation,
                 keyServerURL: "https://keys.example/",
-                registrar: directory
+                registrar: KeyRegistrar(directory.register)
             )
             return try await packager.package(playlistAt: playlist)
         }

@@ -4,6 +4,7 @@ import HLS
 public import KeyDelivery
 public import KeyServer
 public import OfflinePackage
+public import Packaging
 import StowageCrypto
 
 /// How a test package's keys are delivered and held on the device.

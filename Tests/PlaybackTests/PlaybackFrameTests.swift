@@ -2,6 +2,7 @@ import Foundation
 import KeyServer
 import OfflinePackage
 import PackageTestSupport
+import Packaging
 import Playback
 import Testing
 

@@ -3,6 +3,7 @@ import KeyDelivery
 import KeyServer
 import OfflinePackage
 import PackageTestSupport
+import Packaging
 import Playback
 import Testing
 

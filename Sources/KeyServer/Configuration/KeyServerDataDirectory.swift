@@ -194,4 +194,10 @@ public struct KeyServerDataDirectory: Sendable {
         let verifier = await EntitlementVerifier(secret: try loadTokenSecret(), configuration: configuration)
         return try await verifier.makeToken(subject: subject, assets: assets, ttl: ttl, now: clock.now)
     }
+
+    /// Seals `key` into this key server's store for `assetID` (``addAsset(id:keyID:key:policy:clock:)`` with the
+    /// default policy): what content packaging registers its keys with (`KeyRegistrar(directory.register)`).
+    public func register(assetID: String, keyID: String, key: SecretBytes) async throws {
+        try await addAsset(id: assetID, keyID: keyID, key: key)
+    }
 }

@@ -1,6 +1,7 @@
 public import Foundation
 import KeyServer
 import OriginServer
+import Packaging
 public import StowageCore
 
 /// An embedded key server and origin on 127.0.0.1, serving a clear HLS fixture packaged with SAMPLE-AES and fresh skd
@@ -81,7 +82,7 @@ public final class DemoEnvironment: Sendable {
                 outputDirectory: originRoot.appendingPathComponent(assetId),
                 rotationPeriod: nil,
                 keyServerURL: keyAddress.baseURL.absoluteString,
-                registrar: directory
+                registrar: KeyRegistrar(directory.register)
             ).package(playlistAt: fixture)
             let origin = Origin(configuration: .init(root: originRoot.path, conditions: conditions, seed: 1))
             let (originAddresses, originContinuation) = AsyncStream.makeStream(of: Origin.Address.self)

@@ -11,10 +11,18 @@ public protocol ContentKeyRegistrar {
     func register(assetID: String, keyID: String, key: SecretBytes) async throws
 }
 
-extension KeyServerDataDirectory: ContentKeyRegistrar {
-    /// Seals the key into this key server's store (``addAsset(id:keyID:key:policy:clock:)``).
+/// A registrar made of a function, such as a key server data directory's `register`:
+/// `KeyRegistrar(keyServerDirectory.register)`. (Packaging does not depend on the key server: content can be
+/// prepared for any key store.)
+public struct KeyRegistrar: ContentKeyRegistrar, Sendable {
+    private let body: @Sendable (String, String, SecretBytes) async throws -> Void
+
+    public init(_ register: @escaping @Sendable (_ assetID: String, _ keyID: String, _ key: SecretBytes) async throws -> Void) {
+        body = register
+    }
+
     public func register(assetID: String, keyID: String, key: SecretBytes) async throws {
-        try await addAsset(id: assetID, keyID: keyID, key: key)
+        try await body(assetID, keyID, key)
     }
 }
 
