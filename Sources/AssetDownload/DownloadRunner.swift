@@ -326,15 +326,8 @@ struct DownloadRunner: Sendable {
     }
 
     static func hash(_ url: URL) throws -> CompletedFile {
-        let handle = try FileHandle(forReadingFrom: url)
-        defer { try? handle.close() }
-        var hasher = SHA256Stream()
-        var size: Int64 = 0
-        while let data = try handle.read(upToCount: 1 << 20), !data.isEmpty {
-            hasher.update(data)
-            size += Int64(data.count)
-        }
-        return CompletedFile(size: size, sha256: hasher.hex())
+        let (size, sha256) = try ChunkedFile.sha256(of: url)
+        return CompletedFile(size: size, sha256: sha256)
     }
 }
 

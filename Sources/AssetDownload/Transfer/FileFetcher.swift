@@ -215,7 +215,7 @@ struct FileFetcher: Sendable {
         defer { close(fd) }
         // The digest covers the whole file: what an earlier attempt left comes first.
         var hasher = SHA256Hasher()
-        if keep > 0 { try Self.hash(fd, into: &hasher) }
+        if keep > 0 { try Self.hash(part, into: &hasher) }
         var written: Int64 = 0
         do {
             for try await var chunk in response.body {
@@ -313,18 +313,13 @@ struct FileFetcher: Sendable {
         if let whole {
             done = whole
         } else {
-            let fd = open(part.path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: "the partial file vanished")
-            }
-            defer { close(fd) }
-            var hasher = SHA256Hasher()
             do {
-                done = CompletedFile(size: try Self.hash(fd, into: &hasher), sha256: "")
+                let (size, sha256) = try ChunkedFile.sha256(of: part)
+                done = CompletedFile(size: size, sha256: sha256)
             } catch {
-                throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: error.comment)
+                let reason = error.code == ENOENT ? "the partial file vanished" : error.reason
+                throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: reason)
             }
-            done.sha256 = Hex.encode(hasher.finalize())
         }
         if let expectedLength, done.size != expectedLength {
             try? FileManager.default.removeItem(at: part)
@@ -353,20 +348,14 @@ struct FileFetcher: Sendable {
         }
     }
 
-    /// Feeds `fd` from its start to its end into `hasher`; returns the bytes read.
+    /// Feeds the file at `url` (``ChunkedFile``) from its start to its end into `hasher`; returns the bytes read.
     @discardableResult
-    private static func hash(_ fd: Int32, into hasher: inout SHA256Hasher) throws(TransferFailure) -> Int64 {
-        var buffer = [UInt8](repeating: 0, count: readSize)
-        var size: Int64 = 0
-        while true {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, $0.count, off_t(size)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw TransferFailure(kind: .local, domain: "storage", code: "read_failed", comment: String(cString: strerror(errno)))
-            }
-            guard n > 0 else { return size }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            size += Int64(n)
+    private static func hash(_ url: URL, into hasher: inout SHA256Hasher) throws(TransferFailure) -> Int64 {
+        do {
+            return try ChunkedFile(url).forEachChunk(chunkSize: readSize) { hasher.update($0) }
+        } catch {
+            let reason = (error as? FileReadError)?.reason ?? "\(error)"
+            throw TransferFailure(kind: .local, domain: "storage", code: "read_failed", comment: reason)
         }
     }
 

@@ -1,4 +1,4 @@
-import StowageCrypto
+package import StowageCrypto
 
 #if canImport(Glibc)
 import Glibc
@@ -12,10 +12,12 @@ import Darwin
 /// Reading refuses a file open to group or others, or owned by another user, the way ssh refuses a loose private
 /// key: a key that others could have copied is not a secret any more. Creating never replaces an existing file
 /// (`link(2)` from a fully written temporary file), so two processes starting at once end up with the same key.
-enum PrivateFile {
+///
+/// `package` access: the key server keeps its own secrets (signing key, master key, token secret) with the same code.
+package enum PrivateFile {
     /// Creates `path` with mode 0700 (and missing parents) if it does not exist; refuses an existing directory that is
     /// open to group or others or owned by someone else.
-    static func prepareDirectory(_ path: String) throws(PrivateFileError) {
+    package static func prepareDirectory(_ path: String) throws(PrivateFileError) {
         var info = stat()
         if lstat(path, &info) != 0 {
             guard errno == ENOENT else { throw .ioFailure(path: path, operation: "stat", errno: errno) }
@@ -36,7 +38,7 @@ enum PrivateFile {
     }
 
     /// Reads a secret file of exactly `count` bytes straight into zeroizing memory; nil if it does not exist.
-    static func readSecret(_ path: String, count: Int) throws(PrivateFileError) -> SecretBytes? {
+    package static func readSecret(_ path: String, count: Int) throws(PrivateFileError) -> SecretBytes? {
         guard let (descriptor, size) = try openOwnerOnly(path) else { return nil }
         defer { close(descriptor) }
         guard size == count else { throw .malformedFile(path: path, reason: "it has \(size) bytes instead of \(count)") }
@@ -49,9 +51,25 @@ enum PrivateFile {
         }
     }
 
+    /// Reads a secret file of 1 to `maximumCount` bytes straight into zeroizing memory; nil if it does not exist.
+    package static func readSecret(_ path: String, maximumCount: Int) throws(PrivateFileError) -> SecretBytes? {
+        guard let (descriptor, size) = try openOwnerOnly(path) else { return nil }
+        defer { close(descriptor) }
+        guard size > 0, size <= maximumCount else {
+            throw .malformedFile(path: path, reason: "it has \(size) bytes, expected 1 to \(maximumCount)")
+        }
+        do {
+            return try SecretBytes(count: size) { buffer in try readFully(descriptor, into: buffer, path: path) }
+        } catch let error as PrivateFileError {
+            throw error
+        } catch {
+            throw .ioFailure(path: path, operation: "read", errno: EIO)
+        }
+    }
+
     /// Reads a small owner-only file (a sealed state file, the pins file) of at most `limit` bytes; nil if it does not
     /// exist. Refuses what ``readSecret(_:count:)`` refuses: another owner, group or other access, a link.
-    static func readSmall(_ path: String, limit: Int) throws(PrivateFileError) -> [UInt8]? {
+    package static func readSmall(_ path: String, limit: Int) throws(PrivateFileError) -> [UInt8]? {
         guard let (descriptor, size) = try openOwnerOnly(path) else { return nil }
         defer { close(descriptor) }
         guard size <= limit else { throw .malformedFile(path: path, reason: "it is larger than \(limit) bytes") }
@@ -107,7 +125,7 @@ enum PrivateFile {
     ///
     /// - Returns: false if `path` already existed (another process won the race); the caller reads it then.
     @discardableResult
-    static func createExclusively(_ path: String, contents: SecretBytes) throws(PrivateFileError) -> Bool {
+    package static func createExclusively(_ path: String, contents: SecretBytes) throws(PrivateFileError) -> Bool {
         let temporary = try writeTemporary(beside: path) { descriptor throws(PrivateFileError) in
             // Straight from the zeroizing buffer: no copy of the secret is made.
             try contents.withUnsafeBytes { bytes in Result { () throws(PrivateFileError) in try writeFully(descriptor, bytes, path: path) } }.get()
@@ -123,7 +141,7 @@ enum PrivateFile {
 
     /// Replaces `path` with `contents`, mode 0600, atomically: written and synced to a temporary file, renamed over the
     /// old one, and the directory synced, so a reader sees the old file or the new one and never a mix.
-    static func replaceAtomically(_ path: String, contents: [UInt8]) throws(PrivateFileError) {
+    package static func replaceAtomically(_ path: String, contents: [UInt8]) throws(PrivateFileError) {
         let temporary = try writeTemporary(beside: path) { descriptor throws(PrivateFileError) in
             try contents.withUnsafeBytes { bytes in Result { () throws(PrivateFileError) in try writeFully(descriptor, bytes, path: path) } }.get()
         }
@@ -169,7 +187,7 @@ enum PrivateFile {
     }
 
     /// Applies mode 0600 to a file that exists (the database and its WAL, which SQLite creates with the umask's mode).
-    static func restrict(_ path: String) {
+    package static func restrict(_ path: String) {
         _ = chmod(path, 0o600)
     }
 

@@ -73,30 +73,19 @@ struct FileStreaming {
         allowShort: Bool = false,
         _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
-        let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw PlaylistDecryptionError.unreadable(path: url.path, reason: String(cString: strerror(errno)))
+        let read: Int64
+        do {
+            read = try ChunkedFile(url).forEachChunk(
+                from: Int64(range?.offset ?? 0),
+                length: range.map { Int64($0.length) },
+                chunkSize: Self.bufferSize,
+                body
+            )
+        } catch let error as FileReadError {
+            throw PlaylistDecryptionError.unreadable(path: url.path, reason: error.reason)
         }
-        defer { close(descriptor) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset = range?.offset ?? 0
-        var remaining = range?.length ?? Int.max
-        while remaining > 0 {
-            let count = pread(descriptor, buffer.baseAddress, min(Self.bufferSize, remaining), off_t(offset))
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw PlaylistDecryptionError.unreadable(path: url.path, reason: String(cString: strerror(errno)))
-            }
-            if count == 0 {
-                if range != nil, !allowShort {
-                    throw PlaylistDecryptionError.unreadable(path: url.path, reason: "the file ends before the byte range \(range!) does")
-                }
-                break
-            }
-            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-            offset += count
-            remaining -= count
+        if let range, !allowShort, read < Int64(range.length) {
+            throw PlaylistDecryptionError.unreadable(path: url.path, reason: "the file ends before the byte range \(range) does")
         }
     }
 

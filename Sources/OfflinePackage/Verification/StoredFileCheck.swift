@@ -221,28 +221,14 @@ struct StoredFileCheck: Sendable {
     /// - Returns: why reading stopped early, nil when the whole file was read.
     /// - Throws: `CancellationError`, or what `body` throws.
     static func forEachChunk(of url: URL, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> String? {
-        let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
-        defer { close(descriptor) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            if Task.isCancelled { throw CancellationError() }
-            // Fill the buffer (a regular file gives whole reads but for the last), so the first chunk holds
-            // enough to detect the container.
-            var filled = 0
-            while filled < bufferSize {
-                let count = read(descriptor, buffer.baseAddress! + filled, bufferSize - filled)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    return String(cString: strerror(errno))
-                }
-                if count == 0 { break }
-                filled += count
+        do {
+            try ChunkedFile(url).forEachChunk(chunkSize: bufferSize) { chunk in
+                if Task.isCancelled { throw CancellationError() }
+                try body(chunk)
             }
-            if filled == 0 { return nil }
-            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
-            if filled < bufferSize { return nil }
+            return nil
+        } catch let error as FileReadError {
+            return error.reason
         }
     }
 

@@ -34,7 +34,7 @@ struct SegmentStream: Sendable {
     ///   `decryption_failed`; or the writer's error when the player went away.
     func stream(into writer: inout any ResponseBodyWriter, chunkSize: Int) async throws -> Int {
         let path = file.path
-        guard let handle = ReadableFile(url) else { throw PlaybackError.segmentMissing(assetId: assetId, path: path) }
+        guard let handle = try? ChunkedFile(url) else { throw PlaybackError.segmentMissing(assetId: assetId, path: path) }
         if let expected = file.size, let size = handle.size, size != expected {
             throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: expected, found: size)
         }
@@ -125,7 +125,7 @@ final class InitSectionCache: Sendable {
         let file = role.file
         if let done = prepared.withLock({ $0[file.path] }) { return done }
         let assetId = authorization.assetId
-        guard let url = try? authorization.package.url(forRelativePath: file.path), let handle = ReadableFile(url) else {
+        guard let url = try? authorization.package.url(forRelativePath: file.path), let handle = try? ChunkedFile(url) else {
             throw .segmentMissing(assetId: assetId, path: file.path)
         }
         guard let size = handle.size, size <= Self.maximumSize else {

@@ -67,7 +67,7 @@ struct PlaybackResponder: HTTPResponder {
             let rendition = authorization.playlists[relative].map { authorization.manifest.renditions[$0].id }
             do {
                 let url = try authorization.package.url(forRelativePath: relative)
-                guard let handle = ReadableFile(url), let size = handle.size else {
+                guard let handle = try? ChunkedFile(url), let size = handle.size else {
                     throw PlaybackError.segmentMissing(assetId: authorization.assetId, path: relative)
                 }
                 let isMultivariant = relative == authorization.manifest.multivariantPlaylist
@@ -187,7 +187,7 @@ struct PlaybackResponder: HTTPResponder {
         guard let key = file.key else { return SegmentStream(assetId: assetId, url: url, file: file, decryption: nil) }
         var decryption = try Decryptions.wholeFile(key, path: file.path, in: authorization)
         if decryption.method == .sampleAES {
-            guard let handle = ReadableFile(url), let prefix = try? handle.read(count: SegmentContainer.detectionLength, at: 0) else {
+            guard let handle = try? ChunkedFile(url), let prefix = try? handle.read(count: SegmentContainer.detectionLength, at: 0) else {
                 throw .segmentMissing(assetId: assetId, path: file.path)
             }
             decryption.container = SegmentContainer.detect(prefix)
