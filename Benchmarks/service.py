@@ -43,14 +43,8 @@ def stowage_command(stowage, home, arguments, timeout=60):
 
 
 def package_bytes(home, asset):
-    total = 0
-    for folder, _, files in os.walk(os.path.join(home, "packages", asset)):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(folder, name))
-            except OSError:
-                pass
-    return total
+    """Bytes on disk in the asset's package, .part files included (0 before it exists)."""
+    return download.tree_bytes(os.path.join(home, "packages", asset))
 
 
 def peak_rss_mib(pid):
