@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePackage
+public import StowageCore
 
 /// A ``DownloadEvent`` as data: what `stowage download --json` prints one per line and what the download service
 /// streams to `download --attach`. Members absent from an event are left out of its JSON.
@@ -29,16 +30,8 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
         public var files: Int
     }
 
-    /// An error's code and message.
-    public struct Problem: Codable, Sendable, Hashable {
-        public var code: String
-        public var message: String
-
-        public init(code: String, message: String) {
-            self.code = code
-            self.message = message
-        }
-    }
+    /// An error's code, message and subject: the one JSON form of an error (`ErrorDocument`'s body).
+    public typealias Problem = ErrorDocument.Body
 
     public var asset: String
     public var event: Kind
@@ -107,7 +100,7 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
             id = rendition
         case .paused(let why):
             self.init(asset: assetId, event: .paused)
-            reason = why.map { Problem(code: $0.code, message: $0.description) }
+            reason = why.map { ErrorDocument($0).error }
         case .resumed:
             self.init(asset: assetId, event: .resumed)
         case .finished(let manifest):
@@ -117,7 +110,7 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
             mediaSelectionCount = manifest.renditions.count
         case .failed(let failure):
             self.init(asset: assetId, event: .failed)
-            error = Problem(code: failure.code, message: failure.description)
+            error = ErrorDocument(failure).error
         }
     }
 

@@ -1,7 +1,7 @@
 public import AssetDownload
 import Foundation
 import OfflinePackage
-import StowageCore
+public import StowageCore
 import StowageLibrary
 
 /// One download as the service sees it.

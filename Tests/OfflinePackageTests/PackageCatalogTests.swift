@@ -1,6 +1,7 @@
 import Foundation
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 import StowageCrypto
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 public import KeyDelivery
+public import StowageCore
 
 /// The offline packages in a data directory, as `stowage list` shows them: `packages/*/manifest.json`, each with its
 /// real size on disk, its renditions and its lease.
@@ -146,19 +147,9 @@ public struct PackageCatalogEntry: Codable, Sendable, Hashable {
         }
     }
 
-    /// Why a package could not be read.
-    public struct Problem: Codable, Sendable, Hashable {
-        /// A stable code: `manifest_missing`, or a ``PackageError/code`` (`invalid_manifest`...).
-        public var code: String
-        /// What happened and what to do.
-        public var message: String
-
-        /// A problem.
-        public init(code: String, message: String) {
-            self.code = code
-            self.message = message
-        }
-    }
+    /// Why a package could not be read: a stable code (`manifest_missing`, or a ``PackageError`` code such as
+    /// `invalid_manifest`) and what happened and what to do, in the one JSON form of an error.
+    public typealias Problem = ErrorDocument.Body
 
     /// The asset.
     public var assetId: String
