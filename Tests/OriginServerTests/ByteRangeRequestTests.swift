@@ -1,3 +1,4 @@
+import StowageCore
 import Testing
 
 @testable import OriginServer

@@ -113,6 +113,7 @@ public enum TestPackages {
     ///   - keys: skd keys under a lease (default: a policy with a playback window) or identity keys.
     ///   - root: where the test's folder is made (a temporary directory).
     ///   - start: the time the clock starts at.
+    ///   - rotationPeriod: segments per key (key rotation); nil for one key.
     /// - Returns: the package, its data directory, key store and clock.
     public static func make(
         clearPlaylist: URL,
@@ -120,7 +121,8 @@ public enum TestPackages {
         assetId: String,
         keys: TestKeyDelivery = .standardSkd,
         in root: URL,
-        start: Int64 = startTime
+        start: Int64 = startTime,
+        rotationPeriod: Int? = nil
     ) async throws -> TestPackage {
         let folder = root.appendingPathComponent("\(assetId)-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -141,7 +143,13 @@ public enum TestPackages {
         if case .skd = keys { policy = policyName }
         let registrar = RecordingRegistrar(directory: server, policy: policy, clock: serverClock)
         let packaged = folder.appendingPathComponent("packaged", isDirectory: true)
-        let packager = ContentPackager(assetID: assetId, method: method, outputDirectory: packaged, registrar: registrar)
+        let packager = ContentPackager(
+            assetID: assetId,
+            method: method,
+            outputDirectory: packaged,
+            rotationPeriod: rotationPeriod,
+            registrar: registrar
+        )
         let report = try await packager.package(playlistAt: clearPlaylist)
 
         // The device.

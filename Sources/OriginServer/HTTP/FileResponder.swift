@@ -239,20 +239,7 @@ struct FileResponder: HTTPResponder {
         String(target.prefix { $0 != "?" && $0 != "#" })
     }
 
-    /// RFC 9110 section 13.1.5: a Range is honoured only if If-Range, when present, matches the current representation;
-    /// entity tags compare strongly, so a weak tag never matches.
     static func ifRange(_ value: String?, matches file: ServedFile) -> Bool {
-        guard let value = value?.trimmingSpacesAndTabs() else { return true }
-        if value.hasPrefix("\"") || value.hasPrefix("W/") {
-            return value == file.entityTag
-        }
-        return value == file.lastModified
-    }
-}
-
-extension String {
-    fileprivate func trimmingSpacesAndTabs() -> String {
-        let trimmedStart = drop { $0 == " " || $0 == "\t" }
-        return String(trimmedStart.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        ByteRangeRequest.ifRange(value, entityTag: file.entityTag, lastModified: file.lastModified)
     }
 }

@@ -16,6 +16,20 @@ struct Decryption: Sendable {
     var initSection: CBCSInitSection?
 }
 
+/// Files whose SHA-256 was checked in this session, by path, with the identity they had then: a byte range of such a
+/// file is served without hashing the whole file again, as long as the identity (inode, size, change time) holds.
+final class VerifiedFiles: Sendable {
+    private let checked = Mutex<[String: FileSystem.Identity]>([:])
+
+    func isVerified(_ path: String, as identity: FileSystem.Identity) -> Bool {
+        checked.withLock { $0[path] == identity }
+    }
+
+    func record(_ path: String, as identity: FileSystem.Identity) {
+        checked.withLock { $0[path] = identity }
+    }
+}
+
 /// One segment to stream: read from disk a chunk at a time, hashed, decrypted and written to the response.
 struct SegmentStream: Sendable {
     var assetId: String
@@ -23,61 +37,80 @@ struct SegmentStream: Sendable {
     var file: PackageFile
     var decryption: Decryption?
 
-    /// Streams the file into `writer` and returns the bytes written.
+    /// The length of the segment as the player receives it, known before a byte is produced: the file's size for a
+    /// clear file, AES-CTR and sample encryption (SAMPLE-AES TS and cbcs keep every byte count; docs/media-crypto.md),
+    /// and for AES-CBC the size less the PKCS#7 padding, read from the last block alone.
+    /// - Throws: ``PlaybackError`` `segment_missing`, `segment_modified` or `decryption_failed` (bad padding).
+    func servedLength() throws(PlaybackError) -> Int64 {
+        let path = file.path
+        guard let handle = try? ChunkedFile(url), let size = handle.size else { throw .segmentMissing(assetId: assetId, path: path) }
+        if let expected = file.size, size != expected {
+            throw .segmentModified(assetId: assetId, path: path, expected: expected, found: size)
+        }
+        guard let decryption, decryption.method == .aes128 || decryption.method == .aes256 else { return size }
+        guard size >= 16, size % 16 == 0 else {
+            throw .decryptionFailed(assetId: assetId, path: path, detail: "\(size) bytes is not a whole number of AES blocks")
+        }
+        // The last block, decrypted with the block before it as its IV, tells the padding.
+        let tail: [UInt8]
+        do {
+            tail = try handle.read(count: size >= 32 ? 32 : 16, at: size >= 32 ? size - 32 : 0)
+        } catch {
+            throw .segmentMissing(assetId: assetId, path: path)
+        }
+        let iv = tail.count == 32 ? Array(tail[0..<16]) : decryption.iv
+        do {
+            let cipher = try WholeSegmentCipher(
+                method: decryption.method == .aes128 ? .aes128 : .aes256,
+                key: decryption.key,
+                iv: iv,
+                direction: .decrypt,
+                segment: path
+            )
+            var last = 0
+            try tail.suffix(16).withUnsafeBytes { block in try cipher.process(block) { last += $0.count } }
+            try cipher.finish { last += $0.count }
+            return size - 16 + Int64(last)
+        } catch {
+            throw .decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
+        }
+    }
+
+    /// Streams the whole file into `writer` and returns the bytes written.
     ///
     /// Memory stays at two chunks plus what the decryptor holds (a PES packet, a `moof`): each chunk's output is held
     /// back until the next chunk is read, and the last one until the file's SHA-256 has been checked, so a file
     /// modified on disk never reaches the player whole: the response is cut short instead (the connection is closed
-    /// without the final chunk), and the caller logs why.
+    /// without the final chunk), and the caller logs why. Output that would not have the `length` promised in the
+    /// headers is cut short the same way.
     ///
     /// - Throws: ``PlaybackError`` `segment_missing`, `segment_modified`, `segment_checksum_mismatch`,
     ///   `decryption_failed`; or the writer's error when the player went away.
-    func stream(into writer: inout any ResponseBodyWriter, chunkSize: Int) async throws -> Int {
+    func stream(
+        into writer: inout any ResponseBodyWriter,
+        length: Int64,
+        verified: VerifiedFiles,
+        chunkSize: Int
+    ) async throws -> Int {
         let path = file.path
         guard let handle = try? ChunkedFile(url) else { throw PlaybackError.segmentMissing(assetId: assetId, path: path) }
         if let expected = file.size, let size = handle.size, size != expected {
             throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: expected, found: size)
         }
-        let transform: (any SegmentTransform)?
-        do {
-            transform = try decryption.map { decryption in
-                try SegmentCryptography.decryptor(
-                    method: decryption.method,
-                    container: decryption.container,
-                    key: decryption.key,
-                    iv: decryption.iv,
-                    initSection: decryption.initSection,
-                    segment: path
-                )
-            }
-        } catch {
-            throw PlaybackError.unsupportedEncryption(assetId: assetId, path: path, detail: "\(error)")
-        }
+        let identity = FileSystem.identity(of: handle.descriptor)
+        let transform = try makeTransform(iv: decryption?.iv)
         var hasher = SHA256Hasher()
         var held = ByteBuffer()
         var offset: Int64 = 0
         var written = 0
         while true {
-            let chunk: [UInt8]
-            do {
-                chunk = try handle.read(count: chunkSize, at: offset)
-            } catch {
-                throw PlaybackError.segmentMissing(assetId: assetId, path: path)
-            }
+            let chunk = try read(handle, count: chunkSize, at: offset)
             if chunk.isEmpty { break }
             offset += Int64(chunk.count)
             hasher.update(chunk)
             var output = ByteBuffer()
             output.reserveCapacity(chunk.count + 1024)
-            if let transform {
-                do {
-                    try transform.process(chunk) { output.writeBytes($0) }
-                } catch {
-                    throw PlaybackError.decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
-                }
-            } else {
-                output.writeBytes(chunk)
-            }
+            try process(chunk, with: transform) { output.writeBytes($0) }
             if held.readableBytes > 0 {
                 written += held.readableBytes
                 try await writer.write(held)
@@ -94,11 +127,184 @@ struct SegmentStream: Sendable {
         guard Hex.encode(hasher.finalize()) == file.sha256?.lowercased() else {
             throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
         }
+        guard Int64(written + held.readableBytes) == length else {
+            throw PlaybackError.decryptionFailed(
+                assetId: assetId,
+                path: path,
+                detail: "the decrypted segment has \(written + held.readableBytes) bytes where \(length) were announced"
+            )
+        }
+        if let identity { verified.record(path, as: identity) }
         if held.readableBytes > 0 {
             written += held.readableBytes
             try await writer.write(held)
         }
         return written
+    }
+
+    /// Streams bytes `range` of the segment as the player receives it (of `length` bytes in all) and returns the bytes
+    /// written.
+    ///
+    /// The file's SHA-256 is checked first unless it was checked in this session and the file has not changed since.
+    /// Then only what the range needs is read and decrypted: for AES-CBC from the block holding the range's first byte
+    /// (the block before it is the IV) to one block past its last (the last block only when the range reaches the
+    /// end, for the padding); for AES-CTR from that block with the counter advanced; clear files exactly the range.
+    /// Sample encryption (SAMPLE-AES TS, cbcs) is decrypted from the start of the file, since a PES packet or a
+    /// fragment's first sample may begin anywhere before the range, and stops once the range is complete.
+    func stream(
+        range: ClosedRange<Int64>,
+        length: Int64,
+        into writer: inout any ResponseBodyWriter,
+        verified: VerifiedFiles,
+        chunkSize: Int
+    ) async throws -> Int {
+        let path = file.path
+        guard let handle = try? ChunkedFile(url), let size = handle.size else {
+            throw PlaybackError.segmentMissing(assetId: assetId, path: path)
+        }
+        if let expected = file.size, size != expected {
+            throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: expected, found: size)
+        }
+        let identity = FileSystem.identity(of: handle.descriptor)
+        if identity.map({ !verified.isVerified(path, as: $0) }) ?? true {
+            var hasher = SHA256Hasher()
+            var offset: Int64 = 0
+            while true {
+                let chunk = try read(handle, count: chunkSize, at: offset)
+                if chunk.isEmpty { break }
+                offset += Int64(chunk.count)
+                hasher.update(chunk)
+            }
+            guard Hex.encode(hasher.finalize()) == file.sha256?.lowercased() else {
+                throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
+            }
+            if let identity { verified.record(path, as: identity) }
+        }
+
+        // Where reading starts and ends in the file, where the first output byte sits in the served bytes, and
+        // whether the cipher is finished (the padding checked) at the end.
+        var inputStart: Int64 = 0
+        var inputEnd = size
+        var outputStart: Int64 = 0
+        var finish = true
+        var iv = decryption?.iv
+        switch decryption?.method {
+        case nil:
+            inputStart = range.lowerBound
+            inputEnd = range.upperBound + 1
+            outputStart = range.lowerBound
+            finish = false
+        case .aes128?, .aes256?:
+            let first = range.lowerBound / 16
+            let last = range.upperBound / 16
+            inputStart = first * 16
+            outputStart = inputStart
+            if first > 0 { iv = try read(handle, count: 16, at: inputStart - 16) }
+            if (last + 1) * 16 < size {
+                // One block more than the range needs: the cipher holds the last block it is given back for padding.
+                inputEnd = min(size, (last + 2) * 16)
+                finish = false
+            }
+        case .aes256CTR?:
+            let first = range.lowerBound / 16
+            inputStart = first * 16
+            outputStart = inputStart
+            inputEnd = min(size, (range.upperBound / 16 + 1) * 16)
+            iv = decryption.map { Self.counter($0.iv, advancedBy: first) }
+            finish = false
+        case .sampleAES?:
+            break
+        }
+        let transform = try makeTransform(iv: iv)
+        var position = outputStart
+        var written = 0
+        var offset = inputStart
+        while offset < inputEnd, position <= range.upperBound {
+            let chunk = try read(handle, count: Int(min(Int64(chunkSize), inputEnd - offset)), at: offset)
+            if chunk.isEmpty { break }
+            offset += Int64(chunk.count)
+            var output = ByteBuffer()
+            try process(chunk, with: transform) { Self.clip($0, at: &position, to: range, into: &output) }
+            if offset >= inputEnd, finish, let transform {
+                do {
+                    try transform.finish { Self.clip($0, at: &position, to: range, into: &output) }
+                } catch {
+                    throw PlaybackError.decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
+                }
+            }
+            if output.readableBytes > 0 {
+                written += output.readableBytes
+                try await writer.write(output)
+            }
+        }
+        guard Int64(written) == Int64(range.count), FileSystem.identity(of: handle.descriptor) == identity else {
+            throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: length, found: Int64(written))
+        }
+        return written
+    }
+
+    /// Appends the part of `bytes` (which sit at `position` in the served bytes) that falls inside `range`.
+    private static func clip(_ bytes: UnsafeRawBufferPointer, at position: inout Int64, to range: ClosedRange<Int64>, into output: inout ByteBuffer) {
+        let start = max(position, range.lowerBound)
+        let end = min(position + Int64(bytes.count), range.upperBound + 1)
+        if start < end {
+            output.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[Int(start - position)..<Int(end - position)]))
+        }
+        position += Int64(bytes.count)
+    }
+
+    /// The AES-CTR counter block `blocks` blocks after `iv` (a 128-bit big-endian counter, as OpenSSL increments it).
+    static func counter(_ iv: [UInt8], advancedBy blocks: Int64) -> [UInt8] {
+        var counter = iv
+        var carry = UInt64(blocks)
+        var index = counter.count - 1
+        while carry > 0, index >= 0 {
+            let sum = UInt64(counter[index]) + (carry & 0xFF)
+            counter[index] = UInt8(sum & 0xFF)
+            carry = (carry >> 8) + (sum >> 8)
+            index -= 1
+        }
+        return counter
+    }
+
+    private func makeTransform(iv: [UInt8]?) throws(PlaybackError) -> (any SegmentTransform)? {
+        guard let decryption else { return nil }
+        do {
+            return try SegmentCryptography.decryptor(
+                method: decryption.method,
+                container: decryption.container,
+                key: decryption.key,
+                iv: iv ?? decryption.iv,
+                initSection: decryption.initSection,
+                segment: file.path
+            )
+        } catch {
+            throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "\(error)")
+        }
+    }
+
+    private func read(_ handle: ChunkedFile, count: Int, at offset: Int64) throws(PlaybackError) -> [UInt8] {
+        do {
+            return try handle.read(count: count, at: offset)
+        } catch {
+            throw .segmentMissing(assetId: assetId, path: file.path)
+        }
+    }
+
+    private func process(
+        _ chunk: [UInt8],
+        with transform: (any SegmentTransform)?,
+        emit: (UnsafeRawBufferPointer) -> Void
+    ) throws(PlaybackError) {
+        guard let transform else {
+            chunk.withUnsafeBytes { emit($0) }
+            return
+        }
+        do {
+            try chunk.withUnsafeBytes { bytes in try transform.process(bytes) { emit($0) } }
+        } catch {
+            throw .decryptionFailed(assetId: assetId, path: file.path, detail: "\(error)")
+        }
     }
 }
 

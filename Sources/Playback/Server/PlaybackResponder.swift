@@ -3,6 +3,7 @@ import Hummingbird
 import MediaCrypto
 import NIOCore
 import OfflinePackage
+import StowageCore
 
 /// Answers the player's requests for one session: playlists without key tags, files decrypted on the fly.
 ///
@@ -19,6 +20,8 @@ struct PlaybackResponder: HTTPResponder {
     let entry: EntryLatch
     let logs: PlaybackLogs
     let initSections: InitSectionCache
+    /// Files whose SHA-256 was checked in this session, so a byte range needs no whole-file hash.
+    let verified: VerifiedFiles
     let chunkSize: Int
     /// Told when the session must end (the package was deleted).
     let end: @Sendable (PlaybackEnd.Reason) -> Void
@@ -76,19 +79,21 @@ struct PlaybackResponder: HTTPResponder {
                     url: url,
                     sessionPrefix: isMultivariant ? sessionPath.description : nil
                 )
-                let buffer = ByteBuffer(string: text)
-                logs.request(
-                    method: method,
-                    uri: uri,
-                    status: 200,
-                    bytes: buffer.readableBytes,
-                    seconds: Self.seconds(since: started),
-                    rendition: rendition
-                )
-                return Response(
-                    status: .ok,
-                    headers: [.contentType: "application/vnd.apple.mpegurl", .cacheControl: "no-store"],
-                    body: request.method == .head ? ResponseBody() : ResponseBody(byteBuffer: buffer)
+                return bufferedResponse(
+                    ByteBuffer(string: text),
+                    contentType: "application/vnd.apple.mpegurl",
+                    entityTag: nil,
+                    request: request,
+                    log: { status, bytes in
+                        logs.request(
+                            method: method,
+                            uri: uri,
+                            status: status,
+                            bytes: bytes,
+                            seconds: Self.seconds(since: started),
+                            rendition: rendition
+                        )
+                    }
                 )
             } catch {
                 let failure =
@@ -103,60 +108,69 @@ struct PlaybackResponder: HTTPResponder {
         guard let role = authorization.files[relative] else { return reply(.notFound, "not found") }
         let rendition = authorization.manifest.renditions[role.renditionIndex]
         let contentType = Self.contentType(of: relative, kind: rendition.kind)
+        let fileLogs = self.logs
+        let log: @Sendable (Int, Int?) -> Void = { status, bytes in
+            fileLogs.request(method: method, uri: uri, status: status, bytes: bytes, seconds: Self.seconds(since: started), rendition: rendition.id)
+        }
         do {
             switch role.kind {
             case .initSection:
                 let prepared = try initSections.prepare(role, in: authorization)
-                let buffer = ByteBuffer(bytes: prepared.bytes)
-                logs.request(
-                    method: method,
-                    uri: uri,
-                    status: 200,
-                    bytes: buffer.readableBytes,
-                    seconds: Self.seconds(since: started),
-                    rendition: rendition.id
-                )
-                return Response(
-                    status: .ok,
-                    headers: [.contentType: contentType, .cacheControl: "no-store"],
-                    body: request.method == .head ? ResponseBody() : ResponseBody(byteBuffer: buffer)
+                return bufferedResponse(
+                    ByteBuffer(bytes: prepared.bytes),
+                    contentType: contentType,
+                    entityTag: Self.entityTag(of: role.file),
+                    request: request,
+                    log: log
                 )
             case .segment(let initIndex):
                 let plan = try segmentStream(role, initIndex: initIndex, rendition: rendition)
-                if request.method == .head {
-                    logs.request(method: method, uri: uri, status: 200, bytes: 0, seconds: Self.seconds(since: started), rendition: rendition.id)
-                    return Response(status: .ok, headers: [.contentType: contentType, .cacheControl: "no-store"])
+                let length = try plan.servedLength()
+                let entityTag = Self.entityTag(of: role.file)
+                var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store", .acceptRanges: "bytes"]
+                if let entityTag { headers[.eTag] = entityTag }
+                let wanted =
+                    ByteRangeRequest.ifRange(request.headers[.ifRange], entityTag: entityTag ?? "", lastModified: nil)
+                    ? ByteRangeRequest(header: request.headers[.range], size: Int(length)) : .whole
+                let range: ClosedRange<Int64>?
+                switch wanted {
+                case .whole:
+                    range = nil
+                case .partial(let bytes):
+                    range = Int64(bytes.lowerBound)...Int64(bytes.upperBound)
+                case .unsatisfiable:
+                    headers[.contentRange] = "bytes */\(length)"
+                    headers[.contentLength] = "0"
+                    log(416, 0)
+                    return Response(status: .rangeNotSatisfiable, headers: headers, body: ResponseBody())
                 }
-                let logs = self.logs
+                let status: HTTPResponse.Status = range == nil ? .ok : .partialContent
+                let count = range.map { Int64($0.count) } ?? length
+                if let range { headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(length)" }
+                headers[.contentLength] = String(count)
+                if request.method == .head {
+                    log(Int(status.code), 0)
+                    return Response(status: status, headers: headers, body: ResponseBody())
+                }
+                let verified = self.verified
                 let chunkSize = self.chunkSize
-                // Clear files keep their length; decrypted ones are sent chunked (SAMPLE-AES TS output is shorter).
-                let length = plan.decryption == nil ? plan.file.size.map(Int.init) : nil
                 return Response(
-                    status: .ok,
-                    headers: [.contentType: contentType, .cacheControl: "no-store"],
-                    body: ResponseBody(contentLength: length) { writer in
+                    status: status,
+                    headers: headers,
+                    body: ResponseBody(contentLength: Int(count)) { writer in
                         do {
-                            let bytes = try await plan.stream(into: &writer, chunkSize: chunkSize)
+                            let bytes =
+                                if let range {
+                                    try await plan.stream(range: range, length: length, into: &writer, verified: verified, chunkSize: chunkSize)
+                                } else {
+                                    try await plan.stream(into: &writer, length: length, verified: verified, chunkSize: chunkSize)
+                                }
                             try await writer.finish(nil)
-                            logs.request(
-                                method: method,
-                                uri: uri,
-                                status: 200,
-                                bytes: bytes,
-                                seconds: Self.seconds(since: started),
-                                rendition: rendition.id
-                            )
+                            log(Int(status.code), bytes)
                         } catch {
                             // Headers are sent: the only way left to refuse is to cut the response short.
-                            if let failure = error as? PlaybackError { logs.error(uri: uri, failure) }
-                            logs.request(
-                                method: method,
-                                uri: uri,
-                                status: 200,
-                                bytes: nil,
-                                seconds: Self.seconds(since: started),
-                                rendition: rendition.id
-                            )
+                            if let failure = error as? PlaybackError { fileLogs.error(uri: uri, failure) }
+                            log(Int(status.code), nil)
                             throw error
                         }
                     }
@@ -204,6 +218,49 @@ struct PlaybackResponder: HTTPResponder {
             }
         }
         return SegmentStream(assetId: assetId, url: url, file: file, decryption: decryption)
+    }
+
+    /// A response from bytes in memory (a playlist, an init section), honouring HEAD, Range and If-Range.
+    private func bufferedResponse(
+        _ buffer: ByteBuffer,
+        contentType: String,
+        entityTag: String?,
+        request: Request,
+        log: (Int, Int?) -> Void
+    ) -> Response {
+        var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store", .acceptRanges: "bytes"]
+        if let entityTag { headers[.eTag] = entityTag }
+        let length = buffer.readableBytes
+        let wanted =
+            ByteRangeRequest.ifRange(request.headers[.ifRange], entityTag: entityTag ?? "", lastModified: nil)
+            ? ByteRangeRequest(header: request.headers[.range], size: length) : .whole
+        var body = buffer
+        var status = HTTPResponse.Status.ok
+        switch wanted {
+        case .whole:
+            break
+        case .partial(let bytes):
+            status = .partialContent
+            body = buffer.getSlice(at: buffer.readerIndex + bytes.lowerBound, length: bytes.count) ?? ByteBuffer()
+            headers[.contentRange] = "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(length)"
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(length)"
+            headers[.contentLength] = "0"
+            log(416, 0)
+            return Response(status: .rangeNotSatisfiable, headers: headers, body: ResponseBody())
+        }
+        headers[.contentLength] = String(body.readableBytes)
+        if request.method == .head {
+            log(Int(status.code), 0)
+            return Response(status: status, headers: headers, body: ResponseBody())
+        }
+        log(Int(status.code), body.readableBytes)
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: body))
+    }
+
+    /// A strong entity tag for a package file as served: its stored SHA-256 (the served bytes are a function of it).
+    private static func entityTag(of file: PackageFile) -> String? {
+        file.sha256.map { "\"\($0.prefix(32).lowercased())\"" }
     }
 
     private static func text(_ status: HTTPResponse.Status, _ body: String) -> Response {

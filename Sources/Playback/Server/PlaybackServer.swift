@@ -156,6 +156,7 @@ public struct PlaybackServer: Sendable {
             entry: EntryLatch(),
             logs: PlaybackLogs(package: authorization.package),
             initSections: InitSectionCache(),
+            verified: VerifiedFiles(),
             chunkSize: max(4096, configuration.chunkSize),
             end: { continuation.yield($0) }
         )

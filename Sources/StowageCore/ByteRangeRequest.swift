@@ -1,5 +1,14 @@
-/// What a `Range` request header asks of a representation of a known size (RFC 9110 section 14.2).
-enum ByteRangeRequest: Sendable, Hashable {
+/// What a `Range` request header asks of a representation of a known size (RFC 9110 section 14.2): one parser for
+/// the test origin and the playback server.
+///
+/// ```swift
+/// switch ByteRangeRequest(header: request.headers[.range], size: length) {
+/// case .whole: // 200 with everything
+/// case .partial(let bytes): // 206, Content-Range: bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(length)
+/// case .unsatisfiable: // 416, Content-Range: bytes */\(length)
+/// }
+/// ```
+public enum ByteRangeRequest: Sendable, Hashable {
     /// Send the whole representation: no `Range`, one this origin ignores (another unit, a malformed or a
     /// multi-range header), or an `If-Range` that no longer matches.
     case whole
@@ -11,7 +20,7 @@ enum ByteRangeRequest: Sendable, Hashable {
     /// - Parameters:
     ///   - header: the `Range` header value, if any.
     ///   - size: the representation's size in bytes.
-    init(header: String?, size: Int) {
+    public init(header: String?, size: Int) {
         guard let header else {
             self = .whole
             return
@@ -51,6 +60,17 @@ enum ByteRangeRequest: Sendable, Hashable {
         default:
             self = .whole
         }
+    }
+}
+
+extension ByteRangeRequest {
+    /// RFC 9110 section 13.1.5: a Range is honoured only if `If-Range`, when present, matches the current
+    /// representation; entity tags compare strongly, so a weak tag never matches. A date matches only the exact
+    /// `Last-Modified` value sent.
+    public static func ifRange(_ value: String?, entityTag: String, lastModified: String?) -> Bool {
+        guard let value = value?.trimmingSpaces else { return true }
+        if value.hasPrefix("\"") || value.hasPrefix("W/") { return value == entityTag }
+        return lastModified.map { value == $0 } ?? false
     }
 }
 
