@@ -13,6 +13,10 @@ stowage_ensure_deps() {
     command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
     # The tests edit stowage.sqlite with the sqlite3 shell, as a curious user would.
     command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
+    # Real players as the playback gate's clients (PlaybackTests/RealPlayerTests).
+    command -v mpv >/dev/null 2>&1 || missing+=(mpv)
+    command -v cvlc >/dev/null 2>&1 || missing+=(vlc-bin)
+    dpkg -s vlc-plugin-base >/dev/null 2>&1 || missing+=(vlc-plugin-base)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "==> installing ${missing[*]} (apt)"
         local sudo=""

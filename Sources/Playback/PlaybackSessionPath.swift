@@ -74,15 +74,28 @@ public struct PlaybackSessionPath: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Whether the entry URL of a session was used: it serves the multivariant playlist once.
+/// Who used the entry URL of a session: it serves the multivariant playlist to the first process that asks, and again
+/// to that process only (players such as mpv open the URL twice), never to another.
 final class EntryLatch: Sendable {
-    private let used = Mutex(false)
+    private enum State {
+        case unused
+        case claimed(by: LoopbackPeer?)
+    }
 
-    /// True the first time, false ever after.
-    func claim() -> Bool {
-        used.withLock { used in
-            defer { used = true }
-            return !used
+    private let state = Mutex(State.unused)
+
+    /// True for the first claim, and afterwards for the same process (known by its pid); false for anyone else, and
+    /// for any second claim when the process could not be told.
+    func claim(by peer: LoopbackPeer?) -> Bool {
+        state.withLock { state in
+            switch state {
+            case .unused:
+                state = .claimed(by: peer)
+                return true
+            case .claimed(let first):
+                guard let first, let peer, let pid = first.pid else { return false }
+                return peer.pid == pid && peer.uid == first.uid
+            }
         }
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 import Playback
 import StowageLibrary
 
-/// `stowage play ASSET [--player ffplay|mpv|ffmpeg-null|none] [--port N]`
+/// `stowage play ASSET [--player ffplay|mpv|vlc|ffmpeg-null|none] [--port N]`
 struct PlayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "play",
@@ -23,7 +23,7 @@ struct PlayCommand: AsyncParsableCommand {
     @Argument(help: "The asset ID.")
     var assetId: String
 
-    @Option(help: "ffplay, mpv, ffmpeg-null (decode to nowhere) or none (print the URL and serve until Ctrl-C).")
+    @Option(help: "ffplay, mpv, vlc, ffmpeg-null (decode to nowhere) or none (print the URL and serve until Ctrl-C).")
     var player = "none"
 
     @Option(help: "The port on 127.0.0.1; 0 picks a free one.")
@@ -37,7 +37,7 @@ struct PlayCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard player == "none" || PlaybackPlayer(rawValue: player) != nil else {
-            throw ValidationError("--player must be ffplay, mpv, ffmpeg-null or none")
+            throw ValidationError("--player must be ffplay, mpv, vlc, ffmpeg-null or none")
         }
     }
 

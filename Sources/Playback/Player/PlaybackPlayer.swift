@@ -11,6 +11,8 @@ public enum PlaybackPlayer: String, Sendable, Hashable, CaseIterable {
     case ffplay
     /// `mpv URL`
     case mpv
+    /// `vlc --play-and-exit URL` (VLC refuses to run as root).
+    case vlc
     /// `ffmpeg -nostdin -v error -xerror -i URL -map 0 -f null -`: decodes every stream, shows nothing.
     case ffmpegNull = "ffmpeg-null"
 
@@ -19,6 +21,7 @@ public enum PlaybackPlayer: String, Sendable, Hashable, CaseIterable {
         switch self {
         case .ffplay: "ffplay"
         case .mpv: "mpv"
+        case .vlc: "vlc"
         case .ffmpegNull: "ffmpeg"
         }
     }
@@ -28,6 +31,7 @@ public enum PlaybackPlayer: String, Sendable, Hashable, CaseIterable {
         switch self {
         case .ffplay: ["-hide_banner", "-loglevel", "error", "-autoexit", url.absoluteString]
         case .mpv: ["--really-quiet", url.absoluteString]
+        case .vlc: ["--play-and-exit", url.absoluteString]
         case .ffmpegNull: ["-nostdin", "-v", "error", "-xerror", "-i", url.absoluteString, "-map", "0", "-f", "null", "-"]
         }
     }

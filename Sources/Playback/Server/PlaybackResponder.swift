@@ -11,7 +11,7 @@ import StowageCore
 /// at the clock's time) before anything is read; a refusal is a 403 (410 once the package is deleted) with the
 /// reason in the body and a line in `logs/error.log`. Anything outside the session path is a 404 that reveals nothing.
 struct PlaybackResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
+    typealias Context = PlaybackRequestContext
 
     let authorization: PlaybackAuthorization
     let gate: PlaybackGate
@@ -39,7 +39,7 @@ struct PlaybackResponder: HTTPResponder {
             encoded = rest
         case .entry(let rest):
             // The command-line URL: the multivariant playlist, once. Anything else, or a second use, reveals nothing.
-            guard rest == authorization.manifest.multivariantPlaylist, entry.claim() else {
+            guard rest == authorization.manifest.multivariantPlaylist, entry.claim(by: context.peer()) else {
                 logs.request(method: method, uri: "-", status: 404, bytes: nil, seconds: Self.seconds(since: started), rendition: nil)
                 logs.error(uri: "-", PlaybackError.entryReused(assetId: authorization.assetId))
                 return Self.text(.notFound, "not found")
@@ -287,5 +287,27 @@ struct PlaybackResponder: HTTPResponder {
         case "vtt", "webvtt": "text/vtt"
         default: "application/octet-stream"
         }
+    }
+}
+
+/// The request context of the playback server: Hummingbird's basics plus the connection's two ends, so that the entry
+/// URL can tell which local process asks (``LoopbackPeer``).
+struct PlaybackRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+    let localAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+        localAddress = source.channel.localAddress
+    }
+
+    /// The local process that sent the request, nil when it cannot be told.
+    func peer() -> LoopbackPeer? {
+        guard let client = remoteAddress, let clientIP = client.ipAddress, let clientPort = client.port,
+            let server = localAddress, let serverIP = server.ipAddress, let serverPort = server.port
+        else { return nil }
+        return LoopbackPeer.find(client: (clientIP, clientPort), server: (serverIP, serverPort))
     }
 }

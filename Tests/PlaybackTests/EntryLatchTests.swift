@@ -1,0 +1,39 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import Playback
+
+/// The entry URL serves its first user again (mpv opens it twice), and no one else.
+struct EntryLatchTests {
+    @Test func theFirstProcessMayComeBackOthersMayNot() {
+        let latch = EntryLatch()
+        let player = LoopbackPeer(uid: 1000, pid: 4242)
+        #expect(latch.claim(by: player))
+        #expect(latch.claim(by: player))
+        #expect(!latch.claim(by: LoopbackPeer(uid: 1000, pid: 4243)))
+        #expect(!latch.claim(by: LoopbackPeer(uid: 1001, pid: 4242)))
+        #expect(!latch.claim(by: nil))
+        // A first claim whose process could not be told allows no second one.
+        let unknown = EntryLatch()
+        #expect(unknown.claim(by: LoopbackPeer(uid: 1000, pid: nil)))
+        #expect(!unknown.claim(by: LoopbackPeer(uid: 1000, pid: nil)))
+        #expect(!unknown.claim(by: nil))
+    }
+
+    @Test func aLoopbackConnectionIsTracedToThisProcess() async throws {
+        // A real connection from this process to a listening socket: /proc tells its uid and pid.
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port).get()
+        let local = try #require(client.localAddress?.port)
+        let peer = LoopbackPeer.find(client: ("127.0.0.1", local), server: ("127.0.0.1", port))
+        try await client.close()
+        try await server.close()
+        #expect(peer == LoopbackPeer(uid: getuid(), pid: getpid()))
+        #expect(LoopbackPeer.find(client: ("127.0.0.1", 1), server: ("127.0.0.1", port)) == nil)
+    }
+}
