@@ -222,7 +222,10 @@ let package = Package(
             name: "StowageServiceTests",
             dependencies: [
                 "StowageTestSupport", "DownloadTestSupport", "StowageService", "StowageLibrary", "StowageCore",
-                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage",
+                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "Playback",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

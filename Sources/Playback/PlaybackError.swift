@@ -26,6 +26,10 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         case packageIncomplete = "package_incomplete"
         /// A file the manifest lists is not on disk.
         case segmentMissing = "segment_missing"
+        /// A file of a package still downloading is not there yet, and a download is running (503, try again).
+        case segmentDownloading = "segment_downloading"
+        /// A file of a package still downloading is not there, and no download is running (404).
+        case segmentNotDownloaded = "segment_not_downloaded"
         /// A file's size differs from the manifest's.
         case segmentModified = "segment_modified"
         /// A file's SHA-256 differs from the manifest's.
@@ -123,6 +127,28 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
     /// A file of the package is missing.
     public static func segmentMissing(assetId: String, path: String) -> Self {
         .init(.segmentMissing, assetId: assetId, path: path, message: "The file \(path) of asset \(assetId) is missing. \(downloadAgain)")
+    }
+
+    /// A file of a package that is still downloading is not on disk yet; the running download may bring it.
+    public static func segmentDownloading(assetId: String, path: String, waited: Double) -> Self {
+        .init(
+            .segmentDownloading,
+            assetId: assetId,
+            path: path,
+            message:
+                "The file \(path) of asset \(assetId) is still downloading (waited \(HumanTime.duration(Int64(waited.rounded(.up))))); the player may ask again in a moment."
+        )
+    }
+
+    /// A file of a package that is still downloading is not on disk, and no download is running to bring it.
+    public static func segmentNotDownloaded(assetId: String, path: String) -> Self {
+        .init(
+            .segmentNotDownloaded,
+            assetId: assetId,
+            path: path,
+            message:
+                "The file \(path) of asset \(assetId) is not downloaded yet, and no download of it is running. Resume it (`stowage resume \(assetId)`) while online."
+        )
     }
 
     /// A file's size is not the manifest's.

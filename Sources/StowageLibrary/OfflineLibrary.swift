@@ -197,22 +197,53 @@ public final class OfflineLibrary: Sendable {
     /// Authorizes playback through the gate (package complete, lease valid and intact, clock not set back; the first
     /// play starts the playback window) and serves the asset decrypted on 127.0.0.1.
     ///
+    /// An asset that is still downloading (or paused or failed part-way) plays too, as AVPlayer plays a download
+    /// task's asset: its keys must be stored (the download fetches them first), what has landed is served, and a file
+    /// not there yet waits for the running download (at most `downloadWait`, then `503`) or, when none runs, is `404`.
+    ///
     /// - Parameters:
     ///   - player: a player to start on the URL (the session ends when it exits); nil: serve until ``PlaybackHandle/stop()``.
     ///   - port: the port on 127.0.0.1; 0 picks a free one.
     ///   - fileCheck: sizes (the server hashes while streaming) or every checksum up front.
+    ///   - downloadWait: how long a request for a file the running download has not brought yet waits for it.
     /// - Returns: the one-time URL to give a player and the handle that stops the session.
     /// - Throws: ``Playback/PlaybackError`` with the gate's refusal.
     public func play(
         assetId: String,
         player: PlaybackPlayer? = nil,
         port: Int = 0,
-        fileCheck: PlaybackGate.FileCheck = .sizes
+        fileCheck: PlaybackGate.FileCheck = .sizes,
+        downloadWait: Duration = .seconds(20)
     ) async throws -> PlaybackHandle {
         let gate = PlaybackGate(dataDirectory: dataDirectory, store: keyStore, device: try device(), clock: clock, fileCheck: fileCheck)
-        let authorization = try gate.authorize(assetId: assetId)
-        let server = try PlaybackServer(authorization: authorization, gate: gate, configuration: .init(port: port))
+        // An asset with a download task (running, paused or failed part-way) plays from what has landed so far.
+        let download: DownloadFiles? =
+            try downloads.store.task(assetId) == nil
+            ? nil : DownloadFiles(store: downloads.store, assetId: assetId, dataDirectory: dataDirectory)
+        let authorization = try gate.authorize(assetId: assetId, download: download)
+        let server = try PlaybackServer(
+            authorization: authorization,
+            gate: gate,
+            configuration: .init(port: port, downloadWait: downloadWait)
+        )
         return try await PlaybackHandle.start(server, player: player)
+    }
+}
+
+/// The download engine's view of a package in progress, for playback (``Playback/DownloadInProgress``): the files it
+/// recorded as complete in `stowage.sqlite`, and whether a task holds the asset's lock now (in any process).
+struct DownloadFiles: DownloadInProgress {
+    let store: DownloadStore
+    let assetId: String
+    let dataDirectory: DataDirectory
+
+    func completedFile(_ path: String) -> (size: Int64, sha256: String)? {
+        guard let done = try? store.completedFile(assetId, path: path) else { return nil }
+        return (done.size, done.sha256)
+    }
+
+    func isRunning() -> Bool {
+        AssetLock.isHeld(assetId: assetId, in: dataDirectory)
     }
 }
 

@@ -105,9 +105,11 @@ public struct DownloadTaskRecord: Sendable, Hashable {
 }
 
 /// A file recorded complete.
-struct CompletedFile: Sendable, Hashable {
-    var size: Int64
-    var sha256: String
+/// A file the downloader put in place, as it recorded it.
+public struct CompletedFile: Sendable, Hashable {
+    public var size: Int64
+    /// Lowercase hex SHA-256.
+    public var sha256: String
 }
 
 /// Download tasks and completed files in `stowage.sqlite` (tables `download_tasks`, `download_files`, owned by this
@@ -242,6 +244,14 @@ public final class DownloadStore: Sendable {
                 sql: "INSERT OR REPLACE INTO download_files (asset_id, path, size, sha256) VALUES (?, ?, ?, ?)",
                 arguments: [assetId, path, size, sha256]
             )
+        }
+    }
+
+    /// The file at `path` of `assetId`'s package once the downloader has put it in place and recorded it.
+    public func completedFile(_ assetId: String, path: String) throws(DownloadError) -> CompletedFile? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT size, sha256 FROM download_files WHERE asset_id = ? AND path = ?", arguments: [assetId, path])
+                .map { CompletedFile(size: $0["size"], sha256: $0["sha256"]) }
         }
     }
 

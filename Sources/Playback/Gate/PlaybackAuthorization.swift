@@ -24,8 +24,21 @@ public struct PlaybackAuthorization: Sendable {
     let files: [String: FileRole]
     /// Every local media playlist by its relative path, with its rendition's index.
     let playlists: [String: Int]
+    /// The download still bringing files, for a package authorized before it was complete.
+    let download: (any DownloadInProgress)?
 
-    init(package: PackageDirectory, manifest: PackageManifest, lease: LeaseEvaluation?, authorizedAt: Int64, keys: [String: SecretBytes]) {
+    /// Whether the package was incomplete when authorized (it plays while it downloads).
+    public var isDownloading: Bool { download != nil }
+
+    init(
+        package: PackageDirectory,
+        manifest: PackageManifest,
+        lease: LeaseEvaluation?,
+        authorizedAt: Int64,
+        keys: [String: SecretBytes],
+        download: (any DownloadInProgress)? = nil
+    ) {
+        self.download = manifest.isComplete && manifest.files.allSatisfy { $0.sha256 != nil } ? nil : download
         self.package = package
         self.manifest = manifest
         self.lease = lease

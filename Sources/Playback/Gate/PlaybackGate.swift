@@ -70,9 +70,35 @@ public struct PlaybackGate: Sendable {
     ///   `playback_window_expired`, `clock_rollback_detected`, `no_lease`, `returned`, ...), `key_missing`,
     ///   `key_store_unavailable`.
     public func authorize(assetId: String) throws(PlaybackError) -> PlaybackAuthorization {
-        let (package, manifest) = try readPackage(assetId: assetId)
-        try PackageCompletenessRule().check(manifest)
-        try PackageFilesRule(checksums: fileCheck == .checksums).check(manifest, in: package)
+        try authorize(assetId: assetId, download: nil)
+    }
+
+    /// Authorizes playback of `assetId`, which may still be downloading when `download` is given: then only the files
+    /// that have landed are checked (sizes, and checksums with ``FileCheck/checksums``), and the rest are served as
+    /// they arrive (``DownloadInProgress``). Every lease rule is the same as for a complete package, and the first
+    /// play is recorded (it starts the playback window) like any play. The keys must be stored already (the download
+    /// fetches them before any segment); until then this is `key_missing`.
+    ///
+    /// - Throws: as ``authorize(assetId:)``; `package_incomplete` only without `download`.
+    public func authorize(assetId: String, download: (any DownloadInProgress)?) throws(PlaybackError) -> PlaybackAuthorization {
+        let (package, read) = try readPackage(assetId: assetId)
+        var manifest = read
+        if let download, (try? PackageCompletenessRule().check(manifest)) == nil {
+            // What has landed gets the downloader's size and checksum; the rest is checked when it is asked for.
+            guard !manifest.renditions.isEmpty else { throw .packageIncomplete(assetId: assetId, detail: "it has no rendition") }
+            manifest = Self.filling(manifest, from: download)
+            var landed = manifest
+            for r in landed.renditions.indices {
+                landed.renditions[r].initSections.removeAll { $0.sha256 == nil }
+                for s in landed.renditions[r].segments.indices where landed.renditions[r].segments[s].file?.sha256 == nil {
+                    landed.renditions[r].segments[s].file = nil
+                }
+            }
+            try PackageFilesRule(checksums: fileCheck == .checksums).check(landed, in: package)
+        } else {
+            try PackageCompletenessRule().check(manifest)
+            try PackageFilesRule(checksums: fileCheck == .checksums).check(manifest, in: package)
+        }
 
         let needsLease = manifest.keys.contains { $0.kind == .skd }
         let now = clock.now
@@ -92,7 +118,28 @@ public struct PlaybackGate: Sendable {
             try Self.require(granted, assetId: assetId)
             lease = granted
         }
-        return PlaybackAuthorization(package: package, manifest: manifest, lease: lease, authorizedAt: now, keys: keys)
+        return PlaybackAuthorization(package: package, manifest: manifest, lease: lease, authorizedAt: now, keys: keys, download: download)
+    }
+
+    /// `manifest` with the size and checksum of every file the download has completed.
+    static func filling(_ manifest: PackageManifest, from download: any DownloadInProgress) -> PackageManifest {
+        var manifest = manifest
+        for r in manifest.renditions.indices {
+            for i in manifest.renditions[r].initSections.indices where manifest.renditions[r].initSections[i].sha256 == nil {
+                if let done = download.completedFile(manifest.renditions[r].initSections[i].path) {
+                    manifest.renditions[r].initSections[i].size = done.size
+                    manifest.renditions[r].initSections[i].sha256 = done.sha256
+                }
+            }
+            for s in manifest.renditions[r].segments.indices {
+                guard let file = manifest.renditions[r].segments[s].file, file.sha256 == nil else { continue }
+                if let done = download.completedFile(file.path) {
+                    manifest.renditions[r].segments[s].file?.size = done.size
+                    manifest.renditions[r].segments[s].file?.sha256 = done.sha256
+                }
+            }
+        }
+        return manifest
     }
 
     /// Checks, for one request of a running session, that playback may go on: the package folder still exists and the

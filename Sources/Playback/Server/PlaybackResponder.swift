@@ -23,6 +23,10 @@ struct PlaybackResponder: HTTPResponder {
     /// Files whose SHA-256 was checked in this session, so a byte range needs no whole-file hash.
     let verified: VerifiedFiles
     let chunkSize: Int
+    /// How long a request for a file a running download has not brought yet waits for it.
+    let downloadWait: Duration
+    /// How often such a request looks again.
+    let downloadPoll: Duration
     /// Told when the session must end (the package was deleted).
     let end: @Sendable (PlaybackEnd.Reason) -> Void
 
@@ -105,8 +109,33 @@ struct PlaybackResponder: HTTPResponder {
         }
 
         // Files.
-        guard let role = authorization.files[relative] else { return reply(.notFound, "not found") }
-        let rendition = authorization.manifest.renditions[role.renditionIndex]
+        guard let listed = authorization.files[relative] else { return reply(.notFound, "not found") }
+        let rendition = authorization.manifest.renditions[listed.renditionIndex]
+        // A package still downloading: the file (and a cbcs segment's init section) once it has landed.
+        let role: FileRole
+        var initRole: FileRole?
+        do {
+            role = try await landed(listed)
+            if case .segment(let initIndex?) = role.kind, rendition.initSections.indices.contains(initIndex),
+                let section = authorization.files[rendition.initSections[initIndex].path]
+            {
+                initRole = try await landed(section)
+            }
+        } catch {
+            logs.error(uri: uri, error)
+            let status: HTTPResponse.Status = error.reason == .segmentDownloading ? .serviceUnavailable : .notFound
+            logs.request(
+                method: method,
+                uri: uri,
+                status: Int(status.code),
+                bytes: nil,
+                seconds: Self.seconds(since: started),
+                rendition: rendition.id
+            )
+            var response = Self.text(status, error.description)
+            if status == .serviceUnavailable { response.headers[.retryAfter] = "2" }
+            return response
+        }
         let contentType = Self.contentType(of: relative, kind: rendition.kind)
         let fileLogs = self.logs
         let log: @Sendable (Int, Int?) -> Void = { status, bytes in
@@ -124,7 +153,7 @@ struct PlaybackResponder: HTTPResponder {
                     log: log
                 )
             case .segment(let initIndex):
-                let plan = try segmentStream(role, initIndex: initIndex, rendition: rendition)
+                let plan = try segmentStream(role, initRole: initIndex == nil ? nil : initRole)
                 let length = try plan.servedLength()
                 let entityTag = Self.entityTag(of: role.file)
                 var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store", .acceptRanges: "bytes"]
@@ -189,7 +218,7 @@ struct PlaybackResponder: HTTPResponder {
     }
 
     /// Everything needed to stream a segment, checked before the response starts.
-    private func segmentStream(_ role: FileRole, initIndex: Int?, rendition: PackageRendition) throws(PlaybackError) -> SegmentStream {
+    private func segmentStream(_ role: FileRole, initRole: FileRole?) throws(PlaybackError) -> SegmentStream {
         let file = role.file
         let assetId = authorization.assetId
         guard let url = try? authorization.package.url(forRelativePath: file.path), let size = FileSystem.size(of: url) else {
@@ -206,9 +235,7 @@ struct PlaybackResponder: HTTPResponder {
             }
             decryption.container = SegmentContainer.detect(prefix)
             if decryption.container == .fragmentedMP4 {
-                guard let initIndex, rendition.initSections.indices.contains(initIndex),
-                    let initRole = authorization.files[rendition.initSections[initIndex].path]
-                else {
+                guard let initRole else {
                     throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "a SAMPLE-AES fMP4 segment without an init section")
                 }
                 decryption.initSection = try initSections.prepare(initRole, in: authorization).protection
@@ -218,6 +245,32 @@ struct PlaybackResponder: HTTPResponder {
             }
         }
         return SegmentStream(assetId: assetId, url: url, file: file, decryption: decryption)
+    }
+
+    /// `role` as it is on disk now. Files of a complete package are returned as they are. A file of a package still
+    /// downloading gets the downloader's size and checksum once it has landed; until then this waits for the running
+    /// download (polling every ``downloadPoll``, at most ``downloadWait``), then throws `segment_downloading` (503);
+    /// with no download running it throws `segment_not_downloaded` (404) at once.
+    private func landed(_ role: FileRole) async throws(PlaybackError) -> FileRole {
+        guard role.file.sha256 == nil, let download = authorization.download else { return role }
+        let started = ContinuousClock.now
+        while true {
+            if let done = download.completedFile(role.file.path) {
+                var landed = role
+                landed.file.size = done.size
+                landed.file.sha256 = done.sha256
+                return landed
+            }
+            guard download.isRunning() else { throw .segmentNotDownloaded(assetId: authorization.assetId, path: role.file.path) }
+            guard ContinuousClock.now - started < downloadWait else {
+                throw .segmentDownloading(assetId: authorization.assetId, path: role.file.path, waited: Self.seconds(since: started))
+            }
+            do {
+                try await Task.sleep(for: downloadPoll)
+            } catch {
+                throw .segmentDownloading(assetId: authorization.assetId, path: role.file.path, waited: Self.seconds(since: started))
+            }
+        }
     }
 
     /// A response from bytes in memory (a playlist, an init section), honouring HEAD, Range and If-Range.

@@ -79,12 +79,22 @@ public struct PlaybackServer: Sendable {
         public var chunkSize: Int
         /// How often the package folder is checked for deletion between requests.
         public var packageCheckInterval: Duration
+        /// While the package downloads: how long a request for a file not there yet waits for the running download
+        /// before it gets `503` with `Retry-After`.
+        public var downloadWait: Duration
 
-        public init(host: String = "127.0.0.1", port: Int = 0, chunkSize: Int = 256 * 1024, packageCheckInterval: Duration = .milliseconds(500)) {
+        public init(
+            host: String = "127.0.0.1",
+            port: Int = 0,
+            chunkSize: Int = 256 * 1024,
+            packageCheckInterval: Duration = .milliseconds(500),
+            downloadWait: Duration = .seconds(20)
+        ) {
             self.host = host
             self.port = port
             self.chunkSize = chunkSize
             self.packageCheckInterval = packageCheckInterval
+            self.downloadWait = downloadWait
         }
     }
 
@@ -158,6 +168,8 @@ public struct PlaybackServer: Sendable {
             initSections: InitSectionCache(),
             verified: VerifiedFiles(),
             chunkSize: max(4096, configuration.chunkSize),
+            downloadWait: configuration.downloadWait,
+            downloadPoll: .milliseconds(100),
             end: { continuation.yield($0) }
         )
         let host = configuration.host
