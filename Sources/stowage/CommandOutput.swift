@@ -53,6 +53,23 @@ enum CommandOutput {
         exit(status)
     }
 
+    /// A failure that does not end the command (`download --play` whose playback is refused while the download goes
+    /// on): `error: MESSAGE [CODE]` on standard error, or with `--json` the event line
+    /// `{"event": EVENT, "error": {...}}` on standard output, so that a last `{"error": ...}` line still means the
+    /// command failed.
+    static func warn(_ error: any Error, event: String, json: Bool) {
+        let error = presentable(error)
+        if json {
+            struct Line: Encodable {
+                var event: String
+                var error: ErrorDocument.Body
+            }
+            print(Library.line(Line(event: event, error: ErrorDocument(error).error)))
+        } else {
+            FileHandle.standardError.write(Data("error: \(error.message) [\(error.code)]\n".utf8))
+        }
+    }
+
     static func fail(code: String, message: String, json: Bool) -> Never {
         fail(CommandLineError(code: code, message: message), json: json)
     }

@@ -50,11 +50,14 @@ struct DownloadCommand: AsyncParsableCommand {
             The entitlement token goes only to a key server you trust: --key-server, --trust-key-server, one added
             with `stowage keys trust`, or one the playlist advertises on its own host over https (http on loopback).
             --header values go only to the playlist's host and the hosts named with --header-host.
+            --play starts playback (`stowage play`) as soon as the keys are stored and a first file has landed: files
+            not there yet are waited for, and the download goes on; with --player the command ends when both have.
             Example:
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --audio en,fr --subtitles all \\
                 --key-server http://127.0.0.1:8443 --token eyJhbGciOi...
               stowage download --background https://cdn.example/show/master.m3u8 --token "$TOKEN" --priority 5
               stowage download --attach demo-1
+              stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --play --player mpv
             """
     )
 
@@ -63,6 +66,12 @@ struct DownloadCommand: AsyncParsableCommand {
 
     @Flag(help: "Hand the download to the running download service and return at once.")
     var background = false
+
+    @Flag(help: "Start playing as soon as the keys are stored and a first file has landed, while the download goes on.")
+    var play = false
+
+    @Option(help: "With --play: ffplay, mpv, vlc, ffmpeg-null, or none (print the URL and serve until Ctrl-C).")
+    var player = "none"
 
     @Option(help: "Show the progress of a download the service runs, until it ends (Ctrl-C detaches).")
     var attach: String?
@@ -114,6 +123,12 @@ struct DownloadCommand: AsyncParsableCommand {
     func validate() throws {
         guard (url == nil) != (attach == nil) else { throw ValidationError("give a playlist URL, or --attach ASSET_ID, not both") }
         guard attach == nil || !background else { throw ValidationError("--attach and --background do not go together") }
+        guard !play || (!background && attach == nil) else {
+            throw ValidationError("--play plays a download run here, not with --background or --attach")
+        }
+        guard player == "none" || PlaybackPlayer(rawValue: player) != nil else {
+            throw ValidationError("--player must be ffplay, mpv, vlc, ffmpeg-null or none")
+        }
         guard (1...32).contains(concurrency) else { throw ValidationError("--concurrency must be 1...32") }
         for header in headers where !header.contains(":") { throw ValidationError("--header takes 'Name: value', got '\(header)'") }
     }
@@ -148,7 +163,8 @@ struct DownloadCommand: AsyncParsableCommand {
             await ServiceDriver.submit(request, priority: priority, json: output.json)
             return
         }
-        await DownloadDriver.run(output) { library in try await library.download(request) }
+        let playing = play ? DownloadDriver.Play(player: PlaybackPlayer(rawValue: player)) : nil
+        await DownloadDriver.run(output, play: playing) { library in try await library.download(request) }
     }
 }
 
@@ -260,7 +276,18 @@ struct AddMediaCommand: AsyncParsableCommand {
 
 /// Runs one download task in the foreground: live display or JSON lines, Ctrl-C pauses, exit status from the result.
 enum DownloadDriver {
-    static func run(_ options: DownloadRunOptions, exitOnEnd: Bool = true, _ start: (OfflineLibrary) async throws -> DownloadTask) async {
+    /// `download --play`: a playback session started once the keys are stored and a first file has landed.
+    struct Play {
+        /// The player started on it; nil serves the URL until Ctrl-C.
+        var player: PlaybackPlayer?
+    }
+
+    static func run(
+        _ options: DownloadRunOptions,
+        exitOnEnd: Bool = true,
+        play: Play? = nil,
+        _ start: (OfflineLibrary) async throws -> DownloadTask
+    ) async {
         let json = options.json
         let library: OfflineLibrary
         let task: DownloadTask
@@ -273,21 +300,48 @@ enum DownloadDriver {
         // Ctrl-C or SIGTERM pauses the task (its files stay for `resume`).
         let watcher = Task { try? await CommandOutput.runUntilSignalled([DownloadTaskService(task)]) }
         let display = ProgressDisplay(json: json, assetId: task.assetId)
+        var playback: PlaybackHandle?
+        var playFailure: (any Error)?
         for await event in task.events {
             // The error that ends the task is reported once, below, in the one error shape.
             switch event {
             case .failed, .paused(.some): continue
             default: display.show(event)
             }
+            if let play, playback == nil, playFailure == nil, case .progress(let progress) = event,
+                progress.renditions.contains(where: { $0.filesDone > 0 })
+            {
+                do {
+                    let handle = try await library.play(assetId: task.assetId, player: play.player)
+                    playback = handle
+                    let url = handle.url.absoluteString
+                    FileHandle.standardOutput.write(Data(((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n").utf8))
+                } catch {
+                    // The download goes on; the refusal is said once, in the one shape, but does not end the command.
+                    playFailure = error
+                    CommandOutput.warn(error, event: "playback_refused", json: json)
+                }
+            }
         }
         await watcher.value
         var failure: (any Error)?
+        var interrupted = false
         do {
             _ = try await task.result()
         } catch is CancellationError {
             failure = nil
+            interrupted = true
         } catch {
             failure = error
+        }
+        if let playback {
+            if failure != nil || interrupted {
+                await playback.stop()
+            } else {
+                // The download is over: the session goes on until the player exits, or Ctrl-C.
+                try? await CommandOutput.runUntilSignalled([PlaybackService(playback)])
+                await playback.stop()
+            }
         }
         await library.close()
         if let failure { CommandOutput.fail(failure, json: json) }

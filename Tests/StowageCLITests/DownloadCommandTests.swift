@@ -252,3 +252,44 @@ struct LibraryCommandTests {
         }
     }
 }
+
+@Suite("stowage download --play")
+struct DownloadAndPlayCommandTests {
+    @Test("a throttled download and ffmpeg together: playing is announced mid-download, both end cleanly, nothing fetched twice")
+    func downloadAndPlay() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let log = OriginRequestLog()
+        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 200_000), log: log) { origin, keyServer in
+            let output = fixture.root.appendingPathComponent("cli.log")
+            let process = try DownloadCommandTests.launch(
+                [
+                    "download", fixture.sourceURL(origin), "--asset-id", fixture.assetId, "--subtitles", "none",
+                    "--key-server", keyServer.absoluteString, "--token", try await fixture.token(), "--concurrency", "1",
+                    "--play", "--player", "ffmpeg-null", "--json",
+                ],
+                home: fixture.clientDirectory.url,
+                log: output
+            )
+            await DownloadCommandTests.wait(process, timeout: 120)
+            let lines = String(decoding: try Data(contentsOf: output), as: UTF8.self).split(separator: "\n").map(String.init)
+            #expect(process.terminationStatus == 0, "\(lines.suffix(5))")
+            // Playback began while files were still to come, and the download then finished.
+            let playing = try #require(lines.firstIndex { $0.contains(#""event":"playing""#) }, "\(lines.suffix(5))")
+            let finished = try #require(lines.firstIndex { $0.contains(#""event":"finished""#) })
+            #expect(playing < finished)
+            #expect(!lines.contains { $0.contains(#""error""#) })
+            let manifest = try fixture.package.readManifest()
+            #expect(manifest.isComplete)
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+            let fetched = log.entries.filter { $0.status == 200 || $0.status == 206 }.map(\.path)
+            #expect(Set(fetched).count == fetched.count)
+            // ffmpeg fetched every video segment through the gate without an error.
+            let access = try String(contentsOf: fixture.package.accessLogURL, encoding: .utf8)
+            let video = try #require(manifest.renditions.first { $0.kind == .video })
+            for path in video.segments.compactMap(\.file?.path) { #expect(access.contains(" /\(path) 20"), "\(path)") }
+            let errors = (try? String(contentsOf: fixture.package.errorLogURL, encoding: .utf8)) ?? ""
+            #expect(!errors.contains("playback"), "\(errors)")
+        }
+    }
+}
