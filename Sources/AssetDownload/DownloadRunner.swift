@@ -160,7 +160,7 @@ struct DownloadRunner: Sendable {
                 link: session.configuration.bandwidth
             )
         )
-        let queue = WorkQueue(pending)
+        let queue = WorkQueue(pending) { (try? store.wanted(assetId)) ?? [] }
         let concurrency = max(1, min(record.request.concurrency, 32))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<concurrency {
@@ -331,18 +331,34 @@ struct DownloadRunner: Sendable {
     }
 }
 
-/// Hands out pending files to the workers, in manifest order.
+/// Hands out pending files to the workers, in manifest order, except that a file a player waits for (it seeked ahead
+/// of the download, `DownloadStore.want`) goes first.
 actor WorkQueue {
     /// Rendition ID, file, expected size.
     typealias Item = (String, PackageFile, Int64)
     private var items: [Item]
     private var position = 0
+    private var handedOut: Set<String> = []
+    /// The paths players wait for, latest first (read anew for every file, so a wish from another process counts).
+    private let wanted: @Sendable () -> [String]
 
-    init(_ items: [Item]) { self.items = items }
+    init(_ items: [Item], wanted: @escaping @Sendable () -> [String] = { [] }) {
+        self.items = items
+        self.wanted = wanted
+    }
 
     func next() -> Item? {
+        for path in wanted() where !handedOut.contains(path) {
+            if let index = items[position...].firstIndex(where: { $0.1.path == path }) {
+                // To the front of what is left; the rest keep their order.
+                let item = items.remove(at: index)
+                items.insert(item, at: position)
+                break
+            }
+        }
         guard position < items.count else { return nil }
         defer { position += 1 }
+        handedOut.insert(items[position].1.path)
         return items[position]
     }
 }

@@ -245,6 +245,10 @@ struct DownloadFiles: DownloadInProgress {
     func isRunning() -> Bool {
         AssetLock.isHeld(assetId: assetId, in: dataDirectory)
     }
+
+    func want(_ path: String) {
+        try? store.want(assetId, path: path)
+    }
 }
 
 /// What ``OfflineLibrary/delete(assetId:)`` did.

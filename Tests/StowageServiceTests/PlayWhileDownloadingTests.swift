@@ -142,3 +142,49 @@ struct PlayWhileDownloadingTests {
         }
     }
 }
+
+@Suite("Seeking ahead of a download", .timeLimit(.minutes(5)))
+struct SeekAheadTests {
+    @Test("a player asking for the last segment makes the download fetch it next; every file still once")
+    func theDownloadFetchesWhatThePlayerWaitsForNext() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let log = OriginRequestLog()
+        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 150_000), log: log) { origin, keyServer in
+            let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+            let task = try await library.download(
+                DownloadRequest(
+                    url: fixture.sourceURL(origin),
+                    assetId: fixture.assetId,
+                    selection: MediaSelectionOptions(subtitles: .none),
+                    keyServerURL: keyServer.absoluteString,
+                    token: try await fixture.token(),
+                    concurrency: 1
+                )
+            )
+            var renditions: [PackageRendition] = []
+            for await event in task.events {
+                if case .resolvedMediaSelections(let selected) = event { renditions = selected }
+                if case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone > 0 }) { break }
+            }
+            let audio = try #require(renditions.first { $0.kind == .audio })
+            let last = try #require(audio.segments.last?.file)
+            let playback = try await library.play(assetId: fixture.assetId)
+            // The download does the video first, then the audio; the player jumps to the audio's last segment.
+            let seek = try await PlayWhileDownloadingTests.fetch(playback.address.sessionURL.appendingPathComponent(last.path))
+            await playback.stop()
+            let manifest = try await task.result()
+            #expect(seek.status == 200)
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+
+            let fetched = log.entries.filter { $0.status == 200 || $0.status == 206 }.map(\.path)
+            #expect(Set(fetched).count == fetched.count)
+            let sourcePath = { (file: PackageFile) in URL(string: file.sourceURL)?.path ?? file.sourceURL }
+            let lastIndex = try #require(fetched.firstIndex(of: sourcePath(last)), "\(fetched)")
+            let firstAudio = try #require(audio.segments.first?.file)
+            let firstAudioIndex = try #require(fetched.firstIndex(of: sourcePath(firstAudio)), "\(fetched)")
+            #expect(lastIndex < firstAudioIndex, "the last audio segment was not fetched ahead: \(fetched)")
+            await library.close()
+        }
+    }
+}

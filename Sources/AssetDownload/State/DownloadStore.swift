@@ -146,6 +146,12 @@ public final class DownloadStore: Sendable {
                             sha256 TEXT NOT NULL,
                             PRIMARY KEY (asset_id, path)
                         );
+                        CREATE TABLE IF NOT EXISTS download_wanted (
+                            asset_id TEXT NOT NULL,
+                            path TEXT NOT NULL,
+                            wanted_at INTEGER NOT NULL,
+                            PRIMARY KEY (asset_id, path)
+                        );
                         """
                 )
                 // Added with the download service's queue; older databases get it here.
@@ -244,6 +250,26 @@ public final class DownloadStore: Sendable {
                 sql: "INSERT OR REPLACE INTO download_files (asset_id, path, size, sha256) VALUES (?, ?, ?, ?)",
                 arguments: [assetId, path, size, sha256]
             )
+            try db.execute(sql: "DELETE FROM download_wanted WHERE asset_id = ? AND path = ?", arguments: [assetId, path])
+        }
+    }
+
+    /// Asks the running download of `assetId` (in this process or another) to fetch `path` next: a player is waiting
+    /// for it (it seeked ahead of the download). The latest wish comes first; it is forgotten once the file is in place.
+    public func want(_ assetId: String, path: String) throws(DownloadError) {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        try write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO download_wanted (asset_id, path, wanted_at) VALUES (?, ?, ?)",
+                arguments: [assetId, path, now]
+            )
+        }
+    }
+
+    /// The files of `assetId` a player waits for, the latest wish first.
+    func wanted(_ assetId: String) throws(DownloadError) -> [String] {
+        try read { db in
+            try String.fetchAll(db, sql: "SELECT path FROM download_wanted WHERE asset_id = ? ORDER BY wanted_at DESC", arguments: [assetId])
         }
     }
 
@@ -289,6 +315,7 @@ public final class DownloadStore: Sendable {
     public func remove(_ assetId: String) throws(DownloadError) {
         try write { db in
             try db.execute(sql: "DELETE FROM download_files WHERE asset_id = ?", arguments: [assetId])
+            try db.execute(sql: "DELETE FROM download_wanted WHERE asset_id = ?", arguments: [assetId])
             try db.execute(sql: "DELETE FROM download_tasks WHERE asset_id = ?", arguments: [assetId])
         }
     }

@@ -12,4 +12,6 @@ public protocol DownloadInProgress: Sendable {
     func completedFile(_ path: String) -> (size: Int64, sha256: String)?
     /// Whether a download of the asset is running now (in this process or another).
     func isRunning() -> Bool
+    /// Asks the running download to fetch `path` next: a player waits for it (it seeked ahead of the download).
+    func want(_ path: String)
 }

@@ -248,12 +248,14 @@ struct PlaybackResponder: HTTPResponder {
     }
 
     /// `role` as it is on disk now. Files of a complete package are returned as they are. A file of a package still
-    /// downloading gets the downloader's size and checksum once it has landed; until then this waits for the running
-    /// download (polling every ``downloadPoll``, at most ``downloadWait``), then throws `segment_downloading` (503);
+    /// downloading gets the downloader's size and checksum once it has landed; until then this asks the running
+    /// download to fetch it next (``DownloadInProgress/want(_:)``: the player seeked ahead) and waits for it (polling
+    /// every ``downloadPoll``, at most ``downloadWait``), then throws `segment_downloading` (503);
     /// with no download running it throws `segment_not_downloaded` (404) at once.
     private func landed(_ role: FileRole) async throws(PlaybackError) -> FileRole {
         guard role.file.sha256 == nil, let download = authorization.download else { return role }
         let started = ContinuousClock.now
+        var asked = false
         while true {
             if let done = download.completedFile(role.file.path) {
                 var landed = role
@@ -262,6 +264,11 @@ struct PlaybackResponder: HTTPResponder {
                 return landed
             }
             guard download.isRunning() else { throw .segmentNotDownloaded(assetId: authorization.assetId, path: role.file.path) }
+            if !asked {
+                // The player is ahead of the download: the download fetches this file next.
+                download.want(role.file.path)
+                asked = true
+            }
             guard ContinuousClock.now - started < downloadWait else {
                 throw .segmentDownloading(assetId: authorization.assetId, path: role.file.path, waited: Self.seconds(since: started))
             }
