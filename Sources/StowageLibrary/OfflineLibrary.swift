@@ -206,6 +206,7 @@ public final class OfflineLibrary: Sendable {
     ///   - port: the port on 127.0.0.1; 0 picks a free one.
     ///   - fileCheck: sizes (the server hashes while streaming) or every checksum up front.
     ///   - downloadWait: how long a request for a file the running download has not brought yet waits for it.
+    ///   - onRequest: told of every request served (bytes, time taken, time to first byte, time waited).
     /// - Returns: the one-time URL to give a player and the handle that stops the session.
     /// - Throws: ``Playback/PlaybackError`` with the gate's refusal.
     public func play(
@@ -213,7 +214,8 @@ public final class OfflineLibrary: Sendable {
         player: PlaybackPlayer? = nil,
         port: Int = 0,
         fileCheck: PlaybackGate.FileCheck = .sizes,
-        downloadWait: Duration = .seconds(20)
+        downloadWait: Duration = .seconds(20),
+        onRequest: (@Sendable (PlaybackRequestEvent) -> Void)? = nil
     ) async throws -> PlaybackHandle {
         let gate = PlaybackGate(dataDirectory: dataDirectory, store: keyStore, device: try device(), clock: clock, fileCheck: fileCheck)
         // An asset with a download task (running, paused or failed part-way) plays from what has landed so far.
@@ -224,7 +226,7 @@ public final class OfflineLibrary: Sendable {
         let server = try PlaybackServer(
             authorization: authorization,
             gate: gate,
-            configuration: .init(port: port, downloadWait: downloadWait)
+            configuration: .init(port: port, downloadWait: downloadWait, onRequest: onRequest)
         )
         return try await PlaybackHandle.start(server, player: player)
     }

@@ -32,13 +32,21 @@ struct PlayCommand: AsyncParsableCommand {
     @Flag(help: "Hash every file against the manifest before serving.")
     var checksums = false
 
-    @Flag(help: "Print JSON lines: {\"event\":\"playing\",\"url\":...}, then {\"event\":\"stopped\",...}; errors as JSON.")
+    @Flag(
+        help:
+            "Print JSON lines: {\"event\":\"playing\",\"url\":...}, one {\"event\":\"served\",...} per request (bytes, seconds, firstByteSeconds, waitedSeconds), then {\"event\":\"stopped\",...}; errors as JSON."
+    )
     var json = false
 
     func validate() throws {
         guard player == "none" || PlaybackPlayer(rawValue: player) != nil else {
             throw ValidationError("--player must be ffplay, mpv, vlc, ffmpeg-null or none")
         }
+    }
+
+    /// Prints one `served` event (`--json`).
+    @Sendable static func printServed(_ request: PlaybackRequestEvent) {
+        FileHandle.standardOutput.write(Data((Library.line(ServedLine(request: request)) + "\n").utf8))
     }
 
     func run() async throws {
@@ -50,7 +58,8 @@ struct PlayCommand: AsyncParsableCommand {
                 assetId: assetId,
                 player: PlaybackPlayer(rawValue: player),
                 port: port,
-                fileCheck: checksums ? .checksums : .sizes
+                fileCheck: checksums ? .checksums : .sizes,
+                onRequest: json ? Self.printServed : nil
             )
         } catch {
             CommandOutput.fail(error, json: json)
@@ -78,5 +87,18 @@ struct PlayCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("stopped (\(end.reason))\n".utf8))
         }
         if let status = end.playerExitStatus, status != 0 { throw ExitCode(status) }
+    }
+}
+
+/// `{"event":"served", ...PlaybackRequestEvent}`: one request the session answered.
+struct ServedLine: Encodable {
+    var request: PlaybackRequestEvent
+
+    private enum Key: String, CodingKey { case event }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode("served", forKey: .event)
+        try request.encode(to: encoder)
     }
 }

@@ -198,6 +198,22 @@ struct LibraryCommandTests {
             let play = try await Self.run(["play", "demo-1", "--player", "ffmpeg-null"], home: home)
             #expect(play.status == 0, "\(play.output)")
             #expect(play.output.contains("playing http://127.0.0.1:"))
+            // With --json every request the player made is an event: bytes, time taken, time to the first byte.
+            let played = try await Self.run(["play", "demo-1", "--player", "ffmpeg-null", "--json"], home: home)
+            #expect(played.status == 0, "\(played.output)")
+            let events = played.output.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            let served = events.filter { $0["event"] as? String == "served" }
+            let second = served.first { ($0["path"] as? String) == "/video/00001.ts" } ?? [:]
+            let status = second["status"] as? Int ?? 0
+            #expect(status == 200 || status == 206, "\(served)")
+            let bytes = second["bytes"] as? Int ?? 0
+            #expect(bytes > 1000)
+            let firstByte = second["firstByteSeconds"] as? Double
+            #expect(firstByte != nil)
+            #expect(served.contains { ($0["path"] as? String) == "/master.m3u8" })
+            #expect(events.first?["event"] as? String == "playing" && events.last?["event"] as? String == "stopped")
 
             let delete = try await Self.run(["delete", "demo-1"], home: home)
             #expect(delete.status == 0)

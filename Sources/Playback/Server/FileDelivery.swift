@@ -90,7 +90,8 @@ struct SegmentStream: Sendable {
         into writer: inout any ResponseBodyWriter,
         length: Int64,
         verified: VerifiedFiles,
-        chunkSize: Int
+        chunkSize: Int,
+        firstByte: @Sendable () -> Void = {}
     ) async throws -> Int {
         let path = file.path
         guard let handle = try? ChunkedFile(url) else { throw PlaybackError.segmentMissing(assetId: assetId, path: path) }
@@ -112,6 +113,7 @@ struct SegmentStream: Sendable {
             output.reserveCapacity(chunk.count + 1024)
             try process(chunk, with: transform) { output.writeBytes($0) }
             if held.readableBytes > 0 {
+                firstByte()
                 written += held.readableBytes
                 try await writer.write(held)
             }
@@ -136,6 +138,7 @@ struct SegmentStream: Sendable {
         }
         if let identity { verified.record(path, as: identity) }
         if held.readableBytes > 0 {
+            firstByte()
             written += held.readableBytes
             try await writer.write(held)
         }
@@ -156,7 +159,8 @@ struct SegmentStream: Sendable {
         length: Int64,
         into writer: inout any ResponseBodyWriter,
         verified: VerifiedFiles,
-        chunkSize: Int
+        chunkSize: Int,
+        firstByte: @Sendable () -> Void = {}
     ) async throws -> Int {
         let path = file.path
         guard let handle = try? ChunkedFile(url), let size = handle.size else {
@@ -233,6 +237,7 @@ struct SegmentStream: Sendable {
                 }
             }
             if output.readableBytes > 0 {
+                firstByte()
                 written += output.readableBytes
                 try await writer.write(output)
             }

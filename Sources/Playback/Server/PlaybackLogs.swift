@@ -9,15 +9,39 @@ struct PlaybackLogs: Sendable {
 
     private let access: ExtendedLogFile?
     private let errors: ExtendedLogFile?
+    private let onRequest: (@Sendable (PlaybackRequestEvent) -> Void)?
 
     /// Opens both logs; a log that cannot be opened is skipped (a log never stops a player).
-    init(package: PackageDirectory) {
+    init(package: PackageDirectory, onRequest: (@Sendable (PlaybackRequestEvent) -> Void)? = nil) {
         access = try? ExtendedLogFile(url: package.accessLogURL, fields: ExtendedLogFile.accessFields)
         errors = try? ExtendedLogFile(url: package.errorLogURL, fields: ExtendedLogFile.errorFields)
+        self.onRequest = onRequest
     }
 
-    /// One request: `uri` is the path inside the session (`/video/00001.ts`), `seconds` the time taken.
-    func request(method: String, uri: String, status: Int, bytes: Int?, seconds: Double, rendition: String?) {
+    /// One request: `uri` is the path inside the session (`/video/00001.ts`), `seconds` the time taken, `firstByte`
+    /// the time to the first body byte, `waited` the time spent waiting for a download to bring the file.
+    func request(
+        method: String,
+        uri: String,
+        status: Int,
+        bytes: Int?,
+        seconds: Double,
+        rendition: String?,
+        firstByte: Double? = nil,
+        waited: Double? = nil
+    ) {
+        onRequest?(
+            PlaybackRequestEvent(
+                method: method,
+                path: uri,
+                status: status,
+                bytes: bytes,
+                seconds: seconds,
+                firstByteSeconds: firstByte,
+                waitedSeconds: waited,
+                rendition: rendition
+            )
+        )
         var values = [
             "cs-method": method,
             "cs-uri": uri,
@@ -36,4 +60,19 @@ struct PlaybackLogs: Sendable {
     func error(uri: String, _ error: PlaybackError) {
         errors?.write(["cs-uri": uri, "x-error-domain": Self.domain, "x-error-code": error.code, "x-comment": error.message])
     }
+}
+
+/// One request the playback server answered, as `stowage play --json` prints it (`{"event":"served",...}`): what was
+/// asked, the status, the bytes sent (nil when the response was cut short), the time taken, the time to the first body
+/// byte, and how long it waited for a running download to bring the file.
+public struct PlaybackRequestEvent: Codable, Sendable, Hashable {
+    public var method: String
+    /// The path inside the session (`/video/00001.ts`); `-` for a request outside it.
+    public var path: String
+    public var status: Int
+    public var bytes: Int?
+    public var seconds: Double
+    public var firstByteSeconds: Double?
+    public var waitedSeconds: Double?
+    public var rendition: String?
 }

@@ -4,6 +4,7 @@ import MediaCrypto
 import NIOCore
 import OfflinePackage
 import StowageCore
+import Synchronization
 
 /// Answers the player's requests for one session: playlists without key tags, files decrypted on the fly.
 ///
@@ -114,6 +115,7 @@ struct PlaybackResponder: HTTPResponder {
         // A package still downloading: the file (and a cbcs segment's init section) once it has landed.
         let role: FileRole
         var initRole: FileRole?
+        let waitStarted = ContinuousClock.now
         do {
             role = try await landed(listed)
             if case .segment(let initIndex?) = role.kind, rendition.initSections.indices.contains(initIndex),
@@ -130,16 +132,28 @@ struct PlaybackResponder: HTTPResponder {
                 status: Int(status.code),
                 bytes: nil,
                 seconds: Self.seconds(since: started),
-                rendition: rendition.id
+                rendition: rendition.id,
+                waited: Self.seconds(since: waitStarted)
             )
             var response = Self.text(status, error.description)
             if status == .serviceUnavailable { response.headers[.retryAfter] = "2" }
             return response
         }
         let contentType = Self.contentType(of: relative, kind: rendition.kind)
+        let waited = listed.file.sha256 == nil ? Self.seconds(since: waitStarted) : nil
         let fileLogs = self.logs
+        let firstByte = FirstByte()
         let log: @Sendable (Int, Int?) -> Void = { status, bytes in
-            fileLogs.request(method: method, uri: uri, status: status, bytes: bytes, seconds: Self.seconds(since: started), rendition: rendition.id)
+            fileLogs.request(
+                method: method,
+                uri: uri,
+                status: status,
+                bytes: bytes,
+                seconds: Self.seconds(since: started),
+                rendition: rendition.id,
+                firstByte: firstByte.seconds(since: started),
+                waited: waited
+            )
         }
         do {
             switch role.kind {
@@ -190,9 +204,22 @@ struct PlaybackResponder: HTTPResponder {
                         do {
                             let bytes =
                                 if let range {
-                                    try await plan.stream(range: range, length: length, into: &writer, verified: verified, chunkSize: chunkSize)
+                                    try await plan.stream(
+                                        range: range,
+                                        length: length,
+                                        into: &writer,
+                                        verified: verified,
+                                        chunkSize: chunkSize,
+                                        firstByte: firstByte.mark
+                                    )
                                 } else {
-                                    try await plan.stream(into: &writer, length: length, verified: verified, chunkSize: chunkSize)
+                                    try await plan.stream(
+                                        into: &writer,
+                                        length: length,
+                                        verified: verified,
+                                        chunkSize: chunkSize,
+                                        firstByte: firstByte.mark
+                                    )
                                 }
                             try await writer.finish(nil)
                             log(Int(status.code), bytes)
@@ -369,5 +396,24 @@ struct PlaybackRequestContext: RequestContext {
             let server = localAddress, let serverIP = server.ipAddress, let serverPort = server.port
         else { return nil }
         return LoopbackPeer.find(client: (clientIP, clientPort), server: (serverIP, serverPort))
+    }
+}
+
+/// When a streamed response sent its first body byte.
+final class FirstByte: Sendable {
+    private let instant = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// Records now, the first time.
+    func mark() {
+        instant.withLock { if $0 == nil { $0 = .now } }
+    }
+
+    /// Seconds from `start` to the first byte; nil when none was sent (or the body was in memory: then it is the
+    /// whole time taken).
+    func seconds(since start: ContinuousClock.Instant) -> Double? {
+        instant.withLock { $0 }.map { instant in
+            let elapsed = instant - start
+            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        }
     }
 }

@@ -82,14 +82,18 @@ public struct PlaybackServer: Sendable {
         /// While the package downloads: how long a request for a file not there yet waits for the running download
         /// before it gets `503` with `Retry-After`.
         public var downloadWait: Duration
+        /// Told of every request answered (`stowage play --json` prints them).
+        public var onRequest: (@Sendable (PlaybackRequestEvent) -> Void)?
 
         public init(
             host: String = "127.0.0.1",
             port: Int = 0,
             chunkSize: Int = 256 * 1024,
             packageCheckInterval: Duration = .milliseconds(500),
-            downloadWait: Duration = .seconds(20)
+            downloadWait: Duration = .seconds(20),
+            onRequest: (@Sendable (PlaybackRequestEvent) -> Void)? = nil
         ) {
+            self.onRequest = onRequest
             self.host = host
             self.port = port
             self.chunkSize = chunkSize
@@ -164,7 +168,7 @@ public struct PlaybackServer: Sendable {
             gate: gate,
             sessionPath: sessionPath,
             entry: EntryLatch(),
-            logs: PlaybackLogs(package: authorization.package),
+            logs: PlaybackLogs(package: authorization.package, onRequest: configuration.onRequest),
             initSections: InitSectionCache(),
             verified: VerifiedFiles(),
             chunkSize: max(4096, configuration.chunkSize),
