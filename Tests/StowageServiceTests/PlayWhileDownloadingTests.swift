@@ -30,6 +30,32 @@ struct PlayWhileDownloadingTests {
         }
     }
 
+    /// Starts downloading the fixture (one file at a time, no subtitles) and returns once the keys are stored and a
+    /// first file has landed: the moment a player may start. Also returns the renditions selected.
+    static func startDownload(
+        _ fixture: DownloadFixture,
+        origin: URL,
+        keyServer: URL
+    ) async throws -> (OfflineLibrary, DownloadTask, [PackageRendition]) {
+        let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+        let task = try await library.download(
+            DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                selection: MediaSelectionOptions(subtitles: .none),
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token(),
+                concurrency: 1
+            )
+        )
+        var renditions: [PackageRendition] = []
+        for await event in task.events {
+            if case .resolvedMediaSelections(let selected) = event { renditions = selected }
+            if case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone > 0 }) { break }
+        }
+        return (library, task, renditions)
+    }
+
     /// The clear fixture playlist a package rendition was made from (`demo-1/video/360p/index.m3u8` ->
     /// `Fixtures/demo/video/360p/index.m3u8`).
     static func clearTwin(of rendition: PackageRendition, assetId: String) -> String {
@@ -45,23 +71,7 @@ struct PlayWhileDownloadingTests {
         // About 150 kB/s: the package takes several seconds, the player runs ahead and waits for files.
         let conditions = NetworkConditions(bandwidthBytesPerSecond: 150_000)
         try await fixture.withServers(conditions: conditions, log: log) { origin, keyServer in
-            let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
-            let task = try await library.download(
-                DownloadRequest(
-                    url: fixture.sourceURL(origin),
-                    assetId: fixture.assetId,
-                    selection: MediaSelectionOptions(subtitles: .none),
-                    keyServerURL: keyServer.absoluteString,
-                    token: try await fixture.token(),
-                    concurrency: 1
-                )
-            )
-            // Play as soon as the keys are stored and a first file has landed.
-            var renditions: [PackageRendition] = []
-            for await event in task.events {
-                if case .resolvedMediaSelections(let selected) = event { renditions = selected }
-                if case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone > 0 }) { break }
-            }
+            let (library, task, renditions) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
             let video = try #require(renditions.first { $0.kind == .video })
             let audio = try #require(renditions.first { $0.kind == .audio })
             let playback = try await library.play(assetId: fixture.assetId)
@@ -92,22 +102,7 @@ struct PlayWhileDownloadingTests {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
         try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 100_000)) { origin, keyServer in
-            let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
-            let task = try await library.download(
-                DownloadRequest(
-                    url: fixture.sourceURL(origin),
-                    assetId: fixture.assetId,
-                    selection: MediaSelectionOptions(subtitles: .none),
-                    keyServerURL: keyServer.absoluteString,
-                    token: try await fixture.token(),
-                    concurrency: 1
-                )
-            )
-            var renditions: [PackageRendition] = []
-            for await event in task.events {
-                if case .resolvedMediaSelections(let selected) = event { renditions = selected }
-                if case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone > 0 }) { break }
-            }
+            let (library, task, renditions) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
             let last = try #require(renditions.first { $0.kind == .video }?.segments.last?.file?.path)
 
             // Running: a request for the last segment waits (here 1 s), then 503 with Retry-After.
@@ -151,22 +146,7 @@ struct SeekAheadTests {
         defer { fixture.remove() }
         let log = OriginRequestLog()
         try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 150_000), log: log) { origin, keyServer in
-            let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
-            let task = try await library.download(
-                DownloadRequest(
-                    url: fixture.sourceURL(origin),
-                    assetId: fixture.assetId,
-                    selection: MediaSelectionOptions(subtitles: .none),
-                    keyServerURL: keyServer.absoluteString,
-                    token: try await fixture.token(),
-                    concurrency: 1
-                )
-            )
-            var renditions: [PackageRendition] = []
-            for await event in task.events {
-                if case .resolvedMediaSelections(let selected) = event { renditions = selected }
-                if case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone > 0 }) { break }
-            }
+            let (library, task, renditions) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
             let audio = try #require(renditions.first { $0.kind == .audio })
             let last = try #require(audio.segments.last?.file)
             let playback = try await library.play(assetId: fixture.assetId)
