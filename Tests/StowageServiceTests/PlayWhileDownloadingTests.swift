@@ -89,10 +89,11 @@ struct PlayWhileDownloadingTests {
             let fetched = log.entries.filter { $0.status == 200 || $0.status == 206 }.map(\.path)
             #expect(Set(fetched).count == fetched.count, "fetched twice: \(fetched.filter { path in fetched.filter { $0 == path }.count > 1 })")
             // The player asked for files before they landed: some of its requests (paths inside the session, where the
-            // downloader's lines name the origin's URL) waited for the download (`time-taken`, the 7th field).
+            // downloader's lines name the origin's URL) waited for the download (`time-taken`, the 7th field; a landed
+            // file is served in a few ms, an awaited one takes at least its transfer, 18 kB at 150 kB/s for audio).
             let access = try String(contentsOf: fixture.package.accessLogURL, encoding: .utf8).split(separator: "\n")
             let waits = access.map { $0.split(separator: " ") }.filter { $0.count > 6 && $0[3].hasPrefix("/") }.compactMap { Double($0[6]) }
-            #expect(waits.contains { $0 > 0.3 }, "no playback request waited: \(waits)")
+            #expect(waits.contains { $0 > 0.05 }, "no playback request waited: \(waits)")
             await library.close()
         }
     }
