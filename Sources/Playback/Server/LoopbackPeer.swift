@@ -28,7 +28,7 @@ struct LoopbackPeer: Hashable, Sendable {
                 guard local.port == client.port, remote.port == server.port else { continue }
                 if table.hasSuffix("tcp"), local.ip != client.ip || remote.ip != server.ip { continue }
                 guard let uid = UInt32(fields[7]), let inode = UInt64(fields[9]), inode != 0 else { continue }
-                return LoopbackPeer(uid: uid, pid: process(holdingSocket: inode))
+                return LoopbackPeer(uid: uid, pid: process(holdingSocket: inode, ownedBy: uid))
             }
         }
         return nil
@@ -60,13 +60,16 @@ struct LoopbackPeer: Hashable, Sendable {
         return (bytes.map(String.init).joined(separator: "."), port)
     }
 
-    /// The process with a descriptor on socket `inode`, scanning `/proc/*/fd` (only what this process may read).
-    private static func process(holdingSocket inode: UInt64) -> Int32? {
+    /// The process with a descriptor on socket `inode`, scanning `/proc/*/fd` of the processes of `uid` (the socket's
+    /// owner; only what this process may read).
+    private static func process(holdingSocket inode: UInt64, ownedBy uid: UInt32) -> Int32? {
         let target = "socket:[\(inode)]"
         guard let processes = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
         var buffer = [CChar](repeating: 0, count: 64)
         for name in processes {
             guard let pid = Int32(name) else { continue }
+            var owner = stat()
+            guard stat("/proc/\(name)", &owner) == 0, owner.st_uid == uid else { continue }
             let folder = "/proc/\(name)/fd"
             guard let directory = opendir(folder) else { continue }
             defer { closedir(directory) }
