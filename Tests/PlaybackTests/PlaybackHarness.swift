@@ -6,9 +6,26 @@ import NIOCore
 import NIOHTTP1
 import OfflinePackage
 import PackageTestSupport
+import Packaging
 import Playback
 import StowageTestSupport
 import Testing
+
+/// A package the HTTP and real-player tests serve: a clear fixture, how it is encrypted, and its key rotation.
+struct PackageCase: Sendable, CustomTestStringConvertible {
+    var fixture: String
+    var method: ContentPackager.Method
+    var rotationPeriod: Int?
+
+    var clear: URL { TestPackages.mediaFixture(fixture) }
+    var isTransportStream: Bool { fixture.hasPrefix("ts-") }
+    var testDescription: String { "\(fixture) \(method.rawValue)\(rotationPeriod.map { " rotating every \($0)" } ?? "")" }
+
+    /// The package, as asset `movie`, in a new folder under `root`.
+    func make(in root: URL) async throws -> TestPackage {
+        try await TestPackages.make(clearPlaylist: clear, method: method, assetId: "movie", in: root, rotationPeriod: rotationPeriod)
+    }
+}
 
 /// Packages, gates and running playback servers for the tests, each in its own temporary folder.
 enum PlaybackHarness {

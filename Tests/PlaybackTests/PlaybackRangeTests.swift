@@ -1,10 +1,13 @@
 import AsyncHTTPClient
 import Foundation
+import MediaCrypto
 import NIOCore
 import NIOHTTP1
 import OfflinePackage
 import PackageTestSupport
 import Packaging
+import StowageCrypto
+import StowageTestSupport
 import Testing
 
 @testable import Playback
@@ -13,32 +16,19 @@ import Testing
 /// every decrypted segment and init section, each equal to the same bytes of the whole response.
 @Suite(.timeLimit(.minutes(5)))
 struct PlaybackRangeTests {
-    struct Case: Sendable, CustomTestStringConvertible {
-        var fixture: String
-        var method: ContentPackager.Method
-        var rotationPeriod: Int?
-        var testDescription: String { "\(fixture) \(method.rawValue)\(rotationPeriod.map { " rotating every \($0)" } ?? "")" }
-    }
-
-    static let cases: [Case] = [
-        Case(fixture: "ts-clear/index.m3u8", method: .sampleAES),
-        Case(fixture: "fmp4-clear/index.m3u8", method: .sampleAES),
-        Case(fixture: "ts-clear/index.m3u8", method: .aes128, rotationPeriod: 2),
-        Case(fixture: "fmp4-clear/index.m3u8", method: .aes128),
+    static let cases: [PackageCase] = [
+        PackageCase(fixture: "ts-clear/index.m3u8", method: .sampleAES),
+        PackageCase(fixture: "fmp4-clear/index.m3u8", method: .sampleAES),
+        PackageCase(fixture: "ts-clear/index.m3u8", method: .aes128, rotationPeriod: 2),
+        PackageCase(fixture: "fmp4-clear/index.m3u8", method: .aes128),
     ]
 
     @Test(arguments: cases)
-    func everyRangeEqualsTheSameBytesOfTheWholeResponse(_ testCase: Case) async throws {
+    func everyRangeEqualsTheSameBytesOfTheWholeResponse(_ testCase: PackageCase) async throws {
         let root = try PlaybackHarness.temporaryRoot()
         defer { try? FileManager.default.removeItem(at: root) }
-        let clear = TestPackages.mediaFixture(testCase.fixture)
-        let package = try await TestPackages.make(
-            clearPlaylist: clear,
-            method: testCase.method,
-            assetId: "movie",
-            in: root,
-            rotationPeriod: testCase.rotationPeriod
-        )
+        let clear = testCase.clear
+        let package = try await testCase.make(in: root)
         let rendition = try #require(package.manifest.renditions.first)
         let files = rendition.initSections + rendition.segments.compactMap(\.file)
         #expect(files.count >= 3)
@@ -157,6 +147,38 @@ struct PlaybackRangeTests {
         let top = [UInt8](repeating: 0xFF, count: 16)
         #expect(SegmentStream.counter(top, advancedBy: 1) == [UInt8](repeating: 0, count: 16))
         #expect(SegmentStream.counter([UInt8](repeating: 0, count: 16), advancedBy: 0x0102).suffix(2) == [1, 2])
+    }
+
+    @Test func aCTRRangeDecryptedFromItsBlockEqualsOpenSSL() async throws {
+        // `openssl enc -aes-256-ctr` encrypts 4 KiB with a counter two blocks short of a carry into the next byte; a
+        // range decrypted from block k with the counter advanced by k equals the plaintext there.
+        let root = try PlaybackHarness.temporaryRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let plain = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let key = (0..<32).map { UInt8($0) }
+        let iv: [UInt8] = [0x10, 0x20, 0x30, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFE]
+        let input = root.appendingPathComponent("plain.bin")
+        let output = root.appendingPathComponent("cipher.bin")
+        try Data(plain).write(to: input)
+        let hex = { (bytes: [UInt8]) in bytes.map { String(format: "%02x", $0) }.joined() }
+        let result = try await ProcessRunner.run(
+            program: "openssl",
+            ["enc", "-aes-256-ctr", "-K", hex(key), "-iv", hex(iv), "-in", input.path, "-out", output.path]
+        )
+        #expect(result.status == 0)
+        let cipher = Array(try Data(contentsOf: output))
+        for block in [0, 1, 2, 3, 100, 255] {
+            let decryptor = try WholeSegmentCipher(
+                method: .aes256CTR,
+                key: SecretBytes(key),
+                iv: SegmentStream.counter(iv, advancedBy: Int64(block)),
+                direction: .decrypt,
+                segment: "range"
+            )
+            var decrypted: [UInt8] = []
+            try decryptor.process(Array(cipher[(block * 16)...])) { decrypted += $0 }
+            #expect(decrypted == Array(plain[(block * 16)...]), "from block \(block)")
+        }
     }
 
     struct Fetched {

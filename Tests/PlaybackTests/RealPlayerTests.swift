@@ -14,47 +14,34 @@ import Glibc
 /// its frames are the clear twin's; VLC plays to the end and fetches every segment. `.ci/run` installs both.
 @Suite(.timeLimit(.minutes(5)))
 struct RealPlayerTests {
-    struct Case: Sendable, CustomTestStringConvertible {
-        var fixture: String
-        var method: ContentPackager.Method
-        var rotationPeriod: Int?
-        /// Debian's mpv 0.35 cannot seek into fMP4 HLS even on a clear copy ("Invalid NAL unit size").
-        var mpvSeeks: Bool
-        var testDescription: String { "\(fixture) \(method.rawValue)\(rotationPeriod.map { " rotating every \($0)" } ?? "")" }
-    }
-
-    static let cases: [Case] = [
-        Case(fixture: "ts-clear/index.m3u8", method: .sampleAES, mpvSeeks: true),
-        Case(fixture: "fmp4-clear/index.m3u8", method: .sampleAES, mpvSeeks: false),
-        Case(fixture: "ts-clear/index.m3u8", method: .aes128, rotationPeriod: 1, mpvSeeks: true),
+    static let cases: [PackageCase] = [
+        PackageCase(fixture: "ts-clear/index.m3u8", method: .sampleAES),
+        PackageCase(fixture: "fmp4-clear/index.m3u8", method: .sampleAES),
+        PackageCase(fixture: "ts-clear/index.m3u8", method: .aes128, rotationPeriod: 1),
     ]
 
     @Test(arguments: cases)
-    func mpvDecodesWhatTheClearTwinHolds(_ testCase: Case) async throws {
+    func mpvDecodesWhatTheClearTwinHolds(_ testCase: PackageCase) async throws {
         let root = try PlaybackHarness.temporaryRoot()
         defer { try? FileManager.default.removeItem(at: root) }
-        let clear = TestPackages.mediaFixture(testCase.fixture)
-        let package = try await TestPackages.make(
-            clearPlaylist: clear,
-            method: testCase.method,
-            assetId: "movie",
-            in: root,
-            rotationPeriod: testCase.rotationPeriod
-        )
+        let clear = testCase.clear
+        let package = try await testCase.make(in: root)
+        // Debian's mpv 0.35 cannot seek into fMP4 HLS even on a clear copy ("Invalid NAL unit size").
+        let mpvSeeks = testCase.isTransportStream
         let expected = try await DecodedFrames.of(clear, map: "0:v:0").map(Self.checksum)
         let output = root.appendingPathComponent("mpv.nut")
         let (result, _) = try await PlaybackHarness.withSession(package) { address in
             // mpv's encoding mode: it demuxes, seeks and decodes as it does to play, and writes the frames it decoded.
             try await ProcessRunner.run(
                 program: "mpv",
-                ["--no-config", "--really-quiet"] + (testCase.mpvSeeks ? ["--start=50%"] : [])
+                ["--no-config", "--really-quiet"] + (mpvSeeks ? ["--start=50%"] : [])
                     + [address.multivariantURL.absoluteString, "--o=\(output.path)", "--of=nut", "--ovc=rawvideo", "--oac=pcm_s16le"],
                 timeout: .seconds(120)
             )
         }
         #expect(result.status == 0, "mpv: \(String(decoding: result.standardError, as: UTF8.self))")
         let decoded = try await Self.frames(of: output)
-        if testCase.mpvSeeks {
+        if mpvSeeks {
             // From the middle to the end: the clear twin's last frames, in order.
             #expect(decoded.count >= expected.count / 3 && decoded.count < expected.count)
             #expect(decoded == Array(expected.suffix(decoded.count)))
@@ -65,16 +52,10 @@ struct RealPlayerTests {
     }
 
     @Test(arguments: cases)
-    func vlcPlaysToTheEnd(_ testCase: Case) async throws {
+    func vlcPlaysToTheEnd(_ testCase: PackageCase) async throws {
         let root = try PlaybackHarness.temporaryRoot()
         defer { try? FileManager.default.removeItem(at: root) }
-        let package = try await TestPackages.make(
-            clearPlaylist: TestPackages.mediaFixture(testCase.fixture),
-            method: testCase.method,
-            assetId: "movie",
-            in: root,
-            rotationPeriod: testCase.rotationPeriod
-        )
+        let package = try await testCase.make(in: root)
         let home = root.appendingPathComponent("vlc-home", isDirectory: true)
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o777])
         let (result, _) = try await PlaybackHarness.withSession(package) { address in

@@ -166,8 +166,8 @@ struct PlaybackResponder: HTTPResponder {
                     request: request,
                     log: log
                 )
-            case .segment(let initIndex):
-                let plan = try segmentStream(role, initRole: initIndex == nil ? nil : initRole)
+            case .segment:
+                let plan = try segmentStream(role, initRole: initRole)
                 let length = try plan.servedLength()
                 let entityTag = Self.entityTag(of: role.file)
                 var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store", .acceptRanges: "bytes"]
