@@ -249,17 +249,7 @@ struct DownloadRunner: Sendable {
         var fetch = IdentityKeyFetcher.Configuration()
         fetch.headers = request.scopedHeaders
         if needsServer {
-            // The bearer token goes only to a key server the user trusts (docs/SECURITY.md): named for this download,
-            // listed in the data directory, or advertised on the playlist's own host over https.
-            let trust = try KeyServerTrust(configured: try TrustedKeyServers.load(from: session.dataDirectory.url) + request.trustedKeyServers)
-            let chosen = try trust.choose(
-                explicit: try request.keyServerURL.map { text in
-                    guard let url = URL(string: text) else { throw DownloadError.unsupportedURI(text) }
-                    return url
-                },
-                advertised: request.advertisedKeyServerURL.flatMap(URL.init(string:)),
-                playlistURL: URL(string: request.url)
-            )
+            let chosen = try session.keyServer(for: request)
             guard let server = chosen else {
                 throw DownloadError.keys(
                     code: "no_key_server",

@@ -70,6 +70,12 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         case serverFailed = "playback_server_failed"
         /// The one-time URL given to the player was requested again (another process replaying it, say).
         case entryReused = "playback_url_reused"
+        /// The asset is downloading and its keys are not stored yet (the download fetches them before any segment).
+        case keysPending = "keys_pending"
+        /// A file of an online rendition could not be fetched from the source (502).
+        case onlineUnavailable = "online_unavailable"
+        /// The key of an online rendition was not granted (the key server refused a streaming lease, say) (403).
+        case onlineKeyRefused = "online_key_refused"
     }
 
     /// The kind of refusal.
@@ -168,6 +174,39 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
             assetId: assetId,
             path: path,
             message: "The file \(path) of asset \(assetId) does not match its checksum: it was modified or damaged. \(downloadAgain)"
+        )
+    }
+
+    /// An asset still downloading has no keys stored yet.
+    public static func keysPending(assetId: String, downloadRunning: Bool) -> Self {
+        .init(
+            .keysPending,
+            assetId: assetId,
+            message: downloadRunning
+                ? "The download of asset \(assetId) has not stored its keys yet; play it again in a moment (`stowage download URL --play` starts the player as soon as it can)."
+                : "The download of asset \(assetId) stopped before it stored its keys; resume it (`stowage resume \(assetId)`) while online, then play."
+        )
+    }
+
+    /// A file of an online rendition could not be fetched.
+    public static func onlineUnavailable(assetId: String, path: String, detail: String) -> Self {
+        .init(
+            .onlineUnavailable,
+            assetId: assetId,
+            path: path,
+            message:
+                "The online rendition file \(path) of asset \(assetId) could not be fetched from the source (\(detail)). Check the network, or play what is stored with `stowage play \(assetId) --offline`."
+        )
+    }
+
+    /// The key of an online rendition was refused or could not be obtained.
+    public static func onlineKeyRefused(assetId: String, keyId: String, detail: String) -> Self {
+        .init(
+            .onlineKeyRefused,
+            assetId: assetId,
+            keyId: keyId,
+            message:
+                "The key \(keyId) of an online rendition of asset \(assetId) was not granted (\(detail)). The renditions stored offline still play; `stowage play \(assetId) --offline` offers only those."
         )
     }
 

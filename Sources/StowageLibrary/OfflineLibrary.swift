@@ -207,6 +207,8 @@ public final class OfflineLibrary: Sendable {
     ///   - fileCheck: sizes (the server hashes while streaming) or every checksum up front.
     ///   - downloadWait: how long a request for a file the running download has not brought yet waits for it.
     ///   - onRequest: told of every request served (bytes, time taken, time to first byte, time waited).
+    ///   - online: offer what the source has beyond the package when it is reachable (``PlaybackHandle/onlineRenditions``);
+    ///     false (`--offline`): only what is stored.
     /// - Returns: the one-time URL to give a player and the handle that stops the session.
     /// - Throws: ``Playback/PlaybackError`` with the gate's refusal.
     public func play(
@@ -215,20 +217,47 @@ public final class OfflineLibrary: Sendable {
         port: Int = 0,
         fileCheck: PlaybackGate.FileCheck = .sizes,
         downloadWait: Duration = .seconds(20),
-        onRequest: (@Sendable (PlaybackRequestEvent) -> Void)? = nil
+        onRequest: (@Sendable (PlaybackRequestEvent) -> Void)? = nil,
+        online: Bool = true
     ) async throws -> PlaybackHandle {
         let gate = PlaybackGate(dataDirectory: dataDirectory, store: keyStore, device: try device(), clock: clock, fileCheck: fileCheck)
         // An asset with a download task (running, paused or failed part-way) plays from what has landed so far.
         let download: DownloadFiles? =
             try downloads.store.task(assetId) == nil
             ? nil : DownloadFiles(store: downloads.store, assetId: assetId, dataDirectory: dataDirectory)
-        let authorization = try gate.authorize(assetId: assetId, download: download)
+        var authorization = try gate.authorize(assetId: assetId, download: download)
+        if online, let offer = await onlineRenditions(for: authorization) { authorization = authorization.addingOnline(offer) }
         let server = try PlaybackServer(
             authorization: authorization,
             gate: gate,
             configuration: .init(port: port, downloadWait: downloadWait, onRequest: onRequest)
         )
         return try await PlaybackHandle.start(server, player: player)
+    }
+}
+
+extension OfflineLibrary {
+    /// What the source offers beyond the package, when it answers now (a few seconds at most); nil offline or when it
+    /// offers nothing more.
+    func onlineRenditions(for authorization: PlaybackAuthorization) async -> OnlineRenditions? {
+        guard let plan = try? await downloads.onlinePlan(for: authorization.manifest), let device = try? device() else { return nil }
+        let request = (try? downloads.store.task(authorization.assetId))?.request
+        let keys = OnlineKeys(
+            downloads: downloads,
+            keyStore: keyStore,
+            device: device,
+            http: keyHTTP,
+            clock: clock,
+            request: request,
+            onlineKeys: plan.keys
+        )
+        return OnlineRenditions(
+            renditions: plan.renditions,
+            keys: plan.keys,
+            playlists: plan.playlists,
+            multivariantPlaylist: plan.multivariantPlaylist,
+            source: OnlineStreaming(downloads: downloads, assetId: authorization.assetId, keys: keys)
+        )
     }
 }
 

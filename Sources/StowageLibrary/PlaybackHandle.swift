@@ -14,11 +14,14 @@ public final class PlaybackHandle: Sendable {
     public let url: URL
     /// Where the session listens (its session URL is for in-process callers only).
     public let address: PlaybackServer.Address
+    /// The IDs of the renditions offered online beside the stored ones (`online-audio-fr`, ...); empty offline.
+    public let onlineRenditions: [String]
     private let session: Task<PlaybackEnd, any Error>
 
-    private init(url: URL, address: PlaybackServer.Address, session: Task<PlaybackEnd, any Error>) {
+    private init(url: URL, address: PlaybackServer.Address, onlineRenditions: [String], session: Task<PlaybackEnd, any Error>) {
         self.url = url
         self.address = address
+        self.onlineRenditions = onlineRenditions
         self.session = session
     }
 
@@ -37,7 +40,12 @@ public final class PlaybackHandle: Sendable {
             _ = try await session.value
             throw PlaybackError.serverFailed(assetId: server.authorization.assetId, detail: "it stopped before it listened")
         }
-        return PlaybackHandle(url: address.multivariantURL, address: address, session: session)
+        return PlaybackHandle(
+            url: address.multivariantURL,
+            address: address,
+            onlineRenditions: server.authorization.online?.renditionIds ?? [],
+            session: session
+        )
     }
 
     /// Waits until the session ends by itself (the player exits, the package is deleted).

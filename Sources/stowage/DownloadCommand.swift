@@ -312,7 +312,8 @@ enum DownloadDriver {
                 progress.renditions.contains(where: { $0.filesDone > 0 })
             {
                 do {
-                    let handle = try await library.play(assetId: task.assetId, player: play.player)
+                    // The selection being downloaded, not the source's other renditions (they would be fetched twice).
+                    let handle = try await library.play(assetId: task.assetId, player: play.player, online: false)
                     playback = handle
                     let url = handle.url.absoluteString
                     FileHandle.standardOutput.write(Data(((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n").utf8))

@@ -14,9 +14,14 @@ struct PlayCommand: AsyncParsableCommand {
             then served at an unguessable path on 127.0.0.1; every request checks the lease again. Prints the
             multivariant playlist URL; with --player starts that player and stops when it exits, else runs until
             Ctrl-C. Logs: packages/ASSET/logs/access.log and error.log.
+            When the source is reachable, the served playlist also offers the variants and renditions the package
+            does not hold (IDs online-..., listed in EXT-X-SESSION-DATA com.stowage.online): their segments are
+            fetched from the source and decrypted with the stored lease's keys, or a streaming lease kept in memory.
+            --offline offers only what is stored.
             Example:
               stowage play demo-1 --player ffplay
               stowage play demo-1 --player none --port 8090
+              stowage play demo-1 --offline --player mpv
             """
     )
 
@@ -32,9 +37,12 @@ struct PlayCommand: AsyncParsableCommand {
     @Flag(help: "Hash every file against the manifest before serving.")
     var checksums = false
 
+    @Flag(help: "Offer only the renditions stored offline, even when the source is reachable.")
+    var offline = false
+
     @Flag(
         help:
-            "Print JSON lines: {\"event\":\"playing\",\"url\":...}, one {\"event\":\"served\",...} per request (bytes, seconds, firstByteSeconds, waitedSeconds), then {\"event\":\"stopped\",...}; errors as JSON."
+            "Print JSON lines: {\"event\":\"playing\",\"url\":...,\"online\":[IDs]}, one {\"event\":\"served\",...} per request (bytes, seconds, firstByteSeconds, waitedSeconds), then {\"event\":\"stopped\",...}; errors as JSON."
     )
     var json = false
 
@@ -59,13 +67,19 @@ struct PlayCommand: AsyncParsableCommand {
                 player: PlaybackPlayer(rawValue: player),
                 port: port,
                 fileCheck: checksums ? .checksums : .sizes,
-                onRequest: json ? Self.printServed : nil
+                onRequest: json ? Self.printServed : nil,
+                online: !offline
             )
         } catch {
             CommandOutput.fail(error, json: json)
         }
         let url = playback.url.absoluteString
-        FileHandle.standardOutput.write(Data(((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n").utf8))
+        let online = playback.onlineRenditions
+        let line =
+            json
+            ? Library.line(PlayingLine(url: url, online: online))
+            : "playing \(url)" + (online.isEmpty ? "" : "\nonline (streamed from the source): \(online.joined(separator: ", "))")
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
         // Ctrl-C or SIGTERM stops the session (and the player) gracefully.
         try? await CommandOutput.runUntilSignalled([PlaybackService(playback)])
         let outcome: Result<PlaybackEnd, any Error>
@@ -88,6 +102,14 @@ struct PlayCommand: AsyncParsableCommand {
         }
         if let status = end.playerExitStatus, status != 0 { throw ExitCode(status) }
     }
+}
+
+/// `{"event":"playing","url":...,"online":[...]}`: the session listens.
+struct PlayingLine: Encodable {
+    var event = "playing"
+    var url: String
+    /// The IDs of the renditions offered online beside the stored ones.
+    var online: [String]
 }
 
 /// `{"event":"served", ...PlaybackRequestEvent}`: one request the session answered.

@@ -63,6 +63,28 @@ public struct DownloadFixture: Sendable {
         _ = try await packager.package(playlistAt: clearPlaylist)
     }
 
+    /// Packages one clear media playlist of the fixture (`audio/fr/index.m3u8`) again with a fresh key of its own,
+    /// in place of the asset's: that rendition then needs a key no other rendition (and no EXT-X-SESSION-KEY) names.
+    /// Returns the new key ID.
+    @discardableResult
+    public func repackageWithOwnKey(_ relativePlaylist: String, method: ContentPackager.Method = .sampleAES) async throws -> String {
+        let clear = Self.demoFixture.deletingLastPathComponent().appendingPathComponent(relativePlaylist)
+        let staging = root.appendingPathComponent("repackaged-\(UUID().uuidString)")
+        let packager = ContentPackager(
+            assetID: assetId,
+            method: method,
+            outputDirectory: staging,
+            rotationPeriod: nil,
+            keyServerURL: nil,
+            registrar: KeyRegistrar(keyServer.register)
+        )
+        let report = try await packager.package(playlistAt: clear)
+        let target = originRoot.appendingPathComponent(assetId).appendingPathComponent(relativePlaylist).deletingLastPathComponent()
+        try FileManager.default.removeItem(at: target)
+        try FileManager.default.moveItem(at: staging, to: target)
+        return report.keyIDs[0]
+    }
+
     /// The packaged asset's multivariant playlist on the origin.
     public func sourceURL(_ origin: URL, asset: String? = nil) -> String {
         origin.appendingPathComponent("\(asset ?? assetId)/master.m3u8").absoluteString

@@ -218,16 +218,7 @@ struct DownloadPlanner: Sendable {
     }
 
     /// A folder-safe form of a language tag or name.
-    static func slug(_ text: String) -> String {
-        let allowed = text.lowercased().unicodeScalars.map { scalar -> Character in
-            switch scalar {
-            case "a"..."z", "0"..."9": Character(scalar)
-            default: "-"
-            }
-        }
-        let trimmed = String(allowed).split(separator: "-").joined(separator: "-")
-        return trimmed.isEmpty ? "x" : String(trimmed.prefix(32))
-    }
+    static func slug(_ text: String) -> String { PackageSourceRendition.slug(text) }
 }
 
 /// Builds renditions, local file names and local media playlists.

@@ -81,6 +81,14 @@ public struct IdentityKeyFetcher: Sendable {
         return (key, false)
     }
 
+    /// The key of `url` fetched now and kept nowhere (an online rendition played while streaming): nothing is read
+    /// from or written to the store.
+    ///
+    /// - Throws: ``KeySessionError`` `identity_key_fetch_failed`, `identity_key_unreachable`, `invalid_identity_key`.
+    public func fetchUnstored(_ url: URL) async throws -> SecretBytes {
+        try await fetch(url.absoluteString)
+    }
+
     /// GETs `uri` with retries; returns the checked key.
     func fetch(_ uri: String) async throws -> SecretBytes {
         let allowed = configuration.allowsAES256 ? [16, 32] : [16]

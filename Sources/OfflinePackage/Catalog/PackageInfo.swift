@@ -151,7 +151,7 @@ public struct PackageInfo: Codable, Sendable, Hashable {
         // What the source offers that the package does not hold plays only online (AVAssetCache's question).
         let elsewhere = (manifest.availableRenditions ?? []).map { source in
             MediaSelection(
-                renditionId: "source:\(source.kind.rawValue)-\(source.language ?? source.resolution ?? source.name)",
+                renditionId: source.onlineId,
                 kind: source.kind.rawValue,
                 name: source.name,
                 language: source.language,

@@ -288,4 +288,23 @@ public struct PackageSourceRendition: Codable, Sendable, Hashable {
         self.resolution = resolution
         self.codecs = codecs
     }
+
+    /// The ID `stowage play` gives this rendition when it offers it online and `stowage info` lists it under:
+    /// `online-video-BANDWIDTH`, `online-audio-LANGUAGE`, `online-subtitles-LANGUAGE` (the name when there is no
+    /// language).
+    public var onlineId: String {
+        kind == .video ? "online-video-\(bandwidth ?? 0)" : "online-\(kind.rawValue)-" + Self.slug(language ?? name)
+    }
+
+    /// A folder-safe form of a language tag or name: lowercase letters and digits, other runs as one `-`.
+    public static func slug(_ text: String) -> String {
+        let allowed = text.lowercased().unicodeScalars.map { scalar -> Character in
+            switch scalar {
+            case "a"..."z", "0"..."9": Character(scalar)
+            default: "-"
+            }
+        }
+        let trimmed = String(allowed).split(separator: "-").joined(separator: "-")
+        return trimmed.isEmpty ? "x" : String(trimmed.prefix(32))
+    }
 }

@@ -20,10 +20,14 @@ public struct PlaybackAuthorization: Sendable {
 
     /// Content keys by key ID; never written anywhere.
     let keys: [String: SecretBytes]
-    /// Every file of the manifest by its relative path.
+    /// Every file of the manifest (and of the online renditions) by its relative path.
     let files: [String: FileRole]
-    /// Every local media playlist by its relative path, with its rendition's index.
+    /// Every local media playlist by its relative path, with its rendition's index in ``renditions``.
     let playlists: [String: Int]
+    /// The package's renditions, then the online ones.
+    let renditions: [PackageRendition]
+    /// What the source offers beyond the package, served beside it; nil offline.
+    public let online: OnlineRenditions?
     /// The download still bringing files, for a package authorized before it was complete.
     let download: (any DownloadInProgress)?
 
@@ -36,8 +40,10 @@ public struct PlaybackAuthorization: Sendable {
         lease: LeaseEvaluation?,
         authorizedAt: Int64,
         keys: [String: SecretBytes],
-        download: (any DownloadInProgress)? = nil
+        download: (any DownloadInProgress)? = nil,
+        online: OnlineRenditions? = nil
     ) {
+        self.online = online
         self.download = manifest.isComplete && manifest.files.allSatisfy { $0.sha256 != nil } ? nil : download
         self.package = package
         self.manifest = manifest
@@ -46,7 +52,10 @@ public struct PlaybackAuthorization: Sendable {
         self.keys = keys
         var files: [String: FileRole] = [:]
         var playlists: [String: Int] = [:]
-        for (renditionIndex, rendition) in manifest.renditions.enumerated() {
+        let renditions = manifest.renditions + (online?.renditions ?? [])
+        let storedCount = manifest.renditions.count
+        for (renditionIndex, rendition) in renditions.enumerated() {
+            let isOnline = renditionIndex >= storedCount
             playlists[rendition.playlist] = renditionIndex
             for (initIndex, section) in rendition.initSections.enumerated() {
                 // An init section is made clear (cbcs) when the segments that use it are sample-encrypted.
@@ -56,16 +65,46 @@ public struct PlaybackAuthorization: Sendable {
                 files[section.path] = FileRole(
                     file: section,
                     renditionIndex: renditionIndex,
-                    kind: .initSection(sampleEncryptedSegments: sampleEncrypted)
+                    kind: .initSection(sampleEncryptedSegments: sampleEncrypted),
+                    isOnline: isOnline
                 )
             }
             for segment in rendition.segments {
                 guard let file = segment.file else { continue }
-                files[file.path] = FileRole(file: file, renditionIndex: renditionIndex, kind: .segment(initSection: segment.initSection))
+                files[file.path] = FileRole(
+                    file: file,
+                    renditionIndex: renditionIndex,
+                    kind: .segment(initSection: segment.initSection),
+                    isOnline: isOnline
+                )
             }
         }
         self.files = files
         self.playlists = playlists
+        self.renditions = renditions
+    }
+
+    /// This authorization with `online` served beside the package (its multivariant playlist in place of the
+    /// package's), when the source is reachable. Online renditions whose paths the package already uses are left out.
+    public func addingOnline(_ online: OnlineRenditions) -> PlaybackAuthorization {
+        var online = online
+        let taken = Set(manifest.renditions.flatMap { [$0.playlist] + $0.files.map(\.path) })
+        online.renditions.removeAll { rendition in ([rendition.playlist] + rendition.files.map(\.path)).contains(where: taken.contains) }
+        guard !online.renditions.isEmpty else { return self }
+        return PlaybackAuthorization(
+            package: package,
+            manifest: manifest,
+            lease: lease,
+            authorizedAt: authorizedAt,
+            keys: keys,
+            download: download,
+            online: online
+        )
+    }
+
+    /// The package's key with `keyId`, or an online rendition's.
+    func packageKey(_ keyId: String) -> PackageKey? {
+        manifest.key(id: keyId) ?? online?.keys.first { $0.keyId == keyId }
     }
 
     /// Whether playback needs a lease: some key is an skd key.
@@ -84,4 +123,6 @@ struct FileRole: Sendable {
     var file: PackageFile
     var renditionIndex: Int
     var kind: Kind
+    /// A file of an online rendition: fetched from the source, never on disk.
+    var isOnline = false
 }

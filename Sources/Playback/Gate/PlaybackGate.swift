@@ -77,7 +77,7 @@ public struct PlaybackGate: Sendable {
     /// that have landed are checked (sizes, and checksums with ``FileCheck/checksums``), and the rest are served as
     /// they arrive (``DownloadInProgress``). Every lease rule is the same as for a complete package, and the first
     /// play is recorded (it starts the playback window) like any play. The keys must be stored already (the download
-    /// fetches them before any segment); until then this is `key_missing`.
+    /// fetches them before any segment); until then this is `keys_pending`.
     ///
     /// - Throws: as ``authorize(assetId:)``; `package_incomplete` only without `download`.
     public func authorize(assetId: String, download: (any DownloadInProgress)?) throws(PlaybackError) -> PlaybackAuthorization {
@@ -102,17 +102,25 @@ public struct PlaybackGate: Sendable {
 
         let needsLease = manifest.keys.contains { $0.kind == .skd }
         let now = clock.now
-        if needsLease {
-            // Evaluate first without recording anything: a package that cannot play must not start a playback window.
-            try Self.require(try evaluate(assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
-        }
         let keys: [String: SecretBytes]
-        do {
-            keys = try keyring.keys(for: manifest, at: now)
-        } catch {
-            throw Self.mapKeyError(error, assetId: assetId)
-        }
         var lease: LeaseEvaluation?
+        do throws(PlaybackError) {
+            if needsLease {
+                // Evaluate first without recording anything: a package that cannot play must not start a playback window.
+                try Self.require(try evaluate(assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
+            }
+            do {
+                keys = try keyring.keys(for: manifest, at: now)
+            } catch {
+                throw Self.mapKeyError(error, assetId: assetId)
+            }
+        } catch {
+            // A download fetches the keys before any segment: none yet means it has not got that far.
+            if let download, [.noLease, .keyMissing].contains(error.reason), !manifest.files.contains(where: { $0.sha256 != nil }) {
+                throw .keysPending(assetId: assetId, downloadRunning: download.isRunning())
+            }
+            throw error
+        }
         if needsLease {
             let granted = try evaluate(assetId: assetId, at: now, recordingFirstPlay: true)
             try Self.require(granted, assetId: assetId)

@@ -345,15 +345,25 @@ final class InitSectionCache: Sendable {
         if let expected = file.size, expected != size {
             throw .segmentModified(assetId: assetId, path: file.path, expected: expected, found: size)
         }
-        guard var bytes = try? handle.read(count: Int(size), at: 0), bytes.count == Int(size) else {
+        guard let bytes = try? handle.read(count: Int(size), at: 0), bytes.count == Int(size) else {
             throw .segmentMissing(assetId: assetId, path: file.path)
         }
         guard Hex.encode(SHA256Hasher.hash(bytes)) == file.sha256?.lowercased() else {
             throw .segmentChecksumMismatch(assetId: assetId, path: file.path)
         }
+        let decryption = try file.key.map { key throws(PlaybackError) in try Decryptions.wholeFile(key, path: file.path, in: authorization) }
+        let result = try Self.clear(bytes, role: role, decryption: decryption, assetId: assetId)
+        prepared.withLock { $0[file.path] = result }
+        return result
+    }
+
+    /// An init section as the player gets it, from its bytes as stored: decrypted whole when `decryption` is given
+    /// (an AES-128 EXT-X-MAP), made clear when its segments are sample-encrypted fMP4 (cbcs).
+    static func clear(_ stored: [UInt8], role: FileRole, decryption: Decryption?, assetId: String) throws(PlaybackError) -> Prepared {
+        let file = role.file
+        var bytes = stored
         // RFC 8216bis 4.4.4.5: an EXT-X-MAP under AES-128 is encrypted whole with the key in effect.
-        if let key = file.key {
-            let decryption = try Decryptions.wholeFile(key, path: file.path, in: authorization)
+        if let decryption {
             do {
                 let cipher = try SegmentCryptography.decryptor(
                     method: decryption.method,
@@ -379,21 +389,25 @@ final class InitSectionCache: Sendable {
                 throw .decryptionFailed(assetId: assetId, path: file.path, detail: "\(error)")
             }
         }
-        let result = Prepared(bytes: bytes, protection: protection)
-        prepared.withLock { $0[file.path] = result }
-        return result
+        return Prepared(bytes: bytes, protection: protection)
     }
 }
 
 /// Turns a manifest's per-file key into what the decryptors take.
 enum Decryptions {
     /// The key, method and IV of a file encrypted whole or sample by sample.
-    static func wholeFile(_ key: PackageSegmentKey, path: String, in authorization: PlaybackAuthorization) throws(PlaybackError) -> Decryption {
+    /// - Parameter content: the content key when it does not come from the authorization (an online rendition's).
+    static func wholeFile(
+        _ key: PackageSegmentKey,
+        path: String,
+        in authorization: PlaybackAuthorization,
+        content: SecretBytes? = nil
+    ) throws(PlaybackError) -> Decryption {
         let assetId = authorization.assetId
         guard let method = SegmentEncryptionMethod(name: key.method) else {
             throw .unsupportedEncryption(assetId: assetId, path: path, detail: "METHOD=\(key.method) is not one Stowage decrypts")
         }
-        guard let content = authorization.keys[key.keyId] else {
+        guard let content = content ?? authorization.keys[key.keyId] else {
             throw .keyMissing(
                 assetId: assetId,
                 keyId: key.keyId,

@@ -21,6 +21,8 @@ struct PlaybackResponder: HTTPResponder {
     let entry: EntryLatch
     let logs: PlaybackLogs
     let initSections: InitSectionCache
+    /// Files of online renditions, fetched and decrypted in memory.
+    let onlineFiles: OnlineFiles
     /// Files whose SHA-256 was checked in this session, so a byte range needs no whole-file hash.
     let verified: VerifiedFiles
     let chunkSize: Int
@@ -72,15 +74,22 @@ struct PlaybackResponder: HTTPResponder {
 
         // Playlists.
         if relative == authorization.manifest.multivariantPlaylist || authorization.playlists[relative] != nil {
-            let rendition = authorization.playlists[relative].map { authorization.manifest.renditions[$0].id }
+            let rendition = authorization.playlists[relative].map { authorization.renditions[$0].id }
             do {
                 let url = try authorization.package.url(forRelativePath: relative)
-                guard let handle = try? ChunkedFile(url), let size = handle.size else {
-                    throw PlaybackError.segmentMissing(assetId: authorization.assetId, path: relative)
-                }
                 let isMultivariant = relative == authorization.manifest.multivariantPlaylist
+                let bytes: [UInt8]
+                if let online = authorization.online, let text = isMultivariant ? online.multivariantPlaylist : online.playlists[relative] {
+                    // The source's offer: stored and online renditions side by side, or an online rendition's playlist.
+                    bytes = Array(text.utf8)
+                } else {
+                    guard let handle = try? ChunkedFile(url), let size = handle.size else {
+                        throw PlaybackError.segmentMissing(assetId: authorization.assetId, path: relative)
+                    }
+                    bytes = try handle.read(count: Int(size), at: 0)
+                }
                 let text = try PlaylistForPlayback.clearText(
-                    of: try handle.read(count: Int(size), at: 0),
+                    of: bytes,
                     url: url,
                     sessionPrefix: isMultivariant ? sessionPath.description : nil
                 )
@@ -111,7 +120,10 @@ struct PlaybackResponder: HTTPResponder {
 
         // Files.
         guard let listed = authorization.files[relative] else { return reply(.notFound, "not found") }
-        let rendition = authorization.manifest.renditions[listed.renditionIndex]
+        let rendition = authorization.renditions[listed.renditionIndex]
+        if listed.isOnline {
+            return await onlineResponse(listed, rendition: rendition, request: request, uri: uri, started: started)
+        }
         // A package still downloading: the file (and a cbcs segment's init section) once it has landed.
         let role: FileRole
         var initRole: FileRole?
@@ -304,6 +316,59 @@ struct PlaybackResponder: HTTPResponder {
             } catch {
                 throw .segmentDownloading(assetId: authorization.assetId, path: role.file.path, waited: Self.seconds(since: started))
             }
+        }
+    }
+
+    /// A file of an online rendition: fetched from the source and decrypted in memory, then served like a playlist
+    /// (HEAD, Range and If-Range on the clear bytes). A source that cannot be reached is `502`, a key the key server
+    /// will not grant `403`; both go to the error log.
+    private func onlineResponse(
+        _ role: FileRole,
+        rendition: PackageRendition,
+        request: Request,
+        uri: String,
+        started: ContinuousClock.Instant
+    ) async -> Response {
+        let method = request.method.rawValue
+        var initRole: FileRole?
+        if case .segment(let initIndex?) = role.kind, rendition.initSections.indices.contains(initIndex) {
+            initRole = authorization.files[rendition.initSections[initIndex].path]
+        }
+        do {
+            let bytes = try await onlineFiles.clear(role, initRole: initRole, in: authorization)
+            return bufferedResponse(
+                ByteBuffer(bytes: bytes),
+                contentType: Self.contentType(of: role.file.path, kind: rendition.kind),
+                entityTag: nil,
+                request: request,
+                log: { status, bytes in
+                    logs.request(
+                        method: method,
+                        uri: uri,
+                        status: status,
+                        bytes: bytes,
+                        seconds: Self.seconds(since: started),
+                        rendition: rendition.id
+                    )
+                }
+            )
+        } catch {
+            logs.error(uri: uri, error)
+            let status: HTTPResponse.Status =
+                switch error.reason {
+                case .onlineUnavailable: .badGateway
+                case .onlineKeyRefused, .keyMissing: .forbidden
+                default: .internalServerError
+                }
+            logs.request(
+                method: method,
+                uri: uri,
+                status: Int(status.code),
+                bytes: nil,
+                seconds: Self.seconds(since: started),
+                rendition: rendition.id
+            )
+            return Self.text(status, error.description)
         }
     }
 

@@ -170,6 +170,7 @@ public struct PlaybackServer: Sendable {
             entry: EntryLatch(),
             logs: PlaybackLogs(package: authorization.package, onRequest: configuration.onRequest),
             initSections: InitSectionCache(),
+            onlineFiles: OnlineFiles(),
             verified: VerifiedFiles(),
             chunkSize: max(4096, configuration.chunkSize),
             downloadWait: configuration.downloadWait,

@@ -124,7 +124,8 @@ public struct DemoScenario: Sendable {
         report(.detail("playable offline for at least 48 h: yes (\(String(format: "%.1f MB", Double(manifest.knownBytes) / 1e6)))"))
 
         report(.step(5, "Playing through the gate (first play starts the 48 h playback window)"))
-        let playback = try await library.play(assetId: assetId, player: player)
+        // What is stored only: the demo shows offline playback (its origin still runs, which would add online renditions).
+        let playback = try await library.play(assetId: assetId, player: player, online: false)
         report(.detail("serving \(playback.url.absoluteString)\(player == nil ? " (no player)" : "")"))
         if let player {
             let end = try await playback.ended()

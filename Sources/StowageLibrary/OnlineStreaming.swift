@@ -1,0 +1,108 @@
+import AssetDownload
+import AsyncHTTPClient
+import Foundation
+import KeyDelivery
+import OfflinePackage
+import Playback
+import StowageCrypto
+
+/// The download engine and key session as the playback server's ``Playback/OnlineSource``: an online rendition's
+/// files come from the source with the download's headers, its keys from a `streaming` lease (skd, one request for
+/// every key the stored lease lacks, kept in memory for the session) or from the key URI (identity keys, never
+/// stored).
+struct OnlineStreaming: OnlineSource {
+    let downloads: DownloadSession
+    let assetId: String
+    let keys: OnlineKeys
+
+    func fetch(_ file: PackageFile) async throws -> [UInt8] {
+        try await downloads.fetchOnline(file, assetId: assetId)
+    }
+
+    func contentKey(_ key: PackageKey) async throws -> SecretBytes {
+        try await keys.key(key)
+    }
+}
+
+/// The keys of one play session's online renditions, obtained once.
+actor OnlineKeys {
+    let downloads: DownloadSession
+    let keyStore: KeyStore
+    let device: DeviceIdentity
+    let http: HTTPClient
+    let clock: any KeyDelivery.Clock
+    /// The download that made the package: its key server, token and headers; nil when the library has no record.
+    let request: DownloadRequest?
+    /// The online renditions' keys the package's lease does not hold.
+    let onlineKeys: [PackageKey]
+    private var streaming: Task<[String: SecretBytes], any Error>?
+
+    init(
+        downloads: DownloadSession,
+        keyStore: KeyStore,
+        device: DeviceIdentity,
+        http: HTTPClient,
+        clock: any KeyDelivery.Clock,
+        request: DownloadRequest?,
+        onlineKeys: [PackageKey]
+    ) {
+        self.downloads = downloads
+        self.keyStore = keyStore
+        self.device = device
+        self.http = http
+        self.clock = clock
+        self.request = request
+        self.onlineKeys = onlineKeys
+    }
+
+    func key(_ key: PackageKey) async throws -> SecretBytes {
+        switch key.kind {
+        case .identity:
+            guard let url = URL(string: key.uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                throw KeySessionError.invalidRequest("the key URI \(key.uri) is not an http(s) URL")
+            }
+            var configuration = IdentityKeyFetcher.Configuration()
+            configuration.headers = request?.scopedHeaders ?? .none
+            configuration.maxAttempts = 2
+            return try await IdentityKeyFetcher(http: http, store: keyStore, clock: clock, configuration: configuration).fetchUnstored(url)
+        case .skd:
+            if streaming == nil {
+                let skd = onlineKeys.filter { $0.kind == .skd }
+                let (downloads, request, session) = (
+                    downloads, request, KeySessionParts(keyStore: keyStore, device: device, http: http, clock: clock)
+                )
+                streaming = Task {
+                    guard let request, let server = try downloads.keyServer(for: request) else {
+                        throw KeySessionError.invalidRequest("the asset's download names no key server to ask for a streaming lease")
+                    }
+                    let (assetId, _) = try PlaylistKeySelection.parseSKD(key.uri)
+                    let keys = KeySession(
+                        clock: session.clock,
+                        http: session.http,
+                        store: session.keyStore,
+                        device: session.device,
+                        serverURL: server,
+                        token: request.token,
+                        timeoutSeconds: 10
+                    )
+                    let ids = skd.compactMap { try? PlaylistKeySelection.parseSKD($0.uri) }.filter { $0.assetId == assetId }.map(\.keyId)
+                    return try await keys.acquire(assetId: assetId, keyIds: Array(Set(ids)).sorted(), lease: .streaming).keys
+                }
+            }
+            guard let streaming else { throw KeySessionError.invalidRequest("no streaming lease") }
+            let keys = try await streaming.value
+            guard let content = keys[key.keyId] else {
+                throw KeySessionError.invalidRequest("the streaming lease does not hold the key \(key.keyId)")
+            }
+            return content
+        }
+    }
+}
+
+/// What a key session for online keys is built from.
+private struct KeySessionParts: Sendable {
+    let keyStore: KeyStore
+    let device: DeviceIdentity
+    let http: HTTPClient
+    let clock: any KeyDelivery.Clock
+}

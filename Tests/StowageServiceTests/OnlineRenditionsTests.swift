@@ -1,0 +1,114 @@
+import AssetDownload
+import DownloadTestSupport
+import Foundation
+import OfflinePackage
+import OriginServer
+import Playback
+import StowageLibrary
+import StowageTestSupport
+import Testing
+
+/// `stowage play` while the source is reachable, as AVPlayer plays an offline asset online: the served multivariant
+/// playlist offers what the package does not hold beside what it does, and those renditions stream from the origin,
+/// decrypted with a streaming lease; offline (or `--offline`) only what is stored is offered.
+@Suite("Online renditions beside offline ones", .timeLimit(.minutes(5)))
+struct OnlineRenditionsTests {
+    /// Downloads the fixture with English audio only, no subtitles, and returns the library.
+    static func downloadEnglishOnly(_ fixture: DownloadFixture, origin: URL, keyServer: URL) async throws -> (OfflineLibrary, PackageManifest) {
+        let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+        let task = try await library.download(
+            DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                selection: MediaSelectionOptions(audio: .languages(["en"]), subtitles: .none),
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token()
+            )
+        )
+        return (library, try await task.result())
+    }
+
+    static func clearTwin(_ path: String) -> String {
+        DownloadFixture.demoFixture.deletingLastPathComponent().appendingPathComponent(path).path
+    }
+
+    @Test("online: the master offers French, German and the other variant; French audio and 180p video equal the clear twin's")
+    func onlineRenditionsPlayBesideStoredOnes() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        // French has a key of its own, which the stored lease (English and video) does not hold: playing it online
+        // needs a streaming lease.
+        let frenchKey = try await fixture.repackageWithOwnKey("audio/fr/index.m3u8")
+        let log = OriginRequestLog()
+        try await fixture.withServers(log: log) { origin, keyServer in
+            let (library, manifest) = try await Self.downloadEnglishOnly(fixture, origin: origin, keyServer: keyServer)
+            #expect(manifest.renditions.map(\.id).sorted() == ["audio-en", "video"])
+            #expect(!manifest.keys.contains { $0.keyId == frenchKey })
+            let downloaded = log.entries.count
+            let leasesBefore = try library.leases().count
+
+            let playback = try await library.play(assetId: fixture.assetId)
+            #expect(Set(playback.onlineRenditions).isSuperset(of: ["online-audio-fr", "online-audio-de", "online-video-359319"]))
+            // `stowage info` and `stowage play` agree on what is online only.
+            let info = try library.info(assetId: fixture.assetId)
+            #expect(Set(info.selections.filter { $0.availability == .onlineOnly }.map(\.renditionId)) == Set(playback.onlineRenditions))
+            let master = try await PlayWhileDownloadingTests.fetch(playback.address.sessionMultivariantURL)
+            #expect(master.status == 200)
+            #expect(master.body.contains("online-audio-fr/index.m3u8") && master.body.contains("audio-en/index.m3u8"))
+            #expect(master.body.contains("com.stowage.online"))
+            // The stored English is the default; online renditions are offered, not picked by themselves.
+            let english = try #require(master.body.split(separator: "\n").first { $0.contains("audio-en/index.m3u8") })
+            #expect(english.contains("DEFAULT=YES"))
+            let french = try #require(master.body.split(separator: "\n").first { $0.contains("online-audio-fr/") })
+            #expect(french.contains("DEFAULT=NO") && !french.contains("KEY"))
+
+            let session = playback.address.sessionMultivariantURL.absoluteString
+            let playedFrench = try await PlayWhileDownloadingTests.frames(session, map: "0:a:m:language:fr")
+            let playedLow = try await PlayWhileDownloadingTests.frames(session, map: "0:p:1:v:0")
+            await playback.stop()
+            #expect(!playedFrench.isEmpty && !playedLow.isEmpty)
+            #expect(playedFrench == (try await PlayWhileDownloadingTests.frames(Self.clearTwin("audio/fr/index.m3u8"), map: "0:a:0")))
+            #expect(playedLow == (try await PlayWhileDownloadingTests.frames(Self.clearTwin("video/180p/index.m3u8"), map: "0:v:0")))
+
+            // The online renditions came from the origin, and nothing of them was kept: no file, no stored lease.
+            let streamed = log.entries.dropFirst(downloaded).map(\.path)
+            #expect(streamed.contains { $0.contains("/audio/fr/") && !$0.hasSuffix(".m3u8") })
+            let entries = try FileManager.default.contentsOfDirectory(atPath: fixture.package.url.path)
+            #expect(!entries.contains { $0.hasPrefix("online-") }, "\(entries)")
+            #expect(try library.leases().count == leasesBefore)
+            // The French key came in a streaming lease (journalled, never stored).
+            let journal = try library.auditEntries().map(\.detail).joined(separator: "\n")
+            #expect(journal.contains("streaming"), "\(journal)")
+            #expect(try !String(contentsOf: fixture.package.errorLogURL, encoding: .utf8).contains("online_"))
+
+            // --offline: only what is stored, even with the origin up.
+            let offline = try await library.play(assetId: fixture.assetId, online: false)
+            let offlineMaster = try await PlayWhileDownloadingTests.fetch(offline.address.sessionMultivariantURL)
+            await offline.stop()
+            #expect(offline.onlineRenditions.isEmpty)
+            #expect(!offlineMaster.body.contains("online-") && !offlineMaster.body.contains("LANGUAGE=\"fr\""))
+            await library.close()
+        }
+    }
+
+    @Test("origin stopped: the master lists only English, and the stored renditions play")
+    func offlineOffersOnlyWhatIsStored() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let library = try await fixture.withServers { origin, keyServer in
+            try await Self.downloadEnglishOnly(fixture, origin: origin, keyServer: keyServer).0
+        }
+        let playback = try await library.play(assetId: fixture.assetId)
+        let master = try await PlayWhileDownloadingTests.fetch(playback.address.sessionMultivariantURL)
+        let audio = try await PlayWhileDownloadingTests.frames(playback.address.sessionMultivariantURL.absoluteString, map: "0:a:0")
+        await playback.stop()
+        #expect(playback.onlineRenditions.isEmpty)
+        let languages = master.body.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-MEDIA") }.compactMap { line in
+            line.split(separator: ",").first { $0.hasPrefix("LANGUAGE=") }.map(String.init)
+        }
+        #expect(languages == ["LANGUAGE=\"en\""], "\(master.body)")
+        #expect(master.body.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-STREAM-INF") }.count == 1)
+        #expect(audio == (try await PlayWhileDownloadingTests.frames(Self.clearTwin("audio/en/index.m3u8"), map: "0:a:0")))
+        await library.close()
+    }
+}
