@@ -1,6 +1,7 @@
 import AssetDownload
 import DownloadTestSupport
 import Foundation
+import KeyServer
 import OfflinePackage
 import OriginServer
 import Playback
@@ -14,8 +15,13 @@ import Testing
 @Suite("Online renditions beside offline ones", .timeLimit(.minutes(5)))
 struct OnlineRenditionsTests {
     /// Downloads the fixture with English audio only, no subtitles, and returns the library.
-    static func downloadEnglishOnly(_ fixture: DownloadFixture, origin: URL, keyServer: URL) async throws -> (OfflineLibrary, PackageManifest) {
-        let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+    static func downloadEnglishOnly(
+        _ fixture: DownloadFixture,
+        origin: URL,
+        keyServer: URL,
+        into directory: DataDirectory? = nil
+    ) async throws -> (OfflineLibrary, PackageManifest) {
+        let library = try OfflineLibrary(dataDirectory: directory ?? fixture.clientDirectory)
         let task = try await library.download(
             DownloadRequest(
                 url: fixture.sourceURL(origin),
@@ -110,5 +116,61 @@ struct OnlineRenditionsTests {
         #expect(master.body.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-STREAM-INF") }.count == 1)
         #expect(audio == (try await PlayWhileDownloadingTests.frames(Self.clearTwin("audio/en/index.m3u8"), map: "0:a:0")))
         await library.close()
+    }
+
+    @Test("stream limit reached: French is 403 online_key_refused, English still plays; a file: rendition is never offered")
+    func aRefusedStreamingLeaseLeavesTheStoredRenditionsPlaying() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.repackageWithOwnKey("audio/fr/index.m3u8")
+        // One stream at a time for the account: persistent leases (offline) are still granted.
+        var configuration = try fixture.keyServer.loadConfiguration()
+        configuration.policies[configuration.defaultPolicy]?.maxStreams = 1
+        try fixture.keyServer.saveConfiguration(configuration)
+        try await fixture.withServers { origin, keyServer in
+            let (library, manifest) = try await Self.downloadEnglishOnly(fixture, origin: origin, keyServer: keyServer)
+            // Another device of the account streams French first and holds the one stream.
+            let other = DataDirectory(url: fixture.root.appendingPathComponent("other-device"))
+            let (otherLibrary, _) = try await Self.downloadEnglishOnly(fixture, origin: origin, keyServer: keyServer, into: other)
+            let otherPlayback = try await otherLibrary.play(assetId: fixture.assetId)
+            let otherFrench = try await PlayWhileDownloadingTests.frames(
+                otherPlayback.address.sessionMultivariantURL.absoluteString,
+                map: "0:a:m:language:fr"
+            )
+            await otherPlayback.stop()
+            await otherLibrary.close()
+            #expect(!otherFrench.isEmpty)
+
+            // A hostile source adds a rendition that names a local file.
+            let masterURL = fixture.originRoot.appendingPathComponent("\(fixture.assetId)/master.m3u8")
+            var master = try String(contentsOf: masterURL, encoding: .utf8)
+            master = master.replacingOccurrences(
+                of: "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"aud\",LANGUAGE=\"de\"",
+                with: "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"aud\",LANGUAGE=\"xx\",NAME=\"Local\",URI=\"file:///etc/passwd\"\n"
+                    + "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"aud\",LANGUAGE=\"de\""
+            )
+            try master.write(to: masterURL, atomically: true, encoding: .utf8)
+
+            let playback = try await library.play(assetId: fixture.assetId)
+            #expect(playback.onlineRenditions.contains("online-audio-fr"))
+            #expect(!playback.onlineRenditions.contains { $0.contains("xx") || $0.contains("local") })
+            let served = try await PlayWhileDownloadingTests.fetch(playback.address.sessionMultivariantURL)
+            #expect(!served.body.contains("passwd") && !served.body.contains("file:"))
+            // The French playlist is refused (players skip the rendition), and so is a segment asked for directly.
+            let refused = try await PlayWhileDownloadingTests.fetch(playback.address.sessionURL.appendingPathComponent("online-audio-fr/index.m3u8"))
+            let segment = try #require(manifest.renditions.first { $0.kind == .audio }?.segments.first?.file?.path.split(separator: "/").last)
+            let refusedSegment = try await PlayWhileDownloadingTests.fetch(
+                playback.address.sessionURL.appendingPathComponent("online-audio-fr/\(segment)")
+            )
+            let english = try await PlayWhileDownloadingTests.frames(playback.address.sessionMultivariantURL.absoluteString, map: "0:a:m:language:en")
+            await playback.stop()
+            #expect(refused.status == 403 && refused.body.contains("online_key_refused"), "\(refused)")
+            #expect(refusedSegment.status == 403 && refusedSegment.body.contains("online_key_refused"), "\(refusedSegment)")
+            let audio = try #require(manifest.renditions.first { $0.kind == .audio })
+            #expect(audio.language == "en")
+            #expect(english == (try await PlayWhileDownloadingTests.frames(Self.clearTwin("audio/en/index.m3u8"), map: "0:a:0")))
+            #expect(try String(contentsOf: fixture.package.errorLogURL, encoding: .utf8).contains("online_key_refused"))
+            await library.close()
+        }
     }
 }

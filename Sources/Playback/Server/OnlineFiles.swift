@@ -76,6 +76,17 @@ final class OnlineFiles: Sendable {
         }
     }
 
+    /// Obtains every key `rendition`'s files need, before its playlist is served: a key the key server refuses then
+    /// fails the playlist, which players skip (ffmpeg marks the rendition broken), rather than its first segment,
+    /// which ffmpeg's HLS reader treats as fatal for the whole presentation.
+    func prepareKeys(of rendition: PackageRendition, in authorization: PlaybackAuthorization) async throws(PlaybackError) {
+        var seen: Set<String> = []
+        for file in rendition.files {
+            guard let key = file.key, seen.insert(key.keyId).inserted else { continue }
+            _ = try await contentKey(key, in: authorization)
+        }
+    }
+
     private func initSection(_ role: FileRole, in authorization: PlaybackAuthorization) async throws(PlaybackError) -> InitSectionCache.Prepared {
         let file = role.file
         if let done = state.withLock({ $0.initSections[file.path] }) { return done }

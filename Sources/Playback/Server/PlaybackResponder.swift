@@ -75,6 +75,15 @@ struct PlaybackResponder: HTTPResponder {
         // Playlists.
         if relative == authorization.manifest.multivariantPlaylist || authorization.playlists[relative] != nil {
             let rendition = authorization.playlists[relative].map { authorization.renditions[$0].id }
+            if let index = authorization.playlists[relative], index >= authorization.manifest.renditions.count {
+                // An online rendition: its keys first, so a refusal fails this playlist and not a segment.
+                do {
+                    try await onlineFiles.prepareKeys(of: authorization.renditions[index], in: authorization)
+                } catch {
+                    logs.error(uri: uri, error)
+                    return reply(error.reason == .onlineUnavailable ? .badGateway : .forbidden, error.description, rendition: rendition)
+                }
+            }
             do {
                 let url = try authorization.package.url(forRelativePath: relative)
                 let isMultivariant = relative == authorization.manifest.multivariantPlaylist
