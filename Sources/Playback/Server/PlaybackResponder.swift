@@ -107,16 +107,7 @@ struct PlaybackResponder: HTTPResponder {
                     contentType: "application/vnd.apple.mpegurl",
                     entityTag: nil,
                     request: request,
-                    log: { status, bytes in
-                        logs.request(
-                            method: method,
-                            uri: uri,
-                            status: status,
-                            bytes: bytes,
-                            seconds: Self.seconds(since: started),
-                            rendition: rendition
-                        )
-                    }
+                    log: accessLog(method: method, uri: uri, started: started, rendition: rendition)
                 )
             } catch {
                 let failure =
@@ -350,16 +341,7 @@ struct PlaybackResponder: HTTPResponder {
                 contentType: Self.contentType(of: role.file.path, kind: rendition.kind),
                 entityTag: nil,
                 request: request,
-                log: { status, bytes in
-                    logs.request(
-                        method: method,
-                        uri: uri,
-                        status: status,
-                        bytes: bytes,
-                        seconds: Self.seconds(since: started),
-                        rendition: rendition.id
-                    )
-                }
+                log: accessLog(method: method, uri: uri, started: started, rendition: rendition.id)
             )
         } catch {
             logs.error(uri: uri, error)
@@ -378,6 +360,13 @@ struct PlaybackResponder: HTTPResponder {
                 rendition: rendition.id
             )
             return Self.text(status, error.description)
+        }
+    }
+
+    /// The access-log line of a response served from memory, once its status and size are known.
+    private func accessLog(method: String, uri: String, started: ContinuousClock.Instant, rendition: String?) -> (Int, Int?) -> Void {
+        { status, bytes in
+            logs.request(method: method, uri: uri, status: status, bytes: bytes, seconds: Self.seconds(since: started), rendition: rendition)
         }
     }
 
