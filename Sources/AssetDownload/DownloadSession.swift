@@ -144,6 +144,24 @@ public final class DownloadSession: Sendable {
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
+    /// The key server a download's bearer token may go to (docs/SECURITY.md): the one named for the download, listed
+    /// in the data directory, or advertised on the playlist's own host over https, when the user trusts it; nil when
+    /// the playlist names none.
+    ///
+    /// - Throws: `untrusted_key_server` (``KeyDelivery/KeySessionError``) for one the user does not trust;
+    ///   ``DownloadError`` `unsupported_uri` for a URL that cannot be parsed.
+    public func keyServer(for request: DownloadRequest) throws -> URL? {
+        let trust = try KeyServerTrust(configured: try TrustedKeyServers.load(from: dataDirectory.url) + request.trustedKeyServers)
+        return try trust.choose(
+            explicit: try request.keyServerURL.map { text in
+                guard let url = URL(string: text) else { throw DownloadError.unsupportedURI(text) }
+                return url
+            },
+            advertised: request.advertisedKeyServerURL.flatMap(URL.init(string:)),
+            playlistURL: URL(string: request.url)
+        )
+    }
+
     /// The asset ID a download of `url` gets when none is given: the key server's asset named by the playlist's skd
     /// key URIs (so the lease and the package share one ID), else one derived from the URL.
     public func suggestedAssetID(for url: String, headers: ScopedHeaders = .none) async -> String {

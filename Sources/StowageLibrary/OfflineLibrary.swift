@@ -249,13 +249,12 @@ extension OfflineLibrary {
             http: keyHTTP,
             clock: clock,
             request: request,
+            leaseAsset: authorization.manifest.keys.lazy.compactMap { try? PlaylistKeySelection.parseSKD($0.uri).assetId }.first
+                ?? authorization.assetId,
             onlineKeys: plan.keys
         )
         return OnlineRenditions(
-            renditions: plan.renditions,
-            keys: plan.keys,
-            playlists: plan.playlists,
-            multivariantPlaylist: plan.multivariantPlaylist,
+            plan: plan,
             source: OnlineStreaming(downloads: downloads, assetId: authorization.assetId, keys: keys)
         )
     }

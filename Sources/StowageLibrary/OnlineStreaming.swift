@@ -33,6 +33,9 @@ actor OnlineKeys {
     let clock: any KeyDelivery.Clock
     /// The download that made the package: its key server, token and headers; nil when the library has no record.
     let request: DownloadRequest?
+    /// The key server's asset the package's lease is for: the only one a streaming lease is asked for, so a playlist
+    /// changed at the source cannot spend the user's token on another asset.
+    let leaseAsset: String
     /// The online renditions' keys the package's lease does not hold.
     let onlineKeys: [PackageKey]
     private var streaming: Task<[String: SecretBytes], any Error>?
@@ -44,6 +47,7 @@ actor OnlineKeys {
         http: HTTPClient,
         clock: any KeyDelivery.Clock,
         request: DownloadRequest?,
+        leaseAsset: String,
         onlineKeys: [PackageKey]
     ) {
         self.downloads = downloads
@@ -52,6 +56,7 @@ actor OnlineKeys {
         self.http = http
         self.clock = clock
         self.request = request
+        self.leaseAsset = leaseAsset
         self.onlineKeys = onlineKeys
     }
 
@@ -66,43 +71,40 @@ actor OnlineKeys {
             configuration.maxAttempts = 2
             return try await IdentityKeyFetcher(http: http, store: keyStore, clock: clock, configuration: configuration).fetchUnstored(url)
         case .skd:
-            if streaming == nil {
-                let skd = onlineKeys.filter { $0.kind == .skd }
-                let (downloads, request, session) = (
-                    downloads, request, KeySessionParts(keyStore: keyStore, device: device, http: http, clock: clock)
+            let (asset, _) = try PlaylistKeySelection.parseSKD(key.uri)
+            guard asset == leaseAsset else {
+                throw KeySessionError.invalidRequest(
+                    "the source's playlist names the key \(key.keyId) of asset \(asset), but this package's lease is for asset \(leaseAsset); no key is asked for another asset"
                 )
-                streaming = Task {
-                    guard let request, let server = try downloads.keyServer(for: request) else {
-                        throw KeySessionError.invalidRequest("the asset's download names no key server to ask for a streaming lease")
-                    }
-                    let (assetId, _) = try PlaylistKeySelection.parseSKD(key.uri)
-                    let keys = KeySession(
-                        clock: session.clock,
-                        http: session.http,
-                        store: session.keyStore,
-                        device: session.device,
-                        serverURL: server,
-                        token: request.token,
-                        timeoutSeconds: 10
-                    )
-                    let ids = skd.compactMap { try? PlaylistKeySelection.parseSKD($0.uri) }.filter { $0.assetId == assetId }.map(\.keyId)
-                    return try await keys.acquire(assetId: assetId, keyIds: Array(Set(ids)).sorted(), lease: .streaming).keys
-                }
             }
-            guard let streaming else { throw KeySessionError.invalidRequest("no streaming lease") }
-            let keys = try await streaming.value
-            guard let content = keys[key.keyId] else {
+            let streaming = self.streaming ?? acquireStreamingLease()
+            self.streaming = streaming
+            guard let content = try await streaming.value[key.keyId] else {
                 throw KeySessionError.invalidRequest("the streaming lease does not hold the key \(key.keyId)")
             }
             return content
         }
     }
-}
 
-/// What a key session for online keys is built from.
-private struct KeySessionParts: Sendable {
-    let keyStore: KeyStore
-    let device: DeviceIdentity
-    let http: HTTPClient
-    let clock: any KeyDelivery.Clock
+    /// One `streaming` lease for every online skd key of the lease's asset, from the key server the download trusted.
+    private func acquireStreamingLease() -> Task<[String: SecretBytes], any Error> {
+        let ids = Set(onlineKeys.compactMap { try? PlaylistKeySelection.parseSKD($0.uri) }.filter { $0.assetId == leaseAsset }.map(\.keyId))
+        let (downloads, request, asset) = (downloads, request, leaseAsset)
+        let (keyStore, device, http, clock) = (keyStore, device, http, clock)
+        return Task {
+            guard let request, let server = try downloads.keyServer(for: request) else {
+                throw KeySessionError.invalidRequest("the asset's download names no key server to ask for a streaming lease")
+            }
+            let keys = KeySession(
+                clock: clock,
+                http: http,
+                store: keyStore,
+                device: device,
+                serverURL: server,
+                token: request.token,
+                timeoutSeconds: 10
+            )
+            return try await keys.acquire(assetId: asset, keyIds: ids.sorted(), lease: .streaming).keys
+        }
+    }
 }

@@ -65,13 +65,18 @@ public struct DownloadFixture: Sendable {
 
     /// Packages one clear media playlist of the fixture (`audio/fr/index.m3u8`) again with a fresh key of its own,
     /// in place of the asset's: that rendition then needs a key no other rendition (and no EXT-X-SESSION-KEY) names.
-    /// Returns the new key ID.
+    /// Returns the new key ID. With `keyAsset`, the key is registered under (and the playlist names) that asset
+    /// instead: a source that slips another asset's key into this asset's playlist.
     @discardableResult
-    public func repackageWithOwnKey(_ relativePlaylist: String, method: ContentPackager.Method = .sampleAES) async throws -> String {
+    public func repackageWithOwnKey(
+        _ relativePlaylist: String,
+        method: ContentPackager.Method = .sampleAES,
+        keyAsset: String? = nil
+    ) async throws -> String {
         let clear = Self.demoFixture.deletingLastPathComponent().appendingPathComponent(relativePlaylist)
         let staging = root.appendingPathComponent("repackaged-\(UUID().uuidString)")
         let packager = ContentPackager(
-            assetID: assetId,
+            assetID: keyAsset ?? assetId,
             method: method,
             outputDirectory: staging,
             rotationPeriod: nil,

@@ -66,7 +66,14 @@ struct OnlineRenditionsTests {
             let english = try #require(master.body.split(separator: "\n").first { $0.contains("audio-en/index.m3u8") })
             #expect(english.contains("DEFAULT=YES"))
             let french = try #require(master.body.split(separator: "\n").first { $0.contains("online-audio-fr/") })
-            #expect(french.contains("DEFAULT=NO") && !french.contains("KEY"))
+            #expect(french.contains("DEFAULT=NO"))
+            #expect(!master.body.contains("EXT-X-SESSION-KEY"))
+            // The online playlist is served without its key tags, like a stored one (the segments come clear).
+            let frenchPlaylist = try await PlayWhileDownloadingTests.fetch(
+                playback.address.sessionURL.appendingPathComponent("online-audio-fr/index.m3u8")
+            )
+            #expect(frenchPlaylist.status == 200 && frenchPlaylist.body.contains("#EXTINF"))
+            #expect(!frenchPlaylist.body.contains("EXT-X-KEY") && !frenchPlaylist.body.contains("skd://"))
 
             let session = playback.address.sessionMultivariantURL.absoluteString
             let playedFrench = try await PlayWhileDownloadingTests.frames(session, map: "0:a:m:language:fr")
@@ -170,6 +177,38 @@ struct OnlineRenditionsTests {
             #expect(audio.language == "en")
             #expect(english == (try await PlayWhileDownloadingTests.frames(Self.clearTwin("audio/en/index.m3u8"), map: "0:a:0")))
             #expect(try String(contentsOf: fixture.package.errorLogURL, encoding: .utf8).contains("online_key_refused"))
+            await library.close()
+        }
+    }
+
+    @Test("a source naming another asset's key: refused before any key request; a segment gone at the source is 502")
+    func anotherAssetsKeyIsNeverAskedFor() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        // The key server holds "other-asset" too, and the token would be good for it (wildcard assets).
+        try await fixture.repackageWithOwnKey("audio/fr/index.m3u8", keyAsset: "other-asset")
+        try await fixture.withServers { origin, keyServer in
+            let (library, _) = try await Self.downloadEnglishOnly(fixture, origin: origin, keyServer: keyServer)
+            let playback = try await library.play(assetId: fixture.assetId)
+            #expect(playback.onlineRenditions.contains("online-audio-fr"))
+            let refused = try await PlayWhileDownloadingTests.fetch(playback.address.sessionURL.appendingPathComponent("online-audio-fr/index.m3u8"))
+            let german = try await PlayWhileDownloadingTests.fetch(playback.address.sessionURL.appendingPathComponent("online-audio-de/index.m3u8"))
+            // A German segment the source no longer has: 502, naming the source URL, what it answered and what to do.
+            let firstGerman = try #require(german.body.split(separator: "\n").first { !$0.hasPrefix("#") })
+            let sourceSegment = try #require(
+                try String(contentsOf: fixture.originRoot.appendingPathComponent("\(fixture.assetId)/audio/de/index.m3u8"), encoding: .utf8)
+                    .split(separator: "\n").first { !$0.hasPrefix("#") && !$0.isEmpty }
+            )
+            try FileManager.default.removeItem(at: fixture.originRoot.appendingPathComponent("\(fixture.assetId)/audio/de/\(sourceSegment)"))
+            let gone = try await PlayWhileDownloadingTests.fetch(playback.address.sessionURL.appendingPathComponent("online-audio-de/\(firstGerman)"))
+            await playback.stop()
+            #expect(gone.status == 502, "\(gone)")
+            #expect(gone.body.contains("online_unavailable") && gone.body.contains("HTTP 404") && gone.body.contains("--offline"), "\(gone)")
+            #expect(refused.status == 403 && refused.body.contains("online_key_refused") && refused.body.contains("other-asset"), "\(refused)")
+            // German shares the package's key: it plays on the stored lease, no streaming lease needed.
+            #expect(german.status == 200)
+            let journal = try library.auditEntries().map(\.detail).joined(separator: "\n")
+            #expect(!journal.contains("streaming") && !journal.contains("other-asset"), "\(journal)")
             await library.close()
         }
     }

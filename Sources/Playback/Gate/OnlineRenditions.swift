@@ -12,35 +12,20 @@ public protocol OnlineSource: Sendable {
     func contentKey(_ key: PackageKey) async throws -> SecretBytes
 }
 
-/// The variants and renditions the source offers beyond a package, served beside the stored ones by a playback
-/// session, as AVPlayer streams a rendition an offline asset lacks while the device is online.
+/// The variants and renditions the source offers beyond a package (``OfflinePackage/OnlinePlan``), served beside the
+/// stored ones by a playback session, as AVPlayer streams a rendition an offline asset lacks while the device is
+/// online; with where their files and keys come from.
 public struct OnlineRenditions: Sendable {
-    /// The online renditions, described as a package describes its own (IDs `online-...`); their files are fetched
-    /// on request and never written.
-    public var renditions: [PackageRendition]
-    /// Keys of those files the package's manifest does not list.
-    public var keys: [PackageKey]
-    /// Each online rendition's media playlist text, by path.
-    public var playlists: [String: String]
-    /// The multivariant playlist served in place of the package's: stored and online renditions side by side.
-    public var multivariantPlaylist: String
+    /// What is on offer, described as a package describes its own.
+    public var plan: OnlinePlan
     /// Where their files and keys come from.
     public var source: any OnlineSource
 
-    public init(
-        renditions: [PackageRendition],
-        keys: [PackageKey],
-        playlists: [String: String],
-        multivariantPlaylist: String,
-        source: any OnlineSource
-    ) {
-        self.renditions = renditions
-        self.keys = keys
-        self.playlists = playlists
-        self.multivariantPlaylist = multivariantPlaylist
+    public init(plan: OnlinePlan, source: any OnlineSource) {
+        self.plan = plan
         self.source = source
     }
 
     /// The IDs of the online renditions.
-    public var renditionIds: [String] { renditions.map(\.id) }
+    public var renditionIds: [String] { plan.renditions.map(\.id) }
 }

@@ -52,7 +52,7 @@ public struct PlaybackAuthorization: Sendable {
         self.keys = keys
         var files: [String: FileRole] = [:]
         var playlists: [String: Int] = [:]
-        let renditions = manifest.renditions + (online?.renditions ?? [])
+        let renditions = manifest.renditions + (online?.plan.renditions ?? [])
         let storedCount = manifest.renditions.count
         for (renditionIndex, rendition) in renditions.enumerated() {
             let isOnline = renditionIndex >= storedCount
@@ -89,8 +89,10 @@ public struct PlaybackAuthorization: Sendable {
     public func addingOnline(_ online: OnlineRenditions) -> PlaybackAuthorization {
         var online = online
         let taken = Set(manifest.renditions.flatMap { [$0.playlist] + $0.files.map(\.path) })
-        online.renditions.removeAll { rendition in ([rendition.playlist] + rendition.files.map(\.path)).contains(where: taken.contains) }
-        guard !online.renditions.isEmpty else { return self }
+        online.plan.renditions.removeAll { rendition in
+            ([rendition.playlist] + rendition.files.map(\.path)).contains(where: taken.contains)
+        }
+        guard !online.plan.renditions.isEmpty else { return self }
         return PlaybackAuthorization(
             package: package,
             manifest: manifest,
@@ -104,7 +106,7 @@ public struct PlaybackAuthorization: Sendable {
 
     /// The package's key with `keyId`, or an online rendition's.
     func packageKey(_ keyId: String) -> PackageKey? {
-        manifest.key(id: keyId) ?? online?.keys.first { $0.keyId == keyId }
+        manifest.key(id: keyId) ?? online?.plan.keys.first { $0.keyId == keyId }
     }
 
     /// Whether playback needs a lease: some key is an skd key.

@@ -88,7 +88,7 @@ struct PlaybackResponder: HTTPResponder {
                 let url = try authorization.package.url(forRelativePath: relative)
                 let isMultivariant = relative == authorization.manifest.multivariantPlaylist
                 let bytes: [UInt8]
-                if let online = authorization.online, let text = isMultivariant ? online.multivariantPlaylist : online.playlists[relative] {
+                if let online = authorization.online, let text = isMultivariant ? online.plan.multivariantPlaylist : online.plan.playlists[relative] {
                     // The source's offer: stored and online renditions side by side, or an online rendition's playlist.
                     bytes = Array(text.utf8)
                 } else {
