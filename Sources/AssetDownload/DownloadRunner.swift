@@ -169,6 +169,11 @@ struct DownloadRunner: Sendable {
                     try await withThrowingTaskGroup(of: Void.self) { placing in
                         while let (renditionId, file, estimate) = await queue.next() {
                             try Task.checkCancellation()
+                            // A player of this paused asset may have fetched the file since the download started.
+                            if let done = try store.completedFile(assetId, path: file.path) {
+                                await tracker.complete(file.path, renditionId: renditionId, done)
+                                continue
+                            }
                             let destination = try package.url(forRelativePath: file.path)
                             try await waitForSpace(bytes: estimate, package: package)
                             let staged: StagedFile
@@ -193,8 +198,12 @@ struct DownloadRunner: Sendable {
             try await group.waitForAll()
         }
 
-        // Every file is in place: the manifest gets sizes and checksums, then the task is complete.
+        // Every file is in place: the manifest gets sizes and checksums, then the task is complete. A part file the
+        // download left when it was paused is stale if a player fetched that file meanwhile (`fetchForPlayer`).
         completed = try store.completedFiles(assetId)
+        for file in manifest.files {
+            if let url = try? package.url(forRelativePath: file.path) { try? FileManager.default.removeItem(at: url.appendingPathExtension("part")) }
+        }
         for r in manifest.renditions.indices {
             for i in manifest.renditions[r].initSections.indices {
                 let path = manifest.renditions[r].initSections[i].path

@@ -147,13 +147,13 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     /// A file of a package that is still downloading is not on disk, and no download is running to bring it.
-    public static func segmentNotDownloaded(assetId: String, path: String) -> Self {
-        .init(
+    public static func segmentNotDownloaded(assetId: String, path: String, source: String? = nil) -> Self {
+        let why = source.map { ", and its source could not provide it: \($0)" } ?? ", and no download of it is running"
+        return .init(
             .segmentNotDownloaded,
             assetId: assetId,
             path: path,
-            message:
-                "The file \(path) of asset \(assetId) is not downloaded yet, and no download of it is running. Resume it (`stowage resume \(assetId)`) while online."
+            message: "The file \(path) of asset \(assetId) is not downloaded yet\(why). Resume it (`stowage resume \(assetId)`) while online."
         )
     }
 

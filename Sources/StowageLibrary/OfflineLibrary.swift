@@ -224,7 +224,7 @@ public final class OfflineLibrary: Sendable {
         // An asset with a download task (running, paused or failed part-way) plays from what has landed so far.
         let download: DownloadFiles? =
             try downloads.store.task(assetId) == nil
-            ? nil : DownloadFiles(store: downloads.store, assetId: assetId, dataDirectory: dataDirectory)
+            ? nil : DownloadFiles(downloads: downloads, assetId: assetId, dataDirectory: dataDirectory, fetchesFromSource: online)
         var authorization = try gate.authorize(assetId: assetId, download: download)
         if online, let offer = await onlineRenditions(for: authorization) { authorization = authorization.addingOnline(offer) }
         let server = try PlaybackServer(
@@ -261,14 +261,25 @@ extension OfflineLibrary {
 }
 
 /// The download engine's view of a package in progress, for playback (``Playback/DownloadInProgress``): the files it
-/// recorded as complete in `stowage.sqlite`, and whether a task holds the asset's lock now (in any process).
+/// recorded as complete in `stowage.sqlite`, whether a task holds the asset's lock now (in any process), and, when none
+/// does, a file fetched from the source into the package for a waiting player.
 struct DownloadFiles: DownloadInProgress {
-    let store: DownloadStore
+    let downloads: DownloadSession
     let assetId: String
     let dataDirectory: DataDirectory
+    /// False for `play --offline`: a file not downloaded is `404` rather than fetched.
+    let fetchesFromSource: Bool
+    private let fetches = PlayerFetches()
+
+    init(downloads: DownloadSession, assetId: String, dataDirectory: DataDirectory, fetchesFromSource: Bool) {
+        self.downloads = downloads
+        self.assetId = assetId
+        self.dataDirectory = dataDirectory
+        self.fetchesFromSource = fetchesFromSource
+    }
 
     func completedFile(_ path: String) -> (size: Int64, sha256: String)? {
-        guard let done = try? store.completedFile(assetId, path: path) else { return nil }
+        guard let done = try? downloads.store.completedFile(assetId, path: path) else { return nil }
         return (done.size, done.sha256)
     }
 
@@ -277,7 +288,44 @@ struct DownloadFiles: DownloadInProgress {
     }
 
     func want(_ path: String) {
-        try? store.want(assetId, path: path)
+        try? downloads.store.want(assetId, path: path)
+    }
+
+    func fetchFromSource(_ path: String) async throws(PlaybackError) -> (size: Int64, sha256: String) {
+        guard fetchesFromSource else {
+            throw .segmentNotDownloaded(assetId: assetId, path: path, source: "playback was asked to stay offline (--offline)")
+        }
+        let result = await fetches.fetch(path) { [downloads, assetId] () async throws(DownloadError) -> CompletedFile in
+            try await downloads.fetchForPlayer(path: path, assetId: assetId)
+        }
+        switch result {
+        case .success(let done): return (done.size, done.sha256)
+        case .failure(let error): throw .segmentNotDownloaded(assetId: assetId, path: path, source: error.message)
+        }
+    }
+}
+
+/// One fetch per file at a time for a play session: a player's HEAD, GET and range requests for a file not yet
+/// downloaded share one transfer.
+actor PlayerFetches {
+    private var running: [String: Task<Result<CompletedFile, DownloadError>, Never>] = [:]
+
+    func fetch(
+        _ path: String,
+        _ body: @escaping @Sendable () async throws(DownloadError) -> CompletedFile
+    ) async -> Result<CompletedFile, DownloadError> {
+        if let task = running[path] { return await task.value }
+        let task = Task<Result<CompletedFile, DownloadError>, Never> {
+            do throws(DownloadError) {
+                return .success(try await body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        running[path] = task
+        let result = await task.value
+        running[path] = nil
+        return result
     }
 }
 

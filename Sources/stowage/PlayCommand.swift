@@ -17,7 +17,10 @@ struct PlayCommand: AsyncParsableCommand {
             When the source is reachable, the served playlist also offers the variants and renditions the package
             does not hold (IDs online-..., listed in EXT-X-SESSION-DATA com.stowage.online): their segments are
             fetched from the source and decrypted with the stored lease's keys, or a streaming lease kept in memory.
-            --offline offers only what is stored.
+            An asset still downloading, paused or failed part-way plays too: a file not there yet waits for the
+            running download (then 503), or with none running is fetched from the source into the package as the
+            download would have (404 segment_not_downloaded when the source cannot provide it).
+            --offline offers only what is stored and fetches nothing.
             Example:
               stowage play demo-1 --player ffplay
               stowage play demo-1 --player none --port 8090
@@ -37,7 +40,7 @@ struct PlayCommand: AsyncParsableCommand {
     @Flag(help: "Hash every file against the manifest before serving.")
     var checksums = false
 
-    @Flag(help: "Offer only the renditions stored offline, even when the source is reachable.")
+    @Flag(help: "Offer only the renditions stored offline and fetch nothing, even when the source is reachable.")
     var offline = false
 
     @Flag(

@@ -19,7 +19,8 @@ struct PlayWhileDownloadingTests {
     static func frames(_ input: String, map: String) async throws -> [String] {
         let result = try await ProcessRunner.run(
             program: "ffmpeg",
-            ["-nostdin", "-v", "error", "-allowed_extensions", "ALL", "-i", input, "-map", map, "-f", "framemd5", "-"],
+            ["-nostdin", "-v", "error"] + (input.hasSuffix(".ts") ? [] : ["-allowed_extensions", "ALL"])
+                + ["-i", input, "-map", map, "-f", "framemd5", "-"],
             timeout: .seconds(180)
         )
         guard result.status == 0 else {
@@ -100,31 +101,83 @@ struct PlayWhileDownloadingTests {
         }
     }
 
-    @Test("a paused download plays what it has; a missing file is 404 with segment_not_downloaded, and a wait ends in 503")
+    @Test(
+        "a paused download plays what it has; a missing file is 503 while a download runs, 404 offline, and fetched once from the source when online"
+    )
     func pausedDownloadPlaysWhatItHas() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 100_000)) { origin, keyServer in
+        let (library, last, origin, keyServer) = try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 100_000)) {
+            origin,
+            keyServer in
             let (library, task, renditions) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
-            let last = try #require(renditions.first { $0.kind == .video }?.segments.last?.file?.path)
+            let last = try #require(renditions.first { $0.kind == .video }?.segments.last?.file)
 
             // Running: a request for the last segment waits (here 1 s), then 503 with Retry-After.
             let running = try await library.play(assetId: fixture.assetId, downloadWait: .seconds(1))
-            let waited = try await Self.fetch(running.address.sessionURL.appendingPathComponent(last))
+            let waited = try await Self.fetch(running.address.sessionURL.appendingPathComponent(last.path))
             #expect(waited.status == 503 && waited.retryAfter == "2")
             await running.stop()
 
             task.pause()
             _ = try? await task.result()
-            let paused = try await library.play(assetId: fixture.assetId)
-            let missing = try await Self.fetch(paused.address.sessionURL.appendingPathComponent(last))
-            #expect(missing.status == 404)
-            #expect(missing.body.contains("segment_not_downloaded"))
-            await paused.stop()
-            let errors = try String(contentsOf: fixture.package.errorLogURL, encoding: .utf8)
-            #expect(errors.contains("segment_downloading") && errors.contains("segment_not_downloaded"))
-            await library.close()
+            return (library, last, origin, keyServer)
         }
+
+        // Paused, and the origin is gone: 404 saying what the source did.
+        let unreachable = try await library.play(assetId: fixture.assetId)
+        let missing = try await Self.fetch(unreachable.address.sessionURL.appendingPathComponent(last.path))
+        await unreachable.stop()
+        #expect(missing.status == 404)
+        #expect(missing.body.contains("segment_not_downloaded") && missing.body.contains("its source could not provide it"), "\(missing.body)")
+        let errors = try String(contentsOf: fixture.package.errorLogURL, encoding: .utf8)
+        #expect(errors.contains("segment_downloading") && errors.contains("segment_not_downloaded"))
+
+        // The origin is back where the manifest says it is.
+        let log = OriginRequestLog()
+        let port = try #require(origin.port)
+        try await fixture.withServers(log: log, keyServerPort: try #require(keyServer.port), originPort: port) { origin, _ in
+            // --offline: not fetched.
+            let offline = try await library.play(assetId: fixture.assetId, online: false)
+            let refused = try await Self.fetch(offline.address.sessionURL.appendingPathComponent(last.path))
+            await offline.stop()
+            #expect(refused.status == 404 && refused.body.contains("--offline"), "\(refused.body)")
+
+            // Online: the file is fetched into the package for the player, decrypted, and its frames are the clear
+            // twin's.
+            let sourceLines = { () throws -> [Substring] in
+                try String(contentsOf: fixture.package.accessLogURL, encoding: .utf8).split(separator: "\n").filter { $0.contains(last.sourceURL) }
+            }
+            let linesBefore = try sourceLines()
+            let paused = try await library.play(assetId: fixture.assetId)
+            let served = try await Self.fetchBytes(paused.address.sessionURL.appendingPathComponent(last.path))
+            await paused.stop()
+            #expect(served.status == 200)
+            let sourcePath = String(last.sourceURL.dropFirst(origin.absoluteString.count))
+            let stored = try Data(contentsOf: fixture.package.url(forRelativePath: last.path))
+            #expect(stored == (try Data(contentsOf: fixture.originRoot.appendingPathComponent(sourcePath))))
+            let servedFile = fixture.root.appendingPathComponent("served.ts")
+            try Data(served.body).write(to: servedFile)
+            let clear = DownloadFixture.demoFixture.deletingLastPathComponent()
+                .appendingPathComponent(sourcePath.components(separatedBy: "/\(fixture.assetId)/").last ?? sourcePath)
+            let servedFrames = try await Self.frames(servedFile.path, map: "0:v:0")
+            #expect(!servedFrames.isEmpty)
+            #expect(servedFrames == (try await Self.frames(clear.path, map: "0:v:0")))
+
+            // Resuming completes the package without fetching that file again.
+            let manifest = try await library.resume(assetId: fixture.assetId).result()
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+            let fetched = log.entries.filter { ($0.status == 200 || $0.status == 206) && $0.path == sourcePath }
+            #expect(fetched.count == 1, "\(sourcePath) fetched \(fetched.count) times")
+            // The fetch is in the package's access log as the downloader writes it, and no part file is left behind.
+            let added = try sourceLines().dropFirst(linesBefore.count)
+            #expect(added.count == 1 && added.allSatisfy { $0.contains(" 200 ") }, "\(added)")
+            let leftovers = FileManager.default.enumerator(atPath: fixture.package.url.path)?.compactMap { $0 as? String }.filter {
+                $0.hasSuffix(".part")
+            }
+            #expect(leftovers == [], "\(leftovers ?? [])")
+        }
+        await library.close()
     }
 
     @Test("a download that stopped before storing its keys: play says keys_pending and to resume, and starts no window")
@@ -153,6 +206,19 @@ struct PlayWhileDownloadingTests {
                 #expect(error.message.contains("stowage resume \(fixture.assetId)"))
             }
             await library.close()
+        }
+    }
+
+    static func fetchBytes(_ url: URL) async throws -> (status: Int, body: [UInt8]) {
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            let response = try await http.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 64 << 20)
+            try await http.shutdown()
+            return (Int(response.status.code), Array(buffer: body))
+        } catch {
+            try await http.shutdown()
+            throw error
         }
     }
 

@@ -62,14 +62,16 @@ struct FileFetcher: Sendable {
     /// Buffer size for reading a part file back.
     static let readSize = 1 << 20
 
-    /// Fetches `file` into `destination`'s part file with retries. Returns it checked and hashed, for ``place(_:)``.
+    /// Fetches `file` into `destination`'s part file (`NAME.part`, or `part` when given) with retries. Returns it
+    /// checked and hashed, for ``place(_:)``.
     func fetch(
         _ file: PackageFile,
         to destination: URL,
+        part: URL? = nil,
         log: @escaping @Sendable (_ status: Int?, _ bytes: Int64, _ seconds: Double, _ retries: Int, _ failure: TransferFailure?) -> Void
     ) async throws -> StagedFile {
         guard let url = URL(string: file.sourceURL) else { throw DownloadError.unsupportedURI(file.sourceURL) }
-        let part = destination.appendingPathExtension("part")
+        let part = part ?? destination.appendingPathExtension("part")
         var failures = 0
         var networkDownSince: ContinuousClock.Instant?
         while true {

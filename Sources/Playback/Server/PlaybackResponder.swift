@@ -289,8 +289,9 @@ struct PlaybackResponder: HTTPResponder {
     /// `role` as it is on disk now. Files of a complete package are returned as they are. A file of a package still
     /// downloading gets the downloader's size and checksum once it has landed; until then this asks the running
     /// download to fetch it next (``DownloadInProgress/want(_:)``: the player seeked ahead) and waits for it (polling
-    /// every ``downloadPoll``, at most ``downloadWait``), then throws `segment_downloading` (503);
-    /// with no download running it throws `segment_not_downloaded` (404) at once.
+    /// every ``downloadPoll``, at most ``downloadWait``), then throws `segment_downloading` (503). With no download
+    /// running it is fetched from the source into the package (``DownloadInProgress/fetchFromSource(_:)``), or throws
+    /// `segment_not_downloaded` (404) when the source cannot provide it.
     private func landed(_ role: FileRole) async throws(PlaybackError) -> FileRole {
         guard role.file.sha256 == nil, let download = authorization.download else { return role }
         let started = ContinuousClock.now
@@ -302,7 +303,13 @@ struct PlaybackResponder: HTTPResponder {
                 landed.file.sha256 = done.sha256
                 return landed
             }
-            guard download.isRunning() else { throw .segmentNotDownloaded(assetId: authorization.assetId, path: role.file.path) }
+            guard download.isRunning() else {
+                let done = try await download.fetchFromSource(role.file.path)
+                var landed = role
+                landed.file.size = done.size
+                landed.file.sha256 = done.sha256
+                return landed
+            }
             if !asked {
                 // The player is ahead of the download: the download fetches this file next.
                 download.want(role.file.path)
