@@ -47,15 +47,21 @@ public enum SegmentCryptography {
     ///   - initSection: for SAMPLE-AES fMP4, the rendition's protected init section (as parsed, or as made by
     ///     `CBCSInitSection.encrypting(clearInit:keyID:constantIV:segment:)` for encryption); required there.
     ///   - segment: the segment's name, used in errors.
+    ///   - promptOutput: emit output as soon as it is ready, for a player waiting on a segment still arriving, rather
+    ///     than in batches (SAMPLE-AES MPEG-TS gathers 256 KiB otherwise).
     public static func decryptor(
         method: SegmentEncryptionMethod,
         container: SegmentContainer,
         key: SecretBytes,
         iv: [UInt8],
         initSection: CBCSInitSection? = nil,
-        segment: String
+        segment: String,
+        promptOutput: Bool = false
     ) throws(SegmentCryptoError) -> any SegmentTransform {
-        try transform(.decrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
+        if promptOutput, method == .sampleAES, container == .transportStream {
+            return try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment, promptOutput: true)
+        }
+        return try transform(.decrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
     }
 
     /// An encryptor for one media segment (the inverse of ``decryptor(method:container:key:iv:initSection:segment:)``).

@@ -291,6 +291,14 @@ struct DownloadFiles: DownloadInProgress {
         try? downloads.store.want(assetId, path: path)
     }
 
+    func partialFile(_ path: String) -> URL? {
+        guard let package = try? PackageDirectory(assetId: assetId, in: dataDirectory),
+            let destination = try? package.url(forRelativePath: path)
+        else { return nil }
+        let part = DownloadSession.partFile(of: destination, forPlayer: !isRunning())
+        return FileManager.default.fileExists(atPath: part.path) ? part : nil
+    }
+
     func fetchFromSource(_ path: String) async throws(PlaybackError) -> (size: Int64, sha256: String) {
         guard fetchesFromSource else {
             throw .segmentNotDownloaded(assetId: assetId, path: path, source: "playback was asked to stay offline (--offline)")

@@ -113,9 +113,9 @@ struct PlayWhileDownloadingTests {
             let (library, task, renditions) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
             let last = try #require(renditions.first { $0.kind == .video }?.segments.last?.file)
 
-            // Running: a request for the last segment waits (here 1 s), then 503 with Retry-After.
+            // Running: a range of the last segment waits for the whole file (here 1 s), then 503 with Retry-After.
             let running = try await library.play(assetId: fixture.assetId, downloadWait: .seconds(1))
-            let waited = try await Self.fetch(running.address.sessionURL.appendingPathComponent(last.path))
+            let waited = try await Self.fetch(running.address.sessionURL.appendingPathComponent(last.path), range: "bytes=0-99")
             #expect(waited.status == 503 && waited.retryAfter == "2")
             await running.stop()
 
@@ -133,26 +133,35 @@ struct PlayWhileDownloadingTests {
         let errors = try String(contentsOf: fixture.package.errorLogURL, encoding: .utf8)
         #expect(errors.contains("segment_downloading") && errors.contains("segment_not_downloaded"))
 
-        // The origin is back where the manifest says it is.
+        // The origin is back where the manifest says it is (slow: the file takes over a second to arrive).
         let log = OriginRequestLog()
         let port = try #require(origin.port)
-        try await fixture.withServers(log: log, keyServerPort: try #require(keyServer.port), originPort: port) { origin, _ in
+        let store = try DownloadStore(databaseURL: fixture.clientDirectory.databaseURL)
+        try await fixture.withServers(
+            conditions: NetworkConditions(bandwidthBytesPerSecond: 100_000),
+            log: log,
+            keyServerPort: try #require(keyServer.port),
+            originPort: port
+        ) { origin, _ in
             // --offline: not fetched.
             let offline = try await library.play(assetId: fixture.assetId, online: false)
             let refused = try await Self.fetch(offline.address.sessionURL.appendingPathComponent(last.path))
             await offline.stop()
             #expect(refused.status == 404 && refused.body.contains("--offline"), "\(refused.body)")
 
-            // Online: the file is fetched into the package for the player, decrypted, and its frames are the clear
-            // twin's.
+            // Online: the file is fetched into the package for the player and streamed to it decrypted as it arrives
+            // (its first bytes reach the player before the file is whole), and its frames are the clear twin's.
             let sourceLines = { () throws -> [Substring] in
                 try String(contentsOf: fixture.package.accessLogURL, encoding: .utf8).split(separator: "\n").filter { $0.contains(last.sourceURL) }
             }
             let linesBefore = try sourceLines()
             let paused = try await library.play(assetId: fixture.assetId)
-            let served = try await Self.fetchBytes(paused.address.sessionURL.appendingPathComponent(last.path))
+            let served = try await Self.fetchBytes(paused.address.sessionURL.appendingPathComponent(last.path)) {
+                (try? store.completedFile(fixture.assetId, path: last.path)) == nil
+            }
             await paused.stop()
-            #expect(served.status == 200)
+            #expect(served.status == 200 && served.contentLength == nil)
+            #expect(served.firstBytes == true, "the file was whole before the player got a byte")
             let sourcePath = String(last.sourceURL.dropFirst(origin.absoluteString.count))
             let stored = try Data(contentsOf: fixture.package.url(forRelativePath: last.path))
             #expect(stored == (try Data(contentsOf: fixture.originRoot.appendingPathComponent(sourcePath))))
@@ -178,6 +187,44 @@ struct PlayWhileDownloadingTests {
             #expect(leftovers == [], "\(leftovers ?? [])")
         }
         await library.close()
+    }
+
+    @Test("a segment the download is writing reaches the player as it arrives, decrypted, and is fetched once")
+    func aSegmentInTransitIsStreamedAsItArrives() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let log = OriginRequestLog()
+        let store = try DownloadStore(databaseURL: fixture.clientDirectory.databaseURL)
+        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 100_000), log: log) { origin, keyServer in
+            let (library, task, renditions) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
+            let last = try #require(renditions.first { $0.kind == .video }?.segments.last?.file)
+            let playback = try await library.play(assetId: fixture.assetId, online: false)
+            // The player asks for the last segment: the download fetches it next, and the player gets its bytes as
+            // they come (about 1.5 s for the whole file at 100 kB/s).
+            let url = playback.address.sessionURL.appendingPathComponent(last.path)
+            let streamed = try await Self.fetchBytes(url) { (try? store.completedFile(fixture.assetId, path: last.path)) == nil }
+            #expect(streamed.status == 200 && streamed.contentLength == nil)
+            #expect(streamed.firstBytes == true, "the file was whole before the player got a byte")
+            let manifest = try await task.result()
+            // Once landed, the same file is served with its length, and the bytes are the same.
+            let whole = try await Self.fetchBytes(url)
+            await playback.stop()
+            #expect(whole.contentLength == String(streamed.body.count))
+            #expect(whole.body == streamed.body)
+            let sourcePath = String(last.sourceURL.dropFirst(origin.absoluteString.count))
+            let servedFile = fixture.root.appendingPathComponent("streamed.ts")
+            try Data(streamed.body).write(to: servedFile)
+            let clear = DownloadFixture.demoFixture.deletingLastPathComponent()
+                .appendingPathComponent(sourcePath.components(separatedBy: "/\(fixture.assetId)/").last ?? sourcePath)
+            let frames = try await Self.frames(servedFile.path, map: "0:v:0")
+            #expect(!frames.isEmpty)
+            #expect(frames == (try await Self.frames(clear.path, map: "0:v:0")))
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+            #expect(log.entries.filter { ($0.status == 200 || $0.status == 206) && $0.path == sourcePath }.count == 1)
+            let access = PlaybackLogLines.of(fixture.package.accessLogURL).filter { $0.contains(" /\(last.path) ") }
+            #expect(access.count == 2, "\(access)")
+            await library.close()
+        }
     }
 
     @Test("a download that stopped before storing its keys: play says keys_pending and to resume, and starts no window")
@@ -209,23 +256,35 @@ struct PlayWhileDownloadingTests {
         }
     }
 
-    static func fetchBytes(_ url: URL) async throws -> (status: Int, body: [UInt8]) {
+    /// GETs `url` reading the body as it arrives: the status, `Content-Length`, the body, and what `atFirstBytes`
+    /// said when the first body bytes arrived (nil when there were none).
+    static func fetchBytes(
+        _ url: URL,
+        atFirstBytes: @Sendable () -> Bool = { false }
+    ) async throws -> (status: Int, contentLength: String?, body: [UInt8], firstBytes: Bool?) {
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
             let response = try await http.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(30))
-            let body = try await response.body.collect(upTo: 64 << 20)
+            var body: [UInt8] = []
+            var firstBytes: Bool?
+            for try await chunk in response.body where chunk.readableBytes > 0 {
+                if firstBytes == nil { firstBytes = atFirstBytes() }
+                body += chunk.readableBytesView
+            }
             try await http.shutdown()
-            return (Int(response.status.code), Array(buffer: body))
+            return (Int(response.status.code), response.headers.first(name: "Content-Length"), body, firstBytes)
         } catch {
             try await http.shutdown()
             throw error
         }
     }
 
-    static func fetch(_ url: URL) async throws -> (status: Int, retryAfter: String?, body: String) {
+    static func fetch(_ url: URL, range: String? = nil) async throws -> (status: Int, retryAfter: String?, body: String) {
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
-            let response = try await http.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(30))
+            var request = HTTPClientRequest(url: url.absoluteString)
+            if let range { request.headers.add(name: "Range", value: range) }
+            let response = try await http.execute(request, timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 1 << 20)
             try await http.shutdown()
             return (Int(response.status.code), response.headers.first(name: "Retry-After"), String(buffer: body))
@@ -233,6 +292,13 @@ struct PlayWhileDownloadingTests {
             try await http.shutdown()
             throw error
         }
+    }
+}
+
+/// The non-comment lines of a package log.
+enum PlaybackLogLines {
+    static func of(_ url: URL) -> [String] {
+        ((try? String(contentsOf: url, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") }
     }
 }
 

@@ -71,7 +71,7 @@ struct FileFetcher: Sendable {
         log: @escaping @Sendable (_ status: Int?, _ bytes: Int64, _ seconds: Double, _ retries: Int, _ failure: TransferFailure?) -> Void
     ) async throws -> StagedFile {
         guard let url = URL(string: file.sourceURL) else { throw DownloadError.unsupportedURI(file.sourceURL) }
-        let part = part ?? destination.appendingPathExtension("part")
+        let part = part ?? DownloadSession.partFile(of: destination, forPlayer: false)
         var failures = 0
         var networkDownSince: ContinuousClock.Instant?
         while true {

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import KeyDelivery
 import NIOCore
 import OfflinePackage
@@ -47,8 +47,7 @@ extension DownloadSession {
         } catch {
             throw .package(code: error.code, message: error.description)
         }
-        let part = destination.deletingLastPathComponent()
-            .appendingPathComponent("\(destination.lastPathComponent).play-\(ProcessInfo.processInfo.processIdentifier).part")
+        let part = Self.partFile(of: destination, forPlayer: true)
         let accessLog = try? ExtendedLogFile(url: package.accessLogURL, fields: ExtendedLogFile.accessFields)
         let errorLog = try? ExtendedLogFile(url: package.errorLogURL, fields: ExtendedLogFile.errorFields)
         do {
@@ -65,6 +64,14 @@ extension DownloadSession {
             try? FileManager.default.removeItem(at: part)
             throw DownloadRunner.wrap(error)
         }
+    }
+
+    /// The part file a transfer of `destination` writes until the file is whole: the download's (`NAME.part`), or
+    /// this process's ``fetchForPlayer(path:assetId:headTimeoutSeconds:)`` (`NAME.play-PID.part`).
+    public static func partFile(of destination: URL, forPlayer: Bool) -> URL {
+        guard forPlayer else { return destination.appendingPathExtension("part") }
+        return destination.deletingLastPathComponent()
+            .appendingPathComponent("\(destination.lastPathComponent).play-\(ProcessInfo.processInfo.processIdentifier).part")
     }
 
     private static func packageDirectory(_ assetId: String, in dataDirectory: DataDirectory) throws(DownloadError) -> PackageDirectory {

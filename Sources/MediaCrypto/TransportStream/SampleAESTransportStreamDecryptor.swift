@@ -26,10 +26,18 @@ public final class SampleAESTransportStreamDecryptor: SegmentTransform {
     ///   - key: The 16-byte AES-128 key.
     ///   - iv: 16 bytes: the IV attribute, or the media sequence number (RFC 8216bis 5.2).
     ///   - segment: The segment's name, used in errors.
+    ///   - promptOutput: emit clear packets after each chunk as soon as no incomplete PES packet holds them back (for
+    ///     a player waiting on a segment still arriving), rather than in batches of 256 KiB (fewer, larger writes).
     /// - Throws: ``SegmentCryptoError/invalidKey(segment:)``, ``SegmentCryptoError/invalidIV(segment:)`` or
     ///   ``SegmentCryptoError/cryptoFailure(segment:)``.
-    public init(key: SecretBytes, iv: [UInt8], segment: String) throws(SegmentCryptoError) {
-        rewriter = try SampleAESTransportStreamRewriter(key: key, iv: iv, direction: .decrypt, segment: segment)
+    public init(key: SecretBytes, iv: [UInt8], segment: String, promptOutput: Bool = false) throws(SegmentCryptoError) {
+        rewriter = try SampleAESTransportStreamRewriter(
+            key: key,
+            iv: iv,
+            direction: .decrypt,
+            segment: segment,
+            emitThreshold: promptOutput ? 0 : SampleAESTransportStreamRewriter.batchBytes
+        )
     }
 
     /// Decrypts the next chunk of the segment; clear output follows through `emit`, possibly later.

@@ -19,7 +19,9 @@ final class SampleAESTransportStreamRewriter {
     /// Output waiting behind an incomplete PES packet; beyond this the segment is refused.
     static let maximumHeldBytes = 64 * 1024 * 1024
     /// Output ready to go is emitted once this much has gathered (or at once when nothing is held back).
-    private static let emitThreshold = 256 * 1024
+    static let batchBytes = 256 * 1024
+    /// ``batchBytes``, or 0 to emit whatever is ready after each chunk.
+    private let emitThreshold: Int
 
     private enum Role {
         case unknown
@@ -64,8 +66,9 @@ final class SampleAESTransportStreamRewriter {
     /// work on half-updated state.
     private var failure: SegmentCryptoError?
 
-    init(key: SecretBytes, iv: [UInt8], direction: Direction, segment: String) throws(SegmentCryptoError) {
+    init(key: SecretBytes, iv: [UInt8], direction: Direction, segment: String, emitThreshold: Int = batchBytes) throws(SegmentCryptoError) {
         cipher = try SampleAESBlockCipher(key: key, iv: iv, direction: direction == .decrypt ? .decrypt : .encrypt, segment: segment)
+        self.emitThreshold = emitThreshold
         self.direction = direction
         self.segment = segment
         roles[0] = .programAssociation
@@ -82,7 +85,7 @@ final class SampleAESTransportStreamRewriter {
         // A large chunk (a whole segment) goes in slices, so output leaves as it is ready and the queue stays small.
         var offset = 0
         repeat {
-            let slice = UnsafeRawBufferPointer(rebasing: chunk[offset..<min(chunk.count, offset + Self.emitThreshold)])
+            let slice = UnsafeRawBufferPointer(rebasing: chunk[offset..<min(chunk.count, offset + Self.batchBytes)])
             do throws(SegmentCryptoError) {
                 try framer.feed(slice) { (packet) throws(SegmentCryptoError) in
                     try self.handle(packet)
@@ -131,7 +134,7 @@ final class SampleAESTransportStreamRewriter {
         for stream in streams where stream.inPES { limit = min(limit, stream.slots[0]) }
         for pending in pendingProgramMaps { limit = min(limit, pending.slot) }
         let ready = limit - queue.firstSequence
-        if ready > 0 && (final || limit == queue.nextSequence || ready * TransportPacketHeader.size >= Self.emitThreshold) {
+        if ready > 0 && (final || limit == queue.nextSequence || ready * TransportPacketHeader.size >= emitThreshold) {
             try queue.emit(before: limit, emit)
         }
         guard queue.heldByteCount <= Self.maximumHeldBytes else {

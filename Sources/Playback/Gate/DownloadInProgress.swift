@@ -1,3 +1,5 @@
+public import Foundation
+
 /// What playback needs to know of a package that is still downloading (the download engine answers, through
 /// `StowageLibrary`; this module does not depend on it): which files have landed whole, with the size and SHA-256 the
 /// downloader recorded, and whether a download is running that may bring the others.
@@ -13,6 +15,10 @@ public protocol DownloadInProgress: Sendable {
     func completedFile(_ path: String) -> (size: Int64, sha256: String)?
     /// Whether a download of the asset is running now (in this process or another).
     func isRunning() -> Bool
+    /// The part file a transfer is writing `path` into now: the running download's, or with none running this
+    /// session's own ``fetchFromSource(_:)``; nil when there is none (yet). Read as it grows, it becomes the file
+    /// when the transfer renames it into place.
+    func partialFile(_ path: String) -> URL?
     /// Asks the running download to fetch `path` next: a player waits for it (it seeked ahead of the download).
     func want(_ path: String)
     /// With no download running, fetches `path` from the source now and puts it in the package exactly as the download

@@ -145,6 +145,92 @@ struct SegmentStream: Sendable {
         return written
     }
 
+    /// Streams the segment while a transfer is still writing it: `url` is the transfer's part file, read as it grows
+    /// and decrypted on the way, until the transfer has put the file in place (`landed` gives its size and SHA-256)
+    /// and every byte of it has been read. Returns the bytes written.
+    ///
+    /// The response has no `Content-Length` (the player gets it chunked): AES-CBC's length is known only at the last
+    /// block. As in ``stream(into:length:verified:chunkSize:firstByte:)``, the last chunk is held back until the
+    /// SHA-256 of every byte read equals the one the transfer recorded, so a player never gets a whole segment that is
+    /// not the file that landed: a part file that shrinks (the transfer started over), stalls for `stall`, or ends
+    /// other than as recorded cuts the response short.
+    ///
+    /// - Throws: ``PlaybackError`` `segment_downloading` (stalled), `segment_modified`, `segment_checksum_mismatch`,
+    ///   `decryption_failed`; or the writer's error when the player went away.
+    func streamArriving(
+        into writer: inout any ResponseBodyWriter,
+        landed: @Sendable () -> (size: Int64, sha256: String)?,
+        poll: Duration,
+        stall: Duration,
+        chunkSize: Int,
+        firstByte: @Sendable () -> Void = {}
+    ) async throws -> Int {
+        let path = file.path
+        // The descriptor keeps the part file's inode: the rename into place does not change what is read.
+        guard let handle = try? ChunkedFile(url) else { throw PlaybackError.segmentMissing(assetId: assetId, path: path) }
+        let transform = try makeTransform(iv: decryption?.iv, promptOutput: true)
+        var hasher = SHA256Hasher()
+        var held = ByteBuffer()
+        var offset: Int64 = 0
+        var written = 0
+        var progressed = ContinuousClock.now
+        let started = ContinuousClock.now
+        var done: (size: Int64, sha256: String)?
+        while true {
+            let chunk = try read(handle, count: chunkSize, at: offset)
+            if chunk.isEmpty {
+                if let size = handle.size, size < offset {
+                    throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: offset, found: size)
+                }
+                if let landed = done ?? landed() {
+                    done = landed
+                    if offset == landed.size { break }
+                    if offset > landed.size {
+                        throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: landed.size, found: offset)
+                    }
+                }
+                guard ContinuousClock.now - progressed < stall else {
+                    let waited = ContinuousClock.now - started
+                    throw PlaybackError.segmentDownloading(
+                        assetId: assetId,
+                        path: path,
+                        waited: Double(waited.components.seconds) + Double(waited.components.attoseconds) / 1e18
+                    )
+                }
+                try await Task.sleep(for: poll)
+                continue
+            }
+            progressed = ContinuousClock.now
+            offset += Int64(chunk.count)
+            hasher.update(chunk)
+            var output = ByteBuffer()
+            output.reserveCapacity(chunk.count + 1024)
+            try process(chunk, with: transform) { output.writeBytes($0) }
+            if held.readableBytes > 0 {
+                firstByte()
+                written += held.readableBytes
+                try await writer.write(held)
+            }
+            held = output
+        }
+        if let transform {
+            do {
+                try transform.finish { held.writeBytes($0) }
+            } catch {
+                throw PlaybackError.decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
+            }
+        }
+        guard Hex.encode(hasher.finalize()) == done?.sha256.lowercased() else {
+            throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
+        }
+        if held.readableBytes > 0 {
+            firstByte()
+            written += held.readableBytes
+            try await writer.write(held)
+        }
+        return written
+    }
+
     /// Streams bytes `range` of the segment as the player receives it (of `length` bytes in all) and returns the bytes
     /// written.
     ///
@@ -272,7 +358,7 @@ struct SegmentStream: Sendable {
         return counter
     }
 
-    private func makeTransform(iv: [UInt8]?) throws(PlaybackError) -> (any SegmentTransform)? {
+    private func makeTransform(iv: [UInt8]?, promptOutput: Bool = false) throws(PlaybackError) -> (any SegmentTransform)? {
         guard let decryption else { return nil }
         do {
             return try SegmentCryptography.decryptor(
@@ -281,7 +367,8 @@ struct SegmentStream: Sendable {
                 key: decryption.key,
                 iv: iv ?? decryption.iv,
                 initSection: decryption.initSection,
-                segment: file.path
+                segment: file.path,
+                promptOutput: promptOutput
             )
         } catch {
             throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "\(error)")

@@ -124,17 +124,29 @@ struct PlaybackResponder: HTTPResponder {
         if listed.isOnline {
             return await onlineResponse(listed, rendition: rendition, request: request, uri: uri, started: started)
         }
-        // A package still downloading: the file (and a cbcs segment's init section) once it has landed.
-        let role: FileRole
+        // A package still downloading: a cbcs segment's init section once it has landed, then a plain GET of a
+        // segment a transfer is writing now as it arrives, else the file once it has landed.
+        var role = listed
         var initRole: FileRole?
         let waitStarted = ContinuousClock.now
         do {
-            role = try await landed(listed)
             if case .segment(let initIndex?) = role.kind, rendition.initSections.indices.contains(initIndex),
                 let section = authorization.files[rendition.initSections[initIndex].path]
             {
                 initRole = try await landed(section)
             }
+            if request.method == .get, request.headers[.range] == nil, case .segment = role.kind, let part = try await arriving(role) {
+                return arrivingResponse(
+                    role,
+                    initRole: initRole,
+                    part: part,
+                    rendition: rendition,
+                    uri: uri,
+                    started: started,
+                    waitStarted: waitStarted
+                )
+            }
+            role = try await landed(listed)
         } catch {
             logs.error(uri: uri, error)
             let status: HTTPResponse.Status = error.reason == .segmentDownloading ? .serviceUnavailable : .notFound
@@ -257,10 +269,11 @@ struct PlaybackResponder: HTTPResponder {
     }
 
     /// Everything needed to stream a segment, checked before the response starts.
-    private func segmentStream(_ role: FileRole, initRole: FileRole?) throws(PlaybackError) -> SegmentStream {
+    /// `at` reads another file than the package's (the part file a transfer is writing).
+    private func segmentStream(_ role: FileRole, initRole: FileRole?, at partFile: URL? = nil) throws(PlaybackError) -> SegmentStream {
         let file = role.file
         let assetId = authorization.assetId
-        guard let url = try? authorization.package.url(forRelativePath: file.path), let size = FileSystem.size(of: url) else {
+        guard let url = partFile ?? (try? authorization.package.url(forRelativePath: file.path)), let size = FileSystem.size(of: url) else {
             throw .segmentMissing(assetId: assetId, path: file.path)
         }
         if let expected = file.size, expected != size {
@@ -284,6 +297,120 @@ struct PlaybackResponder: HTTPResponder {
             }
         }
         return SegmentStream(assetId: assetId, url: url, file: file, decryption: decryption)
+    }
+
+    /// The part file a transfer is writing `role` into now, once it holds enough bytes to tell the container; nil
+    /// when the file has landed first (the caller serves it as usual). A running download is asked to fetch it next
+    /// (``DownloadInProgress/want(_:)``); with none running, the session fetches it from the source
+    /// (``DownloadInProgress/fetchFromSource(_:)``) in a task of its own, which completes even if the player goes
+    /// away. Waits at most ``downloadWait`` for the transfer to start, then throws `segment_downloading` (503); throws
+    /// `segment_not_downloaded` (404) when the source cannot provide the file.
+    private func arriving(_ role: FileRole) async throws(PlaybackError) -> URL? {
+        guard role.file.sha256 == nil, let download = authorization.download else { return nil }
+        let path = role.file.path
+        let started = ContinuousClock.now
+        let fetched = SourceFetch()
+        var fetching = false
+        var asked = false
+        while true {
+            if download.completedFile(path) != nil { return nil }
+            if let part = download.partialFile(path), let size = FileSystem.size(of: part), size >= Int64(SegmentContainer.detectionLength) {
+                return part
+            }
+            if download.isRunning() {
+                if !asked {
+                    download.want(path)
+                    asked = true
+                }
+            } else if !fetching {
+                fetching = true
+                Task {
+                    do throws(PlaybackError) {
+                        _ = try await download.fetchFromSource(path)
+                        fetched.outcome.withLock { $0 = .success(()) }
+                    } catch {
+                        fetched.outcome.withLock { $0 = .failure(error) }
+                    }
+                }
+            } else if let outcome = fetched.outcome.withLock({ $0 }) {
+                if case .failure(let error) = outcome { throw error }
+                return nil
+            }
+            guard ContinuousClock.now - started < downloadWait else {
+                throw .segmentDownloading(assetId: authorization.assetId, path: path, waited: Self.seconds(since: started))
+            }
+            do {
+                try await Task.sleep(for: Self.arrivingPoll)
+            } catch {
+                throw .segmentDownloading(assetId: authorization.assetId, path: path, waited: Self.seconds(since: started))
+            }
+        }
+    }
+
+    /// How often a transfer in progress is looked at: its part file for new bytes, the record for its end.
+    static let arrivingPoll: Duration = .milliseconds(20)
+
+    /// A segment streamed from `part` while a transfer writes it (``SegmentStream/streamArriving``): `200`, chunked,
+    /// with no validators (the next request for it, once landed, gets `ETag`, length and ranges).
+    private func arrivingResponse(
+        _ role: FileRole,
+        initRole: FileRole?,
+        part: URL,
+        rendition: PackageRendition,
+        uri: String,
+        started: ContinuousClock.Instant,
+        waitStarted: ContinuousClock.Instant
+    ) -> Response {
+        let plan: SegmentStream
+        do {
+            plan = try segmentStream(role, initRole: initRole, at: part)
+        } catch {
+            logs.error(uri: uri, error)
+            logs.request(method: "GET", uri: uri, status: 500, bytes: nil, seconds: Self.seconds(since: started), rendition: rendition.id)
+            return Self.text(.internalServerError, error.description)
+        }
+        let waited = Self.seconds(since: waitStarted)
+        let fileLogs = self.logs
+        let firstByte = FirstByte()
+        let log: @Sendable (Int?) -> Void = { bytes in
+            fileLogs.request(
+                method: "GET",
+                uri: uri,
+                status: 200,
+                bytes: bytes,
+                seconds: Self.seconds(since: started),
+                rendition: rendition.id,
+                firstByte: firstByte.seconds(since: started),
+                waited: waited
+            )
+        }
+        let download = authorization.download
+        let path = role.file.path
+        let (stall, chunkSize) = (downloadWait, self.chunkSize)
+        let headers: HTTPFields = [.contentType: Self.contentType(of: path, kind: rendition.kind), .cacheControl: "no-store"]
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ResponseBody { writer in
+                do {
+                    let bytes = try await plan.streamArriving(
+                        into: &writer,
+                        landed: { download?.completedFile(path) },
+                        poll: Self.arrivingPoll,
+                        stall: stall,
+                        chunkSize: chunkSize,
+                        firstByte: firstByte.mark
+                    )
+                    try await writer.finish(nil)
+                    log(bytes)
+                } catch {
+                    // Headers are sent: the only way left to refuse is to cut the response short.
+                    if let failure = error as? PlaybackError { fileLogs.error(uri: uri, failure) }
+                    log(nil)
+                    throw error
+                }
+            }
+        )
     }
 
     /// `role` as it is on disk now. Files of a complete package are returned as they are. A file of a package still
@@ -467,6 +594,11 @@ struct PlaybackRequestContext: RequestContext {
         else { return nil }
         return LoopbackPeer.find(client: (clientIP, clientPort), server: (serverIP, serverPort))
     }
+}
+
+/// How a fetch from the source for a waiting player ended, once it has.
+final class SourceFetch: Sendable {
+    let outcome = Mutex<Result<Void, PlaybackError>?>(nil)
 }
 
 /// When a streamed response sent its first body byte.

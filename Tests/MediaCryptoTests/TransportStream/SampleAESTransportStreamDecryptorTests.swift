@@ -73,6 +73,45 @@ struct SampleAESTransportStreamDecryptorTests {
         }
     }
 
+    @Test("prompt output: the same bytes, most of them out before the segment ends", arguments: TransportStreamFixtures.names)
+    func promptOutputEmitsAsItGoes(name: String) throws {
+        let fixture = TransportStreamFixtures.fixture(name)
+        for segment in fixture.segments where segment.file.hasSuffix("_1.ts") {
+            let encrypted = try TransportStreamFixtures.read(segment.encrypted)
+            let whole = try TransportStreamFixtures.decrypt(encrypted, key: segment.key, iv: segment.iv)
+            for chunkSize in [188, 4096] {
+                let batched = try SampleAESTransportStreamDecryptor(key: SecretBytes(segment.key), iv: segment.iv, segment: "test.ts")
+                let prompt = try SampleAESTransportStreamDecryptor(
+                    key: SecretBytes(segment.key),
+                    iv: segment.iv,
+                    segment: "test.ts",
+                    promptOutput: true
+                )
+                var (batchedBefore, promptBefore) = (0, 0)
+                var output: [UInt8] = []
+                var offset = 0
+                while offset < encrypted.count {
+                    let chunk = Array(encrypted[offset..<min(encrypted.count, offset + chunkSize)])
+                    offset += chunk.count
+                    try chunk.withUnsafeBytes { bytes in
+                        try batched.process(bytes) { batchedBefore += $0.count }
+                        try prompt.process(bytes) {
+                            promptBefore += $0.count
+                            output += $0
+                        }
+                    }
+                }
+                try prompt.finish { output += $0 }
+                #expect(output == whole, "\(segment) in chunks of \(chunkSize)")
+                // Prompt output is never later than batched output, and leaves as PES packets complete: all but the
+                // last of each stream before the end. (Batched output waits for 256 KiB while another stream's PES
+                // packet is incomplete: muxed segments such as the demo's, PlayWhileDownloadingTests.)
+                #expect(promptBefore >= batchedBefore)
+                #expect(promptBefore > whole.count / 2, "\(segment): \(promptBefore) of \(whole.count) bytes before the end")
+            }
+        }
+    }
+
     @Test("a clear segment passes through byte for byte")
     func clearSegmentPassesThrough() throws {
         for segment in TransportStreamFixtures.fixture("multislice").segments {
