@@ -43,6 +43,7 @@ struct AssetLockTests {
     }
 
     /// Another process holding the file with util-linux's flock(1), then killed: busy while it lives, free after.
+    /// Like a Stowage holder, it is named in the file (a holder writes `process PID (purpose)` once it has the lock).
     @Test func anotherProcessesHoldIsSeenAndEndsWithIt() async throws {
         let directory = try Self.dataDirectory()
         defer { try? FileManager.default.removeItem(at: directory.url) }
@@ -51,6 +52,7 @@ struct AssetLockTests {
         // flock(1) has, on rare full-suite runs, died before taking the lock (no output; a stray signal from elsewhere
         // in the suite is suspected): start another rather than fail on something this test does not check.
         var holder = try ProcessRunner.start(URL(fileURLWithPath: "/usr/bin/flock"), [file, "sleep", "30"])
+        try Data("process \(holder.processIdentifier) (a download)".utf8).write(to: URL(fileURLWithPath: file))
         var held = false
         var deaths: [String] = []
         for _ in 0..<750 where !held {  // until flock(1) has the lock (up to 15 s on a loaded machine)
@@ -58,12 +60,32 @@ struct AssetLockTests {
             if !held, !holder.isRunning, deaths.count < 3 {
                 deaths.append("status \(try await holder.waitForExit(timeout: .seconds(5)).status)")
                 holder = try ProcessRunner.start(URL(fileURLWithPath: "/usr/bin/flock"), [file, "sleep", "30"])
+                try Data("process \(holder.processIdentifier) (a download)".utf8).write(to: URL(fileURLWithPath: file))
             }
             if !held { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(held, "flock(1) running: \(holder.isRunning); earlier holders ended: \(deaths)")
         holder.kill()
         _ = try await holder.waitForExit(timeout: .seconds(10))
+        #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))
+    }
+
+    /// A player polls `isHeld` while it waits; a free lock whose file is empty (released) or names a process that is
+    /// gone (killed holder) is reported free without being taken, so the poll never makes a starting download busy.
+    @Test func aFreeLockIsSeenWithoutTakingIt() throws {
+        let directory = try Self.dataDirectory()
+        defer { try? FileManager.default.removeItem(at: directory.url) }
+        try FileManager.default.createDirectory(at: AssetLock.directory(in: directory), withIntermediateDirectories: true)
+        let file = AssetLock.directory(in: directory).appendingPathComponent("movie-1.lock")
+        // This process holds the lock, but the file names a process that is gone: trusted, no probe.
+        let held = try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a download")
+        try Data("process 2147483646 (a download)".utf8).write(to: file)
+        #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))
+        // Named again (a live process): probed, and busy.
+        try Data("process \(getpid()) (a download)".utf8).write(to: file)
+        #expect(AssetLock.isHeld(assetId: "movie-1", in: directory))
+        held.release()
+        #expect(try Data(contentsOf: file).isEmpty)
         #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))
     }
 

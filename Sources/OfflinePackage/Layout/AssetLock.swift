@@ -67,8 +67,18 @@ public final class AssetLock: Sendable {
         return (AssetLock(assetId: name, descriptor: fd), nil)
     }
 
-    /// Whether a task holds the asset now (a probe: takes and drops the lock when it is free).
+    /// Whether a task holds the asset now.
+    ///
+    /// A player polls this while it waits for a file, so it takes the lock (and could make a `resume` starting at
+    /// that instant fail as busy) only when it must: a holder truncates the file when it lets go, and a holder that
+    /// was killed named a process that no longer runs, so an empty file or a dead process means free without a
+    /// probe. Otherwise (a live process named: the holder, or a reused process ID) the lock is taken and dropped.
     public static func isHeld(assetId: String, in dataDirectory: DataDirectory) -> Bool {
+        let file = directory(in: dataDirectory).appendingPathComponent("\(assetId).lock")
+        guard PackageDirectory.isValidAssetID(assetId), let data = FileManager.default.contents(atPath: file.path),
+            let pid = holderProcess(String(decoding: data, as: UTF8.self))
+        else { return false }
+        if kill(pid, 0) != 0 && errno == ESRCH { return false }
         do {
             try acquire(assetId: assetId, in: dataDirectory, purpose: "a probe").release()
             return false
@@ -91,6 +101,12 @@ public final class AssetLock: Sendable {
     }
 
     deinit { release() }
+
+    /// The process ID in a holder's text (`process 1234 (a download)`).
+    static func holderProcess(_ text: String) -> pid_t? {
+        guard text.hasPrefix("process ") else { return nil }
+        return pid_t(text.dropFirst("process ".count).prefix { $0.isNumber })
+    }
 
     /// What the holder wrote into the file.
     private static func holder(_ fd: Int32) -> String? {
