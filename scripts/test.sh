@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs Stowage's whole test suite on a fresh machine: installs what is missing (scripts/ensure-deps.sh), checks the
-# formatting, builds once and runs every test target (Swift Testing runs tests in parallel).
+# formatting, builds once, starts a throwaway PostgreSQL (scripts/postgres.sh) and runs every test target (Swift
+# Testing runs tests in parallel).
 # Needs: Debian with Swift 6.2+ on PATH; root or sudo for apt when something is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
+source scripts/postgres.sh
 stowage_ensure_deps
 
 echo "==> swift format lint"
@@ -14,4 +16,6 @@ echo "==> swift build --build-tests"
 swift build --build-tests
 
 echo "==> swift test"
+# The fleet key server's store runs against a real PostgreSQL, started once for the whole run.
+stowage_start_postgres
 swift test --skip-build

@@ -24,6 +24,9 @@ public struct KeyServerSetupError: StowageError, Hashable {
         case invalidKeyID = "invalid_key_id"
         case invalidContentKey = "invalid_content_key"
         case keyConflict = "key_conflict"
+        case invalidDatabaseURL = "invalid_database_url"
+        case databaseUnavailable = "database_unavailable"
+        case schemaOutdated = "schema_outdated"
     }
 
     /// The kind of problem; ``code`` is its snake_case form.
@@ -49,6 +52,33 @@ public struct KeyServerSetupError: StowageError, Hashable {
         Self(
             .insecureFile,
             "\(path) is readable by others (mode \(String(mode, radix: 8))); it holds a secret: run `chmod 600 \(path)`"
+        )
+    }
+
+    static func invalidDatabaseURL(_ url: String) -> Self {
+        Self(
+            .invalidDatabaseURL,
+            "\(url) is not a PostgreSQL URL; write postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (optionally ?sslmode=disable|require)"
+        )
+    }
+
+    static func databaseUnavailable(_ url: String, reason: String) -> Self {
+        Self(
+            .databaseUnavailable,
+            "the key server database \(url) cannot be reached: \(reason); check that PostgreSQL runs there and accepts this user"
+        )
+    }
+
+    static func schemaOutdated(_ url: String, found: Int, expected: Int, newer: Bool) -> Self {
+        if newer {
+            return Self(
+                .schemaOutdated,
+                "the key server database \(url) has schema version \(found), newer than this build's \(expected); run a newer stowage"
+            )
+        }
+        return Self(
+            .schemaOutdated,
+            "the key server database \(url) has schema version \(found) where this build needs \(expected); run `stowage keyserver init --database URL` to migrate it"
         )
     }
 

@@ -1,0 +1,411 @@
+import Foundation
+import KeyDelivery
+import KeyServer
+import Logging
+import PostgresNIO
+import Testing
+
+/// The stores a key server can run on, each a real database: an SQLite file, and a database of its own in the
+/// PostgreSQL that `.ci/run` starts (scripts/postgres.sh exports STOWAGE_TEST_POSTGRES).
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    /// The server `scripts/postgres.sh` started; nil (and a recorded failure, unless STOWAGE_SKIP_POSTGRES=1) when the
+    /// suite runs without it.
+    static var postgresURL: String? {
+        let environment = ProcessInfo.processInfo.environment
+        if let url = environment["STOWAGE_TEST_POSTGRES"], !url.isEmpty { return url }
+        if environment["STOWAGE_SKIP_POSTGRES"] != "1" {
+            Issue.record("STOWAGE_TEST_POSTGRES is not set: run the suite with scripts/test.sh (or set STOWAGE_SKIP_POSTGRES=1)")
+        }
+        return nil
+    }
+
+    /// A fresh, empty database of this kind, removed after `body`: `instances` stores on it (separate connection
+    /// pools, as separate key server instances behind a load balancer would have).
+    func withStores(instances: Int = 1, _ body: ([any KeyServerStore]) async throws -> Void) async throws {
+        switch self {
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("keyserver-store-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            try await body(try (0..<instances).map { _ in try SQLiteKeyServerStore(path: path + "/keyserver.sqlite") })
+        case .postgres:
+            guard let url = Self.postgresURL else { return }
+            try await TestDatabase.with(url) { databaseURL in
+                // Correctness, not speed: the whole suite loads the machine; a generous bound keeps a slow moment from failing it.
+                let stores = try (0..<instances).map { _ in try PostgresKeyServerStore(url: databaseURL, operationTimeout: .seconds(60)) }
+                do {
+                    try await stores[0].migrate()
+                    try await body(stores)
+                } catch {
+                    for store in stores { await store.close() }
+                    throw error
+                }
+                for store in stores { await store.close() }
+            }
+        }
+    }
+
+    func withStore(_ body: (any KeyServerStore) async throws -> Void) async throws {
+        try await withStores { try await body($0[0]) }
+    }
+}
+
+/// A database of its own on the test PostgreSQL server, dropped afterwards.
+enum TestDatabase {
+    static func with(_ serverURL: String, _ body: (String) async throws -> Void) async throws {
+        var components = try #require(URLComponents(string: serverURL))
+        let name = "stowage_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())"
+        let admin = PostgresClient(
+            configuration: .init(
+                host: components.host ?? "127.0.0.1",
+                port: components.port ?? 5432,
+                username: components.user ?? "stowage",
+                password: components.password,
+                database: "postgres",
+                tls: .disable
+            ),
+            backgroundLogger: Logger(label: "test.postgres")
+        )
+        let runner = Task { await admin.run() }
+        defer { runner.cancel() }
+        try await admin.query("CREATE DATABASE \(unescaped: name)")
+        components.path = "/\(name)"
+        let result: Result<Void, any Error>
+        do {
+            try await body(try #require(components.string))
+            result = .success(())
+        } catch {
+            result = .failure(error)
+        }
+        try await admin.query("DROP DATABASE \(unescaped: name) WITH (FORCE)")
+        try result.get()
+    }
+}
+
+/// Every store passes the same tests: the contract of ``KeyServerStore`` on SQLite and on PostgreSQL, including the
+/// races several key server instances on one database run.
+@Suite("Key server stores (SQLite and PostgreSQL)")
+struct KeyServerStoreConformanceTests {
+    static func lease(_ id: String, device: String, account: String = "a", expires: Int64 = 1_000) -> IssuedLease {
+        IssuedLease(
+            id: id,
+            account: account,
+            assetID: "movie",
+            deviceID: device,
+            keyIDs: ["k1", "k2"],
+            type: .persistent,
+            createdAt: 0,
+            issuedAt: 0,
+            storageExpiresAt: expires,
+            playbackDuration: nil,
+            renewableUntil: 2_000
+        )
+    }
+
+    static func nonce(_ byte: UInt8) -> RequestNonce { RequestNonce([UInt8](repeating: byte, count: 16), window: 100) }
+
+    static let audit = AuditRecord(time: 0, event: .issued, operation: "keys")
+
+    /// Saves under a device limit with no payload to sign; the outcome as a short string.
+    static func save(_ store: any KeyServerStore, _ lease: IssuedLease, deviceLimit: Int?, nonce: RequestNonce, now: Int64) async throws -> String {
+        switch try await store.saveLease(
+            lease,
+            limits: IssuanceLimits(maxDevices: deviceLimit),
+            nonce: nonce,
+            now: now,
+            audit: audit,
+            sign: { _ in nil }
+        ) {
+        case .saved: "saved"
+        case .replayed: "replayed"
+        case .released: "released"
+        case .deviceLimitReached(let count): "deviceLimitReached(\(count))"
+        case .streamLimitReached(let count): "streamLimitReached(\(count))"
+        case .rentalEnded(let end): "rentalEnded(\(end))"
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func nonceWindowAndDeviceLimitAreOneTransaction(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            #expect(
+                try await Self.save(store, Self.lease("l1", device: "d1"), deviceLimit: 1, nonce: Self.nonce(1), now: 10) == "saved"
+            )
+            // The same nonce again, inside its window: nothing written.
+            #expect(
+                try await Self.save(store, Self.lease("l2", device: "d1"), deviceLimit: 1, nonce: Self.nonce(1), now: 109)
+                    == "replayed"
+            )
+            #expect(try await store.lease(id: "l2") == nil)
+            // Another device over the limit: refused, but its nonce is spent.
+            let refused = try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 1, nonce: Self.nonce(2), now: 20)
+            #expect(refused == "deviceLimitReached(1)")
+            #expect(
+                try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 2, nonce: Self.nonce(2), now: 21)
+                    == "replayed"
+            )
+            // Once the window has passed the nonce is accepted again; an expired lease frees its slot.
+            #expect(
+                try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 1, nonce: Self.nonce(1), now: 1_001)
+                    == "saved"
+            )
+            let stored = try #require(try await store.lease(id: "l3"))
+            #expect(stored.keyIDs == ["k1", "k2"])
+            #expect(stored.type == .persistent)
+            #expect(try await store.auditRecords(limit: 10).count == 2)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func releaseIsIdempotentAndARacingRenewalCannotUndoIt(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            var lease = Self.lease("l1", device: "d1")
+            #expect(try await Self.save(store, lease, deviceLimit: nil, nonce: Self.nonce(1), now: 10) == "saved")
+            #expect(try await store.releaseLease(id: "l1", at: 20, deletedAt: 19, nonce: Self.nonce(2), audit: Self.audit))
+            #expect(!(try await store.releaseLease(id: "l1", at: 21, deletedAt: 19, nonce: Self.nonce(2), audit: Self.audit)))
+            #expect(try await store.releaseLease(id: "l1", at: 30, deletedAt: 29, nonce: Self.nonce(3), audit: Self.audit))
+            let released = try #require(try await store.lease(id: "l1"))
+            #expect(released.releasedAt == 20)
+            #expect(released.deletedAt == 19)
+            // A renewal computed before the release saw it.
+            lease.storageExpiresAt = 5_000
+            #expect(try await Self.save(store, lease, deviceLimit: nil, nonce: Self.nonce(4), now: 31) == "released")
+            #expect(try await store.lease(id: "l1")?.storageExpiresAt == 1_000)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func devicesKeepTheirFirstKeys(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            let first = DeviceRecord(id: "d", signingKey: [1], agreementKey: [2], firstSeenAt: 1)
+            #expect(try await store.registerDevice(first) == first)
+            #expect(try await store.registerDevice(DeviceRecord(id: "d", signingKey: [3], agreementKey: [4], firstSeenAt: 2)) == first)
+            #expect(try await store.device(id: "d") == first)
+            #expect(try await store.device(id: "other") == nil)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func assetsAndSealedKeys(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            let nonce = [UInt8](repeating: 7, count: 12)
+            try await store.saveAsset(
+                AssetRecord(id: "movie", policy: "default", createdAt: 5),
+                keys: [
+                    ContentKeyRecord(assetID: "movie", keyID: "k1", nonce: nonce, sealedKey: [UInt8](repeating: 1, count: 32)),
+                    ContentKeyRecord(assetID: "movie", keyID: "k2", nonce: nonce, sealedKey: [UInt8](repeating: 2, count: 32)),
+                ]
+            )
+            // The policy changes, the creation time stays; a key ID stored again is replaced.
+            try await store.saveAsset(
+                AssetRecord(id: "movie", policy: "rental", createdAt: 9),
+                keys: [ContentKeyRecord(assetID: "movie", keyID: "k2", nonce: nonce, sealedKey: [UInt8](repeating: 3, count: 32))]
+            )
+            #expect(try await store.asset(id: "movie") == AssetRecord(id: "movie", policy: "rental", createdAt: 5))
+            #expect(try await store.asset(id: "other") == nil)
+            let keys = try await store.contentKeys(assetID: "movie", keyIDs: ["k2", "k1", "k9"]).sorted { $0.keyID < $1.keyID }
+            #expect(keys.map(\.keyID) == ["k1", "k2"])
+            #expect(keys.last?.sealedKey == [UInt8](repeating: 3, count: 32))
+            #expect(keys.first?.nonce == nonce)
+            #expect(try await store.contentKeys(assetID: "movie", keyIDs: []).isEmpty)
+            #expect(try await store.contentKeys(assetID: "other", keyIDs: ["k1"]).isEmpty)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func streamLimitAndIdentityStreamsReuseTheOpenLease(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            func stream(_ id: String, device: String, nonce: RequestNonce?, now: Int64) async throws -> LeaseSaveResult {
+                var lease = Self.lease(id, device: device)
+                lease.type = .streaming
+                return try await store.saveLease(lease, limits: IssuanceLimits(maxStreams: 1), nonce: nonce, now: now, audit: Self.audit) { _ in
+                    nil
+                }
+            }
+            guard case .saved(let first, _) = try await stream("s1", device: "d1", nonce: Self.nonce(1), now: 10) else {
+                Issue.record("the first stream was refused")
+                return
+            }
+            #expect(first.id == "s1")
+            // Another device: over the limit.
+            #expect(try await stream("s2", device: "d2", nonce: Self.nonce(2), now: 11) == .streamLimitReached(activeStreams: 1))
+            // An identity stream (no nonce) of a device already streaming the asset is that stream: nothing new.
+            guard case .saved(let reused, _) = try await stream("s3", device: "d1", nonce: nil, now: 12) else {
+                Issue.record("the identity stream was refused")
+                return
+            }
+            #expect(reused.id == "s1")
+            #expect(try await store.lease(id: "s3") == nil)
+            // Released, the slot is free again.
+            #expect(try await store.releaseLease(id: "s1", at: 13, deletedAt: nil, nonce: Self.nonce(3), audit: Self.audit))
+            guard case .saved = try await stream("s2", device: "d2", nonce: Self.nonce(4), now: 14) else {
+                Issue.record("a freed stream slot was refused")
+                return
+            }
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func oncePerAccountRentalsInheritAndEnd(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            let limits = IssuanceLimits(oncePerAccount: true)
+            var first = Self.lease("r1", device: "d1", expires: 1_000)
+            first.playbackDuration = 100
+            first.createdAt = 1
+            _ = try await store.saveLease(first, limits: limits, nonce: Self.nonce(1), now: 10, audit: Self.audit) { _ in nil }
+            // A second device asks at 50: it inherits the windows, and asking counts as playing (first play = 50).
+            var second = Self.lease("r2", device: "d2", expires: 9_000)
+            second.createdAt = 50
+            guard
+                case .saved(let inherited, _) = try await store.saveLease(
+                    second,
+                    limits: limits,
+                    nonce: Self.nonce(2),
+                    now: 50,
+                    audit: Self.audit,
+                    sign: { _ in nil }
+                )
+            else {
+                Issue.record("the second rental lease was refused")
+                return
+            }
+            #expect(inherited.storageExpiresAt == 1_000 && inherited.playbackDuration == 100 && inherited.firstPlayedAt == 50)
+            #expect(try await store.lease(id: "r1")?.firstPlayedAt == 50)
+            // After the playback window (50 + 100): the rental has ended for the account.
+            var third = Self.lease("r3", device: "d3")
+            third.createdAt = 200
+            #expect(
+                try await store.saveLease(third, limits: limits, nonce: Self.nonce(3), now: 200, audit: Self.audit) { _ in nil }
+                    == .rentalEnded(endedAt: 150)
+            )
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func firstPlayKeepsTheEarliestAndRefusesReplaysAndStrangers(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            #expect(try await Self.save(store, Self.lease("l1", device: "d1"), deviceLimit: nil, nonce: Self.nonce(1), now: 10) == "saved")
+            let audit = AuditRecord(time: 0, event: .firstPlayReported, operation: "first-play")
+            #expect(
+                try await store.recordFirstPlay(leaseID: "l1", deviceID: "d1", at: 40, nonce: Self.nonce(2), now: 41, audit: audit)
+                    == .recorded(firstPlayedAt: 40)
+            )
+            #expect(
+                try await store.recordFirstPlay(leaseID: "l1", deviceID: "d1", at: 30, nonce: Self.nonce(3), now: 42, audit: audit)
+                    == .recorded(firstPlayedAt: 30)
+            )
+            #expect(
+                try await store.recordFirstPlay(leaseID: "l1", deviceID: "d1", at: 60, nonce: Self.nonce(4), now: 43, audit: audit)
+                    == .recorded(firstPlayedAt: 30)
+            )
+            #expect(try await store.recordFirstPlay(leaseID: "l1", deviceID: "d1", at: 20, nonce: Self.nonce(4), now: 44, audit: audit) == .replayed)
+            #expect(
+                try await store.recordFirstPlay(leaseID: "l1", deviceID: "d2", at: 20, nonce: Self.nonce(5), now: 45, audit: audit) == .unknownLease
+            )
+            #expect(try await store.lease(id: "l1")?.firstPlayedAt == 30)
+            // A renewal never moves the first play later.
+            var renewed = Self.lease("l1", device: "d1")
+            renewed.renewalCount = 1
+            renewed.firstPlayedAt = 90
+            #expect(try await Self.save(store, renewed, deviceLimit: nil, nonce: Self.nonce(6), now: 50) == "saved")
+            #expect(try await store.lease(id: "l1")?.firstPlayedAt == 30)
+            let events = try await store.auditRecords(limit: 100).map(\.event)
+            #expect(events == [.issued, .firstPlayReported, .firstPlayReported, .firstPlayReported, .issued])
+        }
+    }
+
+    /// Several instances on one database, many requests at once: the device limit and the replay window hold.
+    @Test(arguments: StoreKind.allCases)
+    func limitsHoldAcrossInstancesUnderConcurrentLoad(_ kind: StoreKind) async throws {
+        try await kind.withStores(instances: 3) { stores async throws in
+            // 24 devices of one account race for 5 slots, through 3 instances.
+            let saved = try await withThrowingTaskGroup(of: String.self) { group in
+                for n in 0..<24 {
+                    group.addTask {
+                        try await Self.save(
+                            stores[n % stores.count],
+                            Self.lease("l\(n)", device: "d\(n)"),
+                            deviceLimit: 5,
+                            nonce: Self.nonce(UInt8(n + 10)),
+                            now: 10
+                        )
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(saved.filter { $0 == "saved" }.count == 5, "\(saved.sorted())")
+            #expect(saved.filter { $0 == "deviceLimitReached(5)" }.count == 19)
+            // 12 requests with one nonce, at once: exactly one is not a replay.
+            let replays = try await withThrowingTaskGroup(of: String.self) { group in
+                for n in 0..<12 {
+                    group.addTask {
+                        try await Self.save(
+                            stores[n % stores.count],
+                            Self.lease("n\(n)", device: "e\(n)"),
+                            deviceLimit: nil,
+                            nonce: Self.nonce(200),
+                            now: 20
+                        )
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(replays.filter { $0 == "saved" }.count == 1, "\(replays.sorted())")
+        }
+    }
+
+    @Test func postgresSchemaIsCheckedAndMigratedOnce() async throws {
+        guard let url = StoreKind.postgresURL else { return }
+        try await TestDatabase.with(url) { databaseURL in
+            let store = try PostgresKeyServerStore(url: databaseURL)
+            let other = try PostgresKeyServerStore(url: databaseURL)
+            do {
+                #expect(try await store.schemaVersionFound() == 0)
+                await #expect(throws: KeyServerSetupError.self) { try await store.checkSchema() }
+                do {
+                    try await store.checkSchema()
+                } catch let error as KeyServerSetupError {
+                    #expect(error.code == "schema_outdated")
+                    #expect(error.message.contains("stowage keyserver init --database"))
+                }
+                // Two instances migrating at once apply it once.
+                async let first: Void = store.migrate()
+                async let second: Void = other.migrate()
+                _ = try await (first, second)
+                try await store.checkSchema()
+                #expect(try await other.schemaVersionFound() == PostgresKeyServerStore.schemaVersion)
+            } catch {
+                await store.close()
+                await other.close()
+                throw error
+            }
+            await store.close()
+            await other.close()
+        }
+    }
+
+    @Test func anUnreachableOrMalformedDatabaseIsAClearError() async throws {
+        // A port nothing listens on.
+        let store = try PostgresKeyServerStore(url: "postgres://stowage@127.0.0.1:9/keys?sslmode=disable", operationTimeout: .seconds(2))
+        do {
+            _ = try await store.asset(id: "movie")
+            Issue.record("an unreachable database answered")
+        } catch let error as KeyServerSetupError {
+            #expect(error.code == "database_unavailable")
+            #expect(error.message.contains("postgres://stowage@127.0.0.1:9/keys"), "\(error.message)")
+        }
+        await store.close()
+        #expect(throws: KeyServerSetupError.self) { try PostgresKeyServerStore(url: "mysql://root:secret@host/db") }
+        do {
+            _ = try PostgresKeyServerStore(url: "postgres://:secret@/db")
+        } catch let error as KeyServerSetupError {
+            #expect(error.code == "invalid_database_url")
+            #expect(!error.message.contains("secret"), "a password was echoed: \(error.message)")
+        }
+    }
+}
