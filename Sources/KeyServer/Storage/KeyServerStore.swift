@@ -241,6 +241,30 @@ public struct IssuedLease: Sendable, Hashable {
     public func isActivePersistent(at now: Int64) -> Bool {
         type == .persistent && releasedAt == nil && storageExpiresAt > now
     }
+
+    /// Once per account (``KeyServerStore/saveLease(_:limits:nonce:now:audit:sign:)``, step 4): this new persistent
+    /// lease takes the windows of `first`, the account's first lease of the asset. Asking again counts as playing: a
+    /// rental whose first play is unknown starts its playback window `now`, and the store records that on `first`
+    /// too. Every store applies this one rule.
+    ///
+    /// - Returns: `.ended` when the rental is over (nothing to inherit); `.inherited` with the first play the store
+    ///   must write on `first` (nil when it already had one).
+    mutating func inheritRental(from first: IssuedLease, now: Int64) -> RentalInheritance {
+        let start = first.firstPlayedAt ?? now
+        if let duration = first.playbackDuration, start + duration <= now { return .ended(at: start + duration) }
+        if first.storageExpiresAt <= now { return .ended(at: first.storageExpiresAt) }
+        storageExpiresAt = first.storageExpiresAt
+        renewableUntil = first.renewableUntil
+        playbackDuration = first.playbackDuration
+        firstPlayedAt = start
+        return .inherited(recordFirstPlay: first.firstPlayedAt == nil ? start : nil)
+    }
+}
+
+/// What ``IssuedLease/inheritRental(from:now:)`` decided.
+enum RentalInheritance {
+    case ended(at: Int64)
+    case inherited(recordFirstPlay: Int64?)
 }
 
 /// One line of the audit log: an issuance, a renewal, a release, an identity key served, or a refusal with its code.

@@ -466,20 +466,17 @@ public final class PostgresKeyServerStore: KeyServerStore {
                         ).collect()
                     ).first
                 {
-                    // Asking again counts as playing: a rental whose first play is unknown starts its window now.
-                    let start = first.firstPlayedAt ?? now
-                    if let duration = first.playbackDuration, start + duration <= now { return .rentalEnded(endedAt: start + duration) }
-                    if first.storageExpiresAt <= now { return .rentalEnded(endedAt: first.storageExpiresAt) }
-                    if first.firstPlayedAt == nil {
+                    switch lease.inheritRental(from: first, now: now) {
+                    case .ended(let end):
+                        return .rentalEnded(endedAt: end)
+                    case .inherited(let start?):
                         try await connection.query(
                             "UPDATE lease SET first_played_at = \(start) WHERE id = \(first.id) AND first_played_at IS NULL",
                             logger: logger
                         )
+                    case .inherited(nil):
+                        break
                     }
-                    lease.storageExpiresAt = first.storageExpiresAt
-                    lease.renewableUntil = first.renewableUntil
-                    lease.playbackDuration = first.playbackDuration
-                    lease.firstPlayedAt = start
                 }
                 if let existing {
                     lease.firstPlayedAt = [existing.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()

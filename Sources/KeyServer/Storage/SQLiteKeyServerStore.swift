@@ -232,18 +232,15 @@ public struct SQLiteKeyServerStore: KeyServerStore {
                     arguments: [lease.account, lease.assetID]
                 ).map(Self.lease(from:))
             {
-                // Asking again counts as playing: a rental whose first play is unknown starts its playback window now.
-                let start = first.firstPlayedAt ?? now
-                if let duration = first.playbackDuration, start + duration <= now { return .rentalEnded(endedAt: start + duration) }
-                if first.storageExpiresAt <= now { return .rentalEnded(endedAt: first.storageExpiresAt) }
-                if first.firstPlayedAt == nil {
+                switch lease.inheritRental(from: first, now: now) {
+                case .ended(let end):
+                    return .rentalEnded(endedAt: end)
+                case .inherited(let start?):
                     try db.cachedStatement(sql: "UPDATE lease SET first_played_at = ? WHERE id = ? AND first_played_at IS NULL")
                         .execute(arguments: [start, first.id])
+                case .inherited(nil):
+                    break
                 }
-                lease.storageExpiresAt = first.storageExpiresAt
-                lease.renewableUntil = first.renewableUntil
-                lease.playbackDuration = first.playbackDuration
-                lease.firstPlayedAt = start
             }
             if let existing {
                 lease.firstPlayedAt = [existing.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
