@@ -146,14 +146,29 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         )
     }
 
-    /// A file of a package that is still downloading is not on disk, and no download is running to bring it.
-    public static func segmentNotDownloaded(assetId: String, path: String, source: String? = nil) -> Self {
-        let why = source.map { ", and its source could not provide it: \($0)" } ?? ", and no download of it is running"
+    /// Why a file of a package still downloading could not be served (``segmentNotDownloaded(assetId:path:why:)``).
+    public enum MissingFileCause: Sendable, Hashable {
+        /// `play --offline`: nothing is fetched.
+        case offline
+        /// The session asked the source, which could not provide it (what it did).
+        case sourceFailed(String)
+    }
+
+    /// A file of a package that is still downloading is not on disk, no download is running to bring it, and the
+    /// session could not fetch it either.
+    public static func segmentNotDownloaded(assetId: String, path: String, why: MissingFileCause) -> Self {
+        let reason =
+            switch why {
+            case .offline:
+                "playback runs with --offline, which fetches nothing. Play without --offline while online, or resume the download (`stowage resume \(assetId)`)."
+            case .sourceFailed(let detail):
+                "its source could not provide it: \(detail). Resume the download (`stowage resume \(assetId)`) once the source answers."
+            }
         return .init(
             .segmentNotDownloaded,
             assetId: assetId,
             path: path,
-            message: "The file \(path) of asset \(assetId) is not downloaded yet\(why). Resume it (`stowage resume \(assetId)`) while online."
+            message: "The file \(path) of asset \(assetId) is not downloaded yet, and \(reason)"
         )
     }
 

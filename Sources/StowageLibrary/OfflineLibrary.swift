@@ -269,14 +269,6 @@ struct DownloadFiles: DownloadInProgress {
     let dataDirectory: DataDirectory
     /// False for `play --offline`: a file not downloaded is `404` rather than fetched.
     let fetchesFromSource: Bool
-    private let fetches = PlayerFetches()
-
-    init(downloads: DownloadSession, assetId: String, dataDirectory: DataDirectory, fetchesFromSource: Bool) {
-        self.downloads = downloads
-        self.assetId = assetId
-        self.dataDirectory = dataDirectory
-        self.fetchesFromSource = fetchesFromSource
-    }
 
     func completedFile(_ path: String) -> (size: Int64, sha256: String)? {
         guard let done = try? downloads.store.completedFile(assetId, path: path) else { return nil }
@@ -300,40 +292,13 @@ struct DownloadFiles: DownloadInProgress {
     }
 
     func fetchFromSource(_ path: String) async throws(PlaybackError) -> (size: Int64, sha256: String) {
-        guard fetchesFromSource else {
-            throw .segmentNotDownloaded(assetId: assetId, path: path, source: "playback was asked to stay offline (--offline)")
+        guard fetchesFromSource else { throw .segmentNotDownloaded(assetId: assetId, path: path, why: .offline) }
+        do {
+            let done = try await downloads.fetchForPlayer(path: path, assetId: assetId)
+            return (done.size, done.sha256)
+        } catch {
+            throw .segmentNotDownloaded(assetId: assetId, path: path, why: .sourceFailed(error.message))
         }
-        let result = await fetches.fetch(path) { [downloads, assetId] () async throws(DownloadError) -> CompletedFile in
-            try await downloads.fetchForPlayer(path: path, assetId: assetId)
-        }
-        switch result {
-        case .success(let done): return (done.size, done.sha256)
-        case .failure(let error): throw .segmentNotDownloaded(assetId: assetId, path: path, source: error.message)
-        }
-    }
-}
-
-/// One fetch per file at a time for a play session: a player's HEAD, GET and range requests for a file not yet
-/// downloaded share one transfer.
-actor PlayerFetches {
-    private var running: [String: Task<Result<CompletedFile, DownloadError>, Never>] = [:]
-
-    func fetch(
-        _ path: String,
-        _ body: @escaping @Sendable () async throws(DownloadError) -> CompletedFile
-    ) async -> Result<CompletedFile, DownloadError> {
-        if let task = running[path] { return await task.value }
-        let task = Task<Result<CompletedFile, DownloadError>, Never> {
-            do throws(DownloadError) {
-                return .success(try await body())
-            } catch {
-                return .failure(error)
-            }
-        }
-        running[path] = task
-        let result = await task.value
-        running[path] = nil
-        return result
     }
 }
 

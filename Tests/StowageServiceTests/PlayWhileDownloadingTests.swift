@@ -155,11 +155,18 @@ struct PlayWhileDownloadingTests {
                 try String(contentsOf: fixture.package.accessLogURL, encoding: .utf8).split(separator: "\n").filter { $0.contains(last.sourceURL) }
             }
             let linesBefore = try sourceLines()
+            // Two sessions of this process ask at once (a library may open several): one transfer serves both, so
+            // they never write one part file together.
             let paused = try await library.play(assetId: fixture.assetId)
+            let other = try await library.play(assetId: fixture.assetId)
+            async let otherServed = Self.fetchBytes(other.address.sessionURL.appendingPathComponent(last.path))
             let served = try await Self.fetchBytes(paused.address.sessionURL.appendingPathComponent(last.path)) {
                 (try? store.completedFile(fixture.assetId, path: last.path)) == nil
             }
+            let alsoServed = try await otherServed
             await paused.stop()
+            await other.stop()
+            #expect(alsoServed.status == 200 && alsoServed.body == served.body)
             #expect(served.status == 200 && served.contentLength == nil)
             #expect(served.firstBytes == true, "the file was whole before the player got a byte")
             let sourcePath = String(last.sourceURL.dropFirst(origin.absoluteString.count))
@@ -223,6 +230,27 @@ struct PlayWhileDownloadingTests {
             #expect(log.entries.filter { ($0.status == 200 || $0.status == 206) && $0.path == sourcePath }.count == 1)
             let access = PlaybackLogLines.of(fixture.package.accessLogURL).filter { $0.contains(" /\(last.path) ") }
             #expect(access.count == 2, "\(access)")
+            await library.close()
+        }
+    }
+
+    @Test("a paused download whose lease was returned: play says so, not keys_pending (files landed, so the keys had been stored)")
+    func aReturnedLeaseIsNotAPendingKey() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 100_000)) { origin, keyServer in
+            let (library, task, _) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
+            task.pause()
+            _ = try? await task.result()
+            _ = try await library.returnLeases(assetId: fixture.assetId)
+            do {
+                let playback = try await library.play(assetId: fixture.assetId, online: false)
+                await playback.stop()
+                Issue.record("played with its lease returned")
+            } catch let error as PlaybackError {
+                #expect(error.code != "keys_pending", "\(error.message)")
+                #expect(!error.message.contains("stowage resume"), "resuming would not bring the keys back: \(error.message)")
+            }
             await library.close()
         }
     }

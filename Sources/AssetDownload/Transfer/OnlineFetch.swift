@@ -16,8 +16,7 @@ extension DownloadSession {
     /// - Returns: nil when the source is a lone media playlist or offers nothing the package lacks.
     /// - Throws: ``DownloadError`` when the source's multivariant playlist cannot be loaded.
     public func onlinePlan(for manifest: PackageManifest, timeoutSeconds: Int64 = 5) async throws -> OnlinePlan? {
-        let headers = (try? store.task(manifest.assetId))?.request.scopedHeaders ?? .none
-        let loader = PlaylistLoader(client: http, headers: headers, timeoutSeconds: timeoutSeconds)
+        let loader = PlaylistLoader(client: http, headers: headers(for: manifest.assetId), timeoutSeconds: timeoutSeconds)
         let planner = DownloadPlanner(loader: PlaylistFetcher(loader: loader, retry: RetryPolicy(maximumAttempts: 1, networkDownGrace: 0)))
         return try await planner.planOnline(existing: manifest)
     }
@@ -31,9 +30,8 @@ extension DownloadSession {
         guard let url = URL(string: file.sourceURL), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
             throw OnlineFetchError(url: file.sourceURL, reason: "it is not an http(s) URL")
         }
-        let headers = (try? store.task(assetId))?.request.scopedHeaders ?? .none
         var request = HTTPClientRequest(url: url.absoluteString)
-        for (name, value) in headers.for(url) { request.headers.add(name: name, value: value) }
+        for (name, value) in headers(for: assetId).for(url) { request.headers.add(name: name, value: value) }
         if let range = file.byteRange {
             request.headers.add(name: "Range", value: "bytes=\(range.offset)-\(range.offset + range.length - 1)")
         }
