@@ -14,6 +14,29 @@ struct Decryption: Sendable {
     var iv: [UInt8]
     /// The rendition's cbcs init section, for SAMPLE-AES fMP4 segments.
     var initSection: CBCSInitSection?
+
+    /// The streaming decryptor of the file `path`, from `iv` (the file's own when nil).
+    func decryptor(path: String, iv: [UInt8]? = nil, promptOutput: Bool = false) throws(SegmentCryptoError) -> any SegmentTransform {
+        try SegmentCryptography.decryptor(
+            method: method,
+            container: container,
+            key: key,
+            iv: iv ?? self.iv,
+            initSection: initSection,
+            segment: path,
+            promptOutput: promptOutput
+        )
+    }
+
+    /// The whole file `path`, held in memory, decrypted.
+    /// - Throws: ``PlaybackError`` `decryption_failed`.
+    func clear(_ bytes: [UInt8], path: String, assetId: String) throws(PlaybackError) -> [UInt8] {
+        do {
+            return try decryptor(path: path).transform(bytes)
+        } catch {
+            throw .decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
+        }
+    }
 }
 
 /// Files whose SHA-256 was checked in this session, by path, with the identity they had then: a byte range of such a
@@ -99,50 +122,27 @@ struct SegmentStream: Sendable {
             throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: expected, found: size)
         }
         let identity = FileSystem.identity(of: handle.descriptor)
-        let transform = try makeTransform(iv: decryption?.iv)
-        var hasher = SHA256Hasher()
-        var held = ByteBuffer()
+        var output = HeldBackOutput(transform: try makeTransform(iv: decryption?.iv))
         var offset: Int64 = 0
-        var written = 0
         while true {
             let chunk = try read(handle, count: chunkSize, at: offset)
             if chunk.isEmpty { break }
             offset += Int64(chunk.count)
-            hasher.update(chunk)
-            var output = ByteBuffer()
-            output.reserveCapacity(chunk.count + 1024)
-            try process(chunk, with: transform) { output.writeBytes($0) }
-            if held.readableBytes > 0 {
-                firstByte()
-                written += held.readableBytes
-                try await writer.write(held)
-            }
-            held = output
+            try await feed(chunk, to: &output, into: &writer, firstByte: firstByte)
         }
-        if let transform {
-            do {
-                try transform.finish { held.writeBytes($0) }
-            } catch {
-                throw PlaybackError.decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
-            }
-        }
-        guard Hex.encode(hasher.finalize()) == file.sha256?.lowercased() else {
+        let sha256 = try finish(&output)
+        guard sha256 == file.sha256?.lowercased() else {
             throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
         }
-        guard Int64(written + held.readableBytes) == length else {
+        guard Int64(output.length) == length else {
             throw PlaybackError.decryptionFailed(
                 assetId: assetId,
                 path: path,
-                detail: "the decrypted segment has \(written + held.readableBytes) bytes where \(length) were announced"
+                detail: "the decrypted segment has \(output.length) bytes where \(length) were announced"
             )
         }
         if let identity { verified.record(path, as: identity) }
-        if held.readableBytes > 0 {
-            firstByte()
-            written += held.readableBytes
-            try await writer.write(held)
-        }
-        return written
+        return try await output.release(into: &writer, firstByte: firstByte)
     }
 
     /// Streams the segment while a transfer is still writing it: `url` is the transfer's part file, read as it grows
@@ -168,11 +168,8 @@ struct SegmentStream: Sendable {
         let path = file.path
         // The descriptor keeps the part file's inode: the rename into place does not change what is read.
         guard let handle = try? ChunkedFile(url) else { throw PlaybackError.segmentMissing(assetId: assetId, path: path) }
-        let transform = try makeTransform(iv: decryption?.iv, promptOutput: true)
-        var hasher = SHA256Hasher()
-        var held = ByteBuffer()
+        var output = HeldBackOutput(transform: try makeTransform(iv: decryption?.iv, promptOutput: true))
         var offset: Int64 = 0
-        var written = 0
         var progressed = ContinuousClock.now
         let started = ContinuousClock.now
         var done: (size: Int64, sha256: String)?
@@ -202,33 +199,39 @@ struct SegmentStream: Sendable {
             }
             progressed = ContinuousClock.now
             offset += Int64(chunk.count)
-            hasher.update(chunk)
-            var output = ByteBuffer()
-            output.reserveCapacity(chunk.count + 1024)
-            try process(chunk, with: transform) { output.writeBytes($0) }
-            if held.readableBytes > 0 {
-                firstByte()
-                written += held.readableBytes
-                try await writer.write(held)
-            }
-            held = output
+            try await feed(chunk, to: &output, into: &writer, firstByte: firstByte)
         }
-        if let transform {
-            do {
-                try transform.finish { held.writeBytes($0) }
-            } catch {
-                throw PlaybackError.decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
-            }
-        }
-        guard Hex.encode(hasher.finalize()) == done?.sha256.lowercased() else {
+        guard try finish(&output) == done?.sha256.lowercased() else {
             throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
         }
-        if held.readableBytes > 0 {
-            firstByte()
-            written += held.readableBytes
-            try await writer.write(held)
+        return try await output.release(into: &writer, firstByte: firstByte)
+    }
+
+    /// Hashes and decrypts the next chunk of the file into `output`, and sends what the previous chunk gave.
+    private func feed(
+        _ chunk: [UInt8],
+        to output: inout HeldBackOutput,
+        into writer: inout any ResponseBodyWriter,
+        firstByte: @Sendable () -> Void
+    ) async throws {
+        output.hasher.update(chunk)
+        var next = ByteBuffer()
+        next.reserveCapacity(chunk.count + 1024)
+        try process(chunk, with: output.transform) { next.writeBytes($0) }
+        _ = try await output.release(into: &writer, firstByte: firstByte)
+        output.held = next
+    }
+
+    /// Ends the decryption (the padding, the last PES packets) into what is held back; returns the file's SHA-256.
+    private func finish(_ output: inout HeldBackOutput) throws(PlaybackError) -> String {
+        if let transform = output.transform {
+            do {
+                try transform.finish { output.held.writeBytes($0) }
+            } catch {
+                throw .decryptionFailed(assetId: assetId, path: file.path, detail: "\(error)")
+            }
         }
-        return written
+        return Hex.encode(output.hasher.finalize())
     }
 
     /// Streams bytes `range` of the segment as the player receives it (of `length` bytes in all) and returns the bytes
@@ -361,15 +364,7 @@ struct SegmentStream: Sendable {
     private func makeTransform(iv: [UInt8]?, promptOutput: Bool = false) throws(PlaybackError) -> (any SegmentTransform)? {
         guard let decryption else { return nil }
         do {
-            return try SegmentCryptography.decryptor(
-                method: decryption.method,
-                container: decryption.container,
-                key: decryption.key,
-                iv: iv ?? decryption.iv,
-                initSection: decryption.initSection,
-                segment: file.path,
-                promptOutput: promptOutput
-            )
+            return try decryption.decryptor(path: file.path, iv: iv, promptOutput: promptOutput)
         } catch {
             throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "\(error)")
         }
@@ -397,6 +392,36 @@ struct SegmentStream: Sendable {
         } catch {
             throw .decryptionFailed(assetId: assetId, path: file.path, detail: "\(error)")
         }
+    }
+}
+
+/// A file decrypted into a response one chunk behind (``SegmentStream``): each chunk's output is sent when the next
+/// chunk has been read, and the last only once the caller has checked the whole file (its SHA-256, its length), so a
+/// file that fails the check never reaches the player whole.
+struct HeldBackOutput {
+    var transform: (any SegmentTransform)?
+    var hasher = SHA256Hasher()
+    /// Output not sent yet.
+    var held = ByteBuffer()
+    /// Output sent so far.
+    var written = 0
+
+    init(transform: (any SegmentTransform)?) {
+        self.transform = transform
+    }
+
+    /// Every byte of output: sent and held back.
+    var length: Int { written + held.readableBytes }
+
+    /// Sends what is held back; returns the bytes sent in all.
+    mutating func release(into writer: inout any ResponseBodyWriter, firstByte: @Sendable () -> Void) async throws -> Int {
+        if held.readableBytes > 0 {
+            firstByte()
+            written += held.readableBytes
+            try await writer.write(held)
+            held = ByteBuffer()
+        }
+        return written
     }
 }
 
@@ -450,20 +475,7 @@ final class InitSectionCache: Sendable {
         let file = role.file
         var bytes = stored
         // RFC 8216bis 4.4.4.5: an EXT-X-MAP under AES-128 is encrypted whole with the key in effect.
-        if let decryption {
-            do {
-                let cipher = try SegmentCryptography.decryptor(
-                    method: decryption.method,
-                    container: .other,
-                    key: decryption.key,
-                    iv: decryption.iv,
-                    segment: file.path
-                )
-                bytes = try cipher.transform(bytes)
-            } catch {
-                throw .decryptionFailed(assetId: assetId, path: file.path, detail: "\(error)")
-            }
-        }
+        if let decryption { bytes = try decryption.clear(bytes, path: file.path, assetId: assetId) }
         var protection: CBCSInitSection?
         if case .initSection(let sampleEncrypted) = role.kind, sampleEncrypted,
             SegmentContainer.detect(Array(bytes.prefix(SegmentContainer.detectionLength))) == .fragmentedMP4

@@ -53,19 +53,8 @@ final class OnlineFiles: Sendable {
                         decryption.initSection = protection
                     }
                 }
-                do {
-                    let cipher = try SegmentCryptography.decryptor(
-                        method: decryption.method,
-                        container: decryption.container,
-                        key: decryption.key,
-                        iv: decryption.iv,
-                        initSection: decryption.initSection,
-                        segment: file.path
-                    )
-                    clear = try cipher.transform(stored)
-                } catch {
-                    throw .decryptionFailed(assetId: assetId, path: file.path, detail: "\(error)")
-                }
+                clear = try decryption.clear(stored, path: file.path, assetId: assetId)
+
             }
             state.withLock { state in
                 state.recent.removeAll { $0.path == file.path }

@@ -80,8 +80,7 @@ struct PlaybackResponder: HTTPResponder {
                 do {
                     try await onlineFiles.prepareKeys(of: authorization.renditions[index], in: authorization)
                 } catch {
-                    logs.error(uri: uri, error)
-                    return reply(error.reason == .onlineUnavailable ? .badGateway : .forbidden, error.description, rendition: rendition)
+                    return refuse(error, method: method, uri: uri, started: started, rendition: rendition)
                 }
             }
             do {
@@ -148,20 +147,7 @@ struct PlaybackResponder: HTTPResponder {
             }
             role = try await landed(listed)
         } catch {
-            logs.error(uri: uri, error)
-            let status: HTTPResponse.Status = error.reason == .segmentDownloading ? .serviceUnavailable : .notFound
-            logs.request(
-                method: method,
-                uri: uri,
-                status: Int(status.code),
-                bytes: nil,
-                seconds: Self.seconds(since: started),
-                rendition: rendition.id,
-                waited: Self.seconds(since: waitStarted)
-            )
-            var response = Self.text(status, error.description)
-            if status == .serviceUnavailable { response.headers[.retryAfter] = "2" }
-            return response
+            return refuse(error, method: method, uri: uri, started: started, rendition: rendition.id, waited: Self.seconds(since: waitStarted))
         }
         let contentType = Self.contentType(of: relative, kind: rendition.kind)
         let waited = listed.file.sha256 == nil ? Self.seconds(since: waitStarted) : nil
@@ -257,14 +243,7 @@ struct PlaybackResponder: HTTPResponder {
                 )
             }
         } catch {
-            logs.error(uri: uri, error)
-            let status: HTTPResponse.Status =
-                switch error.reason {
-                case .keyMissing: .forbidden
-                case .segmentMissing: .notFound
-                default: .internalServerError
-                }
-            return reply(status, error.description, rendition: rendition.id)
+            return refuse(error, method: method, uri: uri, started: started, rendition: rendition.id)
         }
     }
 
@@ -365,9 +344,7 @@ struct PlaybackResponder: HTTPResponder {
         do {
             plan = try segmentStream(role, initRole: initRole, at: part)
         } catch {
-            logs.error(uri: uri, error)
-            logs.request(method: "GET", uri: uri, status: 500, bytes: nil, seconds: Self.seconds(since: started), rendition: rendition.id)
-            return Self.text(.internalServerError, error.description)
+            return refuse(error, method: "GET", uri: uri, started: started, rendition: rendition.id)
         }
         let waited = Self.seconds(since: waitStarted)
         let fileLogs = self.logs
@@ -478,22 +455,45 @@ struct PlaybackResponder: HTTPResponder {
                 log: accessLog(method: method, uri: uri, started: started, rendition: rendition.id)
             )
         } catch {
-            logs.error(uri: uri, error)
-            let status: HTTPResponse.Status =
-                switch error.reason {
-                case .onlineUnavailable: .badGateway
-                case .onlineKeyRefused, .keyMissing: .forbidden
-                default: .internalServerError
-                }
-            logs.request(
-                method: method,
-                uri: uri,
-                status: Int(status.code),
-                bytes: nil,
-                seconds: Self.seconds(since: started),
-                rendition: rendition.id
-            )
-            return Self.text(status, error.description)
+            return refuse(error, method: method, uri: uri, started: started, rendition: rendition.id)
+        }
+    }
+
+    /// The answer to a file or playlist the session cannot serve: ``status(for:)``, the reason as the body (with
+    /// `Retry-After` on a `503`), and a line in the access and error logs.
+    private func refuse(
+        _ error: PlaybackError,
+        method: String,
+        uri: String,
+        started: ContinuousClock.Instant,
+        rendition: String?,
+        waited: Double? = nil
+    ) -> Response {
+        logs.error(uri: uri, error)
+        let status = Self.status(for: error)
+        logs.request(
+            method: method,
+            uri: uri,
+            status: Int(status.code),
+            bytes: nil,
+            seconds: Self.seconds(since: started),
+            rendition: rendition,
+            waited: waited
+        )
+        var response = Self.text(status, error.description)
+        if status == .serviceUnavailable { response.headers[.retryAfter] = "2" }
+        return response
+    }
+
+    /// The HTTP status of a refusal: the player may ask again (503), the file is not there (404), the source failed
+    /// (502), the key is not granted (403), anything else is the session's fault (500).
+    static func status(for error: PlaybackError) -> HTTPResponse.Status {
+        switch error.reason {
+        case .segmentDownloading: .serviceUnavailable
+        case .segmentNotDownloaded, .segmentMissing: .notFound
+        case .onlineUnavailable: .badGateway
+        case .keyMissing, .onlineKeyRefused: .forbidden
+        default: .internalServerError
         }
     }
 
