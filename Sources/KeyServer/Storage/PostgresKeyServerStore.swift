@@ -364,8 +364,15 @@ public final class PostgresKeyServerStore: KeyServerStore {
             logger: logger
         ).collect()
         guard !recorded.isEmpty else { return false }
-        // Forget nonces that left the window; the index keeps this a short range delete.
-        try await connection.query("DELETE FROM request_nonce WHERE seen_at <= \(horizon)", logger: logger)
+        // Forget some nonces that left the window (the index keeps this a short range). Rows another transaction holds
+        // are skipped, not waited for: two instances cleaning at once never wait on, or deadlock with, each other.
+        try await connection.query(
+            """
+            DELETE FROM request_nonce WHERE nonce IN (
+                SELECT nonce FROM request_nonce WHERE seen_at <= \(horizon) LIMIT 256 FOR UPDATE SKIP LOCKED)
+            """,
+            logger: logger
+        )
         return true
     }
 
