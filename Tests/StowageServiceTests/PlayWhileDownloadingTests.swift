@@ -234,24 +234,33 @@ struct PlayWhileDownloadingTests {
         }
     }
 
-    @Test("a paused download whose lease was returned: play says so, not keys_pending (files landed, so the keys had been stored)")
-    func aReturnedLeaseIsNotAPendingKey() async throws {
+    @Test("a paused download whose lease rows were deleted with sqlite3: play refuses as for any package, not keys_pending")
+    func aDeletedLeaseIsNotAPendingKey() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
         try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 100_000)) { origin, keyServer in
             let (library, task, _) = try await PlayWhileDownloadingTests.startDownload(fixture, origin: origin, keyServer: keyServer)
             task.pause()
             _ = try? await task.result()
-            _ = try await library.returnLeases(assetId: fixture.assetId)
-            do {
-                let playback = try await library.play(assetId: fixture.assetId, online: false)
-                await playback.stop()
-                Issue.record("played with its lease returned")
-            } catch let error as PlaybackError {
-                #expect(error.code != "keys_pending", "\(error.message)")
-                #expect(!error.message.contains("stowage resume"), "resuming would not bring the keys back: \(error.message)")
-            }
             await library.close()
+            // A curious user removes the lease, as `sqlite3 stowage.sqlite "DELETE FROM key_leases"` does.
+            let sqlite = Process()
+            sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+            sqlite.arguments = [fixture.clientDirectory.databaseURL.path, "DELETE FROM key_lease_payloads; DELETE FROM key_leases;"]
+            try sqlite.run()
+            sqlite.waitUntilExit()
+            #expect(sqlite.terminationStatus == 0)
+            let reopened = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+            do {
+                let playback = try await reopened.play(assetId: fixture.assetId, online: false)
+                await playback.stop()
+                Issue.record("played with its lease deleted")
+            } catch let error as PlaybackError {
+                // Files have landed, so the keys had been stored: resuming would not bring them back.
+                #expect(error.code != "keys_pending", "\(error.message)")
+                #expect(!error.message.contains("stowage resume"), "\(error.message)")
+            }
+            await reopened.close()
         }
     }
 

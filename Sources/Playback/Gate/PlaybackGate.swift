@@ -115,11 +115,10 @@ public struct PlaybackGate: Sendable {
                 throw Self.mapKeyError(error, assetId: assetId)
             }
         } catch {
-            // A download stores the keys before it fetches any file: with no file landed yet, it has not got that far.
-            // Once a file has landed, a missing key is what it is (a lease deleted by hand, say), not a wait.
-            if let download, [.noLease, .keyMissing].contains(error.reason),
-                !manifest.files.contains(where: { $0.sha256 != nil || download.completedFile($0.path) != nil })
-            {
+            // A download stores the keys before it fetches any file: with no file landed yet (`filling` gave the landed
+            // ones their checksums), it has not got that far. Once a file has landed, a missing key is what it is (a
+            // lease deleted by hand, say), not a wait.
+            if let download, [.noLease, .keyMissing].contains(error.reason), !manifest.files.contains(where: { $0.sha256 != nil }) {
                 throw .keysPending(assetId: assetId, downloadRunning: download.isRunning())
             }
             throw error
