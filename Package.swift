@@ -49,7 +49,7 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        // The one error shape (StowageError) and human times; no dependencies, below every other module.
+        // The one error shape (StowageError), human times, child processes; no dependencies, below every other module.
         .target(name: "StowageCore", swiftSettings: swiftSettings),
         .target(name: "StowageCrypto", dependencies: ["COpenSSL", "StowageCore"], swiftSettings: swiftSettings),
         .target(name: "HLS", dependencies: ["StowageCore"], swiftSettings: swiftSettings),
@@ -175,7 +175,8 @@ let package = Package(
         ),
         // Helpers shared by the test targets: subprocesses awaited without blocking a thread, ffmpeg as an independent client,
         // the built `stowage` executable.
-        .target(name: "StowageTestSupport", path: "Tests/StowageTestSupport", swiftSettings: swiftSettings),
+        .target(name: "StowageTestSupport", dependencies: ["StowageCore"], path: "Tests/StowageTestSupport", swiftSettings: swiftSettings),
+        .testTarget(name: "StowageCoreTests", dependencies: ["StowageCore", "StowageTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "StowageCryptoTests", dependencies: ["StowageCrypto", "StowageTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSTests", dependencies: ["HLS"], resources: [.copy("Playlists")], swiftSettings: swiftSettings),
         .testTarget(name: "MediaCryptoTests", dependencies: ["MediaCrypto", "StowageCrypto", "StowageTestSupport"], swiftSettings: swiftSettings),
@@ -263,7 +264,7 @@ let package = Package(
             name: "PlaybackTests",
             dependencies: [
                 "Packaging",
-                "Playback", "PackageTestSupport", "StowageTestSupport",
+                "Playback", "PackageTestSupport", "StowageTestSupport", "StowageCore",
                 "OfflinePackage", "KeyDelivery", "HLS", "MediaCrypto", "StowageCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -292,7 +293,7 @@ let package = Package(
         .testTarget(
             name: "StowageCLITests",
             dependencies: [
-                "StowageTestSupport", "DownloadTestSupport",
+                "StowageTestSupport", "DownloadTestSupport", "StowageCore",
                 "OriginServer", "AssetDownload", "HLS", "OfflinePackage", "KeyServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,5 +1,6 @@
 import Foundation
 import KeyDelivery
+import StowageCore
 import StowageLibrary
 
 /// Where lease upkeep gets the entitlement token for a renewal: the user's `--token-command` (run with the lease's
@@ -15,40 +16,41 @@ struct TokenSource: Sendable {
     }
 
     private func run(_ command: String, _ lease: StoredLease) async -> String? {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
         var environment = ProcessInfo.processInfo.environment
         environment["STOWAGE_ASSET_ID"] = lease.assetId
         environment["STOWAGE_LEASE_ID"] = lease.leaseId
         environment["STOWAGE_KEY_SERVER"] = lease.keyServer
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        let (ended, continuation) = AsyncStream.makeStream(of: Int32.self)
-        process.terminationHandler = { continuation.yield($0.terminationStatus) }
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { return nil }
+        // Children started elsewhere close every inherited descriptor anyway (ChildProcess); this is for exec.
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let child: ChildProcess
         do {
-            try process.run()
+            child = try ChildProcess.launch(
+                "/bin/sh",
+                ["-c", command],
+                environment: environment,
+                standardOutput: .descriptor(ends[1]),
+                standardError: .null
+            )
         } catch {
+            close(ends[0])
+            close(ends[1])
             return nil
         }
+        close(ends[1])
         // A token is a line; a command that writes more than 64 KiB or runs past 30 s is not giving one.
-        let reader = Task.detached { output.fileHandleForReading.readData(ofLength: 64 << 10) }
+        let reader = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
+        let output = Task.detached { reader.readData(ofLength: 64 << 10) }
         let watchdog = Task {
             try await Task.sleep(for: .seconds(30))
-            process.terminate()
+            child.send(SIGKILL)
         }
-        var status: Int32 = -1
-        for await code in ended {
-            status = code
-            break
-        }
+        let ended = await child.waitForExit()
         watchdog.cancel()
-        let data = await reader.value
-        guard status == 0 else { return nil }
-        let line = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init)
-        return line?.trimmingCharacters(in: .whitespaces).isEmpty == false ? line?.trimmingCharacters(in: .whitespaces) : nil
+        let data = await output.value
+        guard ended == .exited(0) else { return nil }
+        let line = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first?.trimmingCharacters(in: .whitespaces)
+        return line?.isEmpty == false ? line : nil
     }
 }

@@ -33,6 +33,31 @@ struct AssetLockTests {
         #expect(!AssetLock.isHeld(assetId: "movie-1", in: directory))
     }
 
+    /// A child being spawned holds a copy of a just-released lock's descriptor (and so its flock) until it closes
+    /// it before exec; the released file is empty. An acquire then waits that out instead of calling the asset busy,
+    /// but an empty file held for longer is still busy.
+    @Test func aReleasedLockStillHeldByASpawningChildIsWaitedFor() throws {
+        let directory = try Self.dataDirectory()
+        defer { try? FileManager.default.removeItem(at: directory.url) }
+        try FileManager.default.createDirectory(at: AssetLock.directory(in: directory), withIntermediateDirectories: true)
+        let path = AssetLock.directory(in: directory).appendingPathComponent("movie-1.lock").path
+        // The child's copy: another open file description holding the flock on an empty file.
+        let copy = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(copy >= 0 && flock(copy, LOCK_EX | LOCK_NB) == 0)
+        // A thread of its own: the acquire below blocks this one, and the cooperative pool may be busy elsewhere.
+        Thread.detachNewThread {
+            usleep(40_000)
+            close(copy)
+        }
+        let lock = try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a download")
+        lock.release()
+
+        let stuck = open(path, O_RDWR | O_CLOEXEC)
+        defer { close(stuck) }
+        try #require(stuck >= 0 && flock(stuck, LOCK_EX | LOCK_NB) == 0)
+        #expect(throws: PackageError.self) { try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a download") }
+    }
+
     @Test func aLockIsDroppedWhenItsHolderGoesAway() throws {
         let directory = try Self.dataDirectory()
         defer { try? FileManager.default.removeItem(at: directory.url) }

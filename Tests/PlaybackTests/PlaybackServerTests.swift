@@ -5,6 +5,7 @@ import OfflinePackage
 import PackageTestSupport
 import Packaging
 import Playback
+import StowageCore
 import Testing
 
 /// The playback server over loopback: what it serves, what it refuses mid-session, and how a session ends.
@@ -43,9 +44,9 @@ struct PlaybackServerTests {
         let package = try await Self.package(in: root)
         let (results, _) = try await PlaybackHarness.withSession(package) { address in
             // ffmpeg, a process of its own, plays the URL it was given on its command line.
-            let played = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: FileHandle.nullDevice)
+            let played = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: .null)
             // Another process that read that command line (/proc/PID/cmdline) tries the same URL.
-            let replayed = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: FileHandle.nullDevice)
+            let replayed = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: .null)
             let fetched = try await PlaybackHarness.get(address.multivariantURL)
             // What the player was served names the session token, which is on no command line.
             let master = try await PlaybackHarness.get(address.sessionMultivariantURL)
@@ -171,9 +172,9 @@ struct PlaybackServerTests {
         defer { try? FileManager.default.removeItem(at: root) }
         let package = try await Self.package(in: root)
         let statuses = try await PlaybackHarness.withSession(package) { address in
-            let playing = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: FileHandle.nullDevice)
+            let playing = try await PlaybackPlayer.ffmpegNull.play(address.multivariantURL, standardError: .null)
             package.clock.advance(by: 48 * 3_600)
-            let expired = try await PlaybackPlayer.ffmpegNull.play(address.sessionMultivariantURL, standardError: FileHandle.nullDevice)
+            let expired = try await PlaybackPlayer.ffmpegNull.play(address.sessionMultivariantURL, standardError: .null)
             return (playing, expired)
         }.0
         #expect(statuses.0 == 0)
@@ -187,7 +188,7 @@ struct PlaybackServerTests {
         let package = try await Self.package(in: root, method: .aes128)
         let gate = PlaybackHarness.gate(package)
         let server = try PlaybackServer(authorization: try gate.authorize(assetId: "movie"), gate: gate)
-        let end = try await server.run(player: .ffmpegNull, playerStandardError: FileHandle.nullDevice)
+        let end = try await server.run(player: .ffmpegNull, playerStandardError: .null)
         #expect(end.reason == .playerExited)
         #expect(end.playerExitStatus == 0)
         // The player fetched every segment.

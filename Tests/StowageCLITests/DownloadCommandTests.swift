@@ -2,6 +2,7 @@ import DownloadTestSupport
 import Foundation
 import OfflinePackage
 import OriginServer
+import StowageCore
 import Testing
 
 #if canImport(Glibc)
@@ -11,30 +12,32 @@ import Glibc
 @Suite("stowage download / resume as a user runs them")
 struct DownloadCommandTests {
     /// Starts `stowage` with `STOWAGE_HOME` set, output discarded to files.
-    static func launch(_ arguments: [String], home: URL, log: URL) throws -> Process {
-        let process = Process()
-        process.executableURL = try TestSupport.stowageBinary
-        process.arguments = arguments
+    static func launch(_ arguments: [String], home: URL, log: URL) throws -> ChildProcess {
         var environment = ProcessInfo.processInfo.environment
         environment["STOWAGE_HOME"] = home.path
-        process.environment = environment
-        // O_APPEND: every run adds to the transcript; no FileHandle call that traps on EINTR.
+        // O_APPEND: every run adds to the transcript.
         let fd = open(log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXError(.EIO) }
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        return process
+        defer { close(fd) }
+        return try ChildProcess.launch(
+            try TestSupport.stowageBinary.path,
+            arguments,
+            environment: environment,
+            standardOutput: .descriptor(fd),
+            standardError: .descriptor(fd)
+        )
     }
 
     /// Waits for `process` without blocking a thread (the servers under test share this process's thread pool);
     /// kills it with SIGKILL after `timeout` seconds.
-    static func wait(_ process: Process, timeout: TimeInterval) async {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        while process.isRunning { try? await Task.sleep(for: .milliseconds(10)) }
+    @discardableResult
+    static func wait(_ process: ChildProcess, timeout: TimeInterval) async -> ChildProcess.Termination {
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(timeout))
+            process.send(SIGKILL)
+        }
+        defer { watchdog.cancel() }
+        return await process.waitForExit()
     }
 
     @Test("killed with SIGKILL at random moments again and again, resume ends byte-identical without refetching whole segments")
@@ -71,7 +74,7 @@ struct DownloadCommandTests {
                     }
                     try await Task.sleep(for: .seconds(Double.random(in: 0.02...0.5, using: &generator)))
                     if process.isRunning {
-                        kill(process.processIdentifier, SIGKILL)
+                        process.send(SIGKILL)
                         kills += 1
                     }
                     await Self.wait(process, timeout: 10)
@@ -86,7 +89,7 @@ struct DownloadCommandTests {
                     await Self.wait(process, timeout: 120)
                 }
                 if (try? fixture.package.readManifest().isComplete) == true {
-                    finished = process.terminationReason == .exit && process.terminationStatus == 0
+                    finished = process.termination == .exited(0)
                     break
                 }
                 arguments = ["resume", fixture.assetId, "--json"]
@@ -152,8 +155,8 @@ struct LibraryCommandTests {
     static func run(_ arguments: [String], home: URL, timeout: TimeInterval = 120) async throws -> (status: Int32, output: String) {
         let output = home.deletingLastPathComponent().appendingPathComponent("out-\(UUID().uuidString).txt")
         let process = try DownloadCommandTests.launch(arguments, home: home, log: output)
-        await DownloadCommandTests.wait(process, timeout: timeout)
-        return (process.terminationStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+        let ended = await DownloadCommandTests.wait(process, timeout: timeout)
+        return (ended.status, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
     }
 
     @Test("download, list, info, verify (and damage), play through ffmpeg, delete")
@@ -227,14 +230,13 @@ struct LibraryCommandTests {
 
     /// `sqlite3` as a curious user runs it on the data directory's database.
     static func sqlite(_ sql: String, home: URL) async throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [home.appendingPathComponent("stowage.sqlite").path, sql]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        await DownloadCommandTests.wait(process, timeout: 30)
-        return process.terminationStatus
+        let process = try ChildProcess.launch(
+            "/usr/bin/sqlite3",
+            [home.appendingPathComponent("stowage.sqlite").path, sql],
+            standardOutput: .null,
+            standardError: .null
+        )
+        return await DownloadCommandTests.wait(process, timeout: 30).status
     }
 
     @Test("a lease edited with sqlite3, or a deleted time record, keeps `stowage play` refused until `stowage keys renew`")
@@ -287,9 +289,9 @@ struct DownloadAndPlayCommandTests {
                 home: fixture.clientDirectory.url,
                 log: output
             )
-            await DownloadCommandTests.wait(process, timeout: 120)
+            let ended = await DownloadCommandTests.wait(process, timeout: 120)
             let lines = String(decoding: try Data(contentsOf: output), as: UTF8.self).split(separator: "\n").map(String.init)
-            #expect(process.terminationStatus == 0, "\(lines.suffix(5))")
+            #expect(ended == .exited(0), "\(lines.suffix(5))")
             // Playback began while files were still to come, and the download then finished.
             let playing = try #require(lines.firstIndex { $0.contains(#""event":"playing""#) }, "\(lines.suffix(5))")
             let finished = try #require(lines.firstIndex { $0.contains(#""event":"finished""#) })

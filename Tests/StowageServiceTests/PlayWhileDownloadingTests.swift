@@ -244,12 +244,11 @@ struct PlayWhileDownloadingTests {
             _ = try? await task.result()
             await library.close()
             // A curious user removes the lease, as `sqlite3 stowage.sqlite "DELETE FROM key_leases"` does.
-            let sqlite = Process()
-            sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-            sqlite.arguments = [fixture.clientDirectory.databaseURL.path, "DELETE FROM key_lease_payloads; DELETE FROM key_leases;"]
-            try sqlite.run()
-            sqlite.waitUntilExit()
-            #expect(sqlite.terminationStatus == 0)
+            let sqlite = try await ProcessRunner.run(
+                URL(fileURLWithPath: "/usr/bin/sqlite3"),
+                [fixture.clientDirectory.databaseURL.path, "DELETE FROM key_lease_payloads; DELETE FROM key_leases;"]
+            )
+            #expect(sqlite.status == 0)
             let reopened = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
             do {
                 let playback = try await reopened.play(assetId: fixture.assetId, online: false)

@@ -5,7 +5,8 @@ public import Foundation
 /// Swift Testing runs tests on the cooperative pool, which has as many threads as cores; the in-process servers
 /// (key server, origin, playback server) need the same threads. A test that blocked a thread on `waitUntilExit()`
 /// or `readDataToEndOfFile()` could stall every server in the test process, so the output goes to temporary files
-/// (no pipes, no reader threads) and the exit arrives through `terminationHandler`.
+/// (no pipes, no reader threads) and the exit arrives from ``ChildProcess``'s reaper thread. (Not Foundation's
+/// `Process`, whose `run()` on Linux crashes now and then; see ``ChildProcess``.)
 public enum ProcessRunner {
     /// What a finished process left behind.
     public struct Output: Sendable {

@@ -1,5 +1,5 @@
 public import Foundation
-import Synchronization
+import StowageCore
 
 #if canImport(Glibc)
 import Glibc
@@ -8,13 +8,12 @@ import Darwin
 #endif
 
 /// A child process started by ``ProcessRunner/start(_:_:environment:standardInput:)``: its standard output and error
-/// go to temporary files, its exit comes through `terminationHandler`, so nothing here blocks a thread.
+/// go to temporary files, its exit comes from ``ChildProcess``'s reaper thread, so nothing here blocks a cooperative thread.
 ///
 /// When the last reference goes away a process still running is killed (SIGKILL) and the temporary files removed,
 /// so a test that throws early leaves nothing behind.
 public final class RunningProcess: Sendable {
-    private let process: Process
-    private let exit = ExitSignal()
+    private let child: ChildProcess
     private let directory: URL
     private let standardOutputURL: URL
     private let standardErrorURL: URL
@@ -25,28 +24,27 @@ public final class RunningProcess: Sendable {
         self.directory = directory
         standardOutputURL = directory.appendingPathComponent("stdout")
         standardErrorURL = directory.appendingPathComponent("stderr")
-        process = Process()
+        var opened: [Int32] = []
+        // The child has its own copies of the descriptors once it runs.
+        defer { for descriptor in opened { close(descriptor) } }
+        func open(_ url: URL, _ flags: Int32) throws -> Int32 {
+            let descriptor = Glibc.open(url.path, flags | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            opened.append(descriptor)
+            return descriptor
+        }
         do {
-            _ = FileManager.default.createFile(atPath: standardOutputURL.path, contents: nil)
-            _ = FileManager.default.createFile(atPath: standardErrorURL.path, contents: nil)
-            let input = try standardInput.map { try FileHandle(forReadingFrom: $0) }
-            let output = try FileHandle(forWritingTo: standardOutputURL)
-            let errors = try FileHandle(forWritingTo: standardErrorURL)
-            // The child has its own copies of the descriptors once it runs.
-            defer {
-                try? input?.close()
-                try? output.close()
-                try? errors.close()
-            }
-            process.executableURL = executable
-            process.arguments = arguments
-            if let environment { process.environment = environment }
-            process.standardInput = input ?? FileHandle.nullDevice
-            process.standardOutput = output
-            process.standardError = errors
-            // Set before `run()` so an early exit cannot be missed.
-            process.terminationHandler = { [exit] in exit.record($0.terminationStatus) }
-            try process.run()
+            let input = try standardInput.map { try open($0, O_RDONLY) }
+            let output = try open(standardOutputURL, O_WRONLY | O_CREAT | O_TRUNC)
+            let errors = try open(standardErrorURL, O_WRONLY | O_CREAT | O_TRUNC)
+            child = try ChildProcess.launch(
+                executable.path,
+                arguments,
+                environment: environment,
+                standardInput: input.map { .descriptor($0) } ?? .null,
+                standardOutput: .descriptor(output),
+                standardError: .descriptor(errors)
+            )
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error
@@ -59,10 +57,10 @@ public final class RunningProcess: Sendable {
     }
 
     /// Whether the process has not exited yet.
-    public var isRunning: Bool { exit.status == nil }
+    public var isRunning: Bool { child.isRunning }
 
     /// The child's process identifier.
-    public var processIdentifier: Int32 { process.processIdentifier }
+    public var processIdentifier: Int32 { child.processIdentifier }
 
     /// What the process has written to standard output so far.
     public func standardOutput() throws -> Data { try Data(contentsOf: standardOutputURL) }
@@ -71,14 +69,10 @@ public final class RunningProcess: Sendable {
     public func standardError() throws -> Data { try Data(contentsOf: standardErrorURL) }
 
     /// Sends SIGINT, as Control-C in a terminal would, if the process is still running.
-    public func interrupt() {
-        if exit.status == nil, process.isRunning { process.interrupt() }
-    }
+    public func interrupt() { child.send(SIGINT) }
 
     /// Sends SIGKILL if the process is still running.
-    public func kill() {
-        if exit.status == nil, process.isRunning { send(SIGKILL, to: process.processIdentifier) }
-    }
+    public func kill() { child.send(SIGKILL) }
 
     /// Awaits the exit without blocking a thread; after `timeout` the process is killed (SIGKILL) and awaited.
     /// - Returns: the status and everything written to standard output and error.
@@ -89,11 +83,11 @@ public final class RunningProcess: Sendable {
             case deadline
             case cancelled
         }
-        let exit = self.exit
+        let child = self.child
         let timedOut = await withTaskGroup(of: Event.self) { group in
             // Not cancellable: the exit always comes, killed if need be, and is what ends the group.
             group.addTask {
-                _ = await exit.wait()
+                await child.waitForExit()
                 return .exited
             }
             group.addTask {
@@ -123,46 +117,10 @@ public final class RunningProcess: Sendable {
         }
         try Task.checkCancellation()
         return ProcessRunner.Output(
-            status: await exit.wait(),
+            status: await child.waitForExit().status,
             standardOutput: try standardOutput(),
             standardError: try standardError(),
             timedOut: timedOut
         )
     }
-}
-
-/// The exit status, recorded once by the termination handler and awaited by any number of tasks.
-private final class ExitSignal: Sendable {
-    private struct State {
-        var status: Int32?
-        var waiters: [CheckedContinuation<Int32, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    var status: Int32? { state.withLock { $0.status } }
-
-    func record(_ status: Int32) {
-        let waiters = state.withLock { state in
-            state.status = status
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: status) }
-    }
-
-    func wait() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let status = state.withLock { state in
-                if state.status == nil { state.waiters.append(continuation) }
-                return state.status
-            }
-            if let status { continuation.resume(returning: status) }
-        }
-    }
-}
-
-/// The C `kill`, out of reach of ``RunningProcess/kill()``'s name inside the class.
-private func send(_ signal: Int32, to process: Int32) {
-    _ = kill(process, signal)
 }

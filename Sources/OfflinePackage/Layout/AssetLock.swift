@@ -54,9 +54,18 @@ public final class AssetLock: Sendable {
         let path = file.path
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw .io(path, String(cString: strerror(errno))) }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        // A child being spawned by any thread of this process holds copies of every descriptor until it closes them
+        // (before its exec), and with them the flock of a lock just released here. A released file is empty, so a
+        // refusal with an empty file is retried for up to a second (a loaded machine can take that long to run the
+        // child); a holder names itself within microseconds of taking the lock.
+        let deadline = ContinuousClock.now + .seconds(1)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let code = errno
             let holder = Self.holder(fd)
+            if code == EWOULDBLOCK, holder == nil, ContinuousClock.now < deadline {
+                usleep(2_000)
+                continue
+            }
             close(fd)
             guard code == EWOULDBLOCK else { throw .io(path, String(cString: strerror(code))) }
             return (nil, holder)

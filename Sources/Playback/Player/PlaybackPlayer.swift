@@ -1,4 +1,5 @@
 public import Foundation
+public import StowageCore
 
 /// A local player started on the session's URL (`stowage play --player`), or ffmpeg decoding to nowhere for tests and
 /// headless checks.
@@ -39,30 +40,20 @@ public enum PlaybackPlayer: String, Sendable, Hashable, CaseIterable {
     /// Starts the player on `url` and waits for it to exit; cancelling the calling task terminates it.
     ///
     /// - Parameter standardError: where the player's diagnostics go; inherited by default.
-    /// - Returns: the player's exit status.
-    /// - Throws: when the player cannot be started (not installed).
-    public func play(_ url: URL, standardError: FileHandle? = nil) async throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [executable] + arguments(for: url)
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        if let standardError { process.standardError = standardError }
-        let (exits, continuation) = AsyncStream.makeStream(of: Int32.self)
-        process.terminationHandler = { finished in
-            continuation.yield(finished.terminationStatus)
-            continuation.finish()
-        }
-        try process.run()
+    /// - Returns: the player's exit status, or the signal number when a signal ended it.
+    /// - Throws: ``ChildProcessError`` when the player cannot be started.
+    public func play(_ url: URL, standardError: ChildProcess.Stream = .inherit) async throws -> Int32 {
+        let player = try ChildProcess.launch(
+            "/usr/bin/env",
+            [executable] + arguments(for: url),
+            standardOutput: .null,
+            standardError: standardError
+        )
         return await withTaskCancellationHandler {
-            var iterator = exits.makeAsyncIterator()
-            if let status = await iterator.next() { return status }
-            // Cancelled: stop the player and report how it ended.
-            process.terminate()
-            process.waitUntilExit()
-            return process.terminationStatus
+            await player.waitForExit().status
         } onCancel: {
-            process.terminate()
+            // Stopped: SIGTERM lets the player restore the terminal; its exit ends the wait above.
+            player.send(SIGTERM)
         }
     }
 }

@@ -4,6 +4,7 @@ public import Logging
 import NIOCore
 import OfflinePackage
 import ServiceLifecycle
+public import StowageCore
 
 /// How and why a playback session ended.
 public struct PlaybackEnd: Sendable, Hashable, CustomStringConvertible {
@@ -246,7 +247,7 @@ public struct PlaybackServer: Sendable {
     @discardableResult
     public func run(
         player: PlaybackPlayer,
-        playerStandardError: FileHandle? = nil,
+        playerStandardError: ChildProcess.Stream = .inherit,
         onListening: @escaping @Sendable (Address) async -> Void = { _ in }
     ) async throws -> PlaybackEnd {
         let (urls, continuation) = AsyncStream.makeStream(of: URL.self, bufferingPolicy: .bufferingOldest(1))
