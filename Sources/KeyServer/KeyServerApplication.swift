@@ -27,26 +27,41 @@ public struct KeyServerApplication: Sendable {
 
     let service: KeyService
     private let logger: Logger
+    /// The store this server opened itself (from a data directory), closed when serving ends.
+    private var ownedStore: (any KeyServerStore)?
 
-    /// Opens a data directory made by ``KeyServerDataDirectory/initialize(at:)``: its keys, `config.json` and database.
+    /// Opens a data directory made by ``KeyServerDataDirectory/initialize(at:)``: its keys, `config.json` and database
+    /// (the directory's SQLite file, or the PostgreSQL database it names, whose schema must be current). The server
+    /// closes that database when it stops serving.
     ///
     /// - Parameters:
     ///   - dataDirectory: The key server's data directory.
     ///   - clock: Where the server reads the time; tests pass a clock they can move.
     ///   - logger: The server's logger; by default only warnings and errors are logged.
-    /// - Throws: ``KeyServerSetupError`` when a file is missing, unreadable, too open or invalid; the database's error.
+    /// - Throws: ``KeyServerSetupError`` when a file is missing, unreadable, too open or invalid, or the database is
+    ///   unreachable or its schema old; the database's error.
     public init(dataDirectory: KeyServerDataDirectory, clock: KeyServerClock = .system, logger: Logger? = nil) async throws {
-        // The configuration first: it says "not initialized" when the directory is not a key server's.
+        // The configuration and keys first: they say "not initialized" when the directory is not a key server's.
         let configuration = try dataDirectory.loadConfiguration()
-        try await self.init(
-            store: dataDirectory.openStore(),
-            configuration: configuration,
-            signingKey: dataDirectory.loadSigningKey(),
-            masterKey: dataDirectory.loadMasterKey(),
-            tokenSecret: dataDirectory.loadTokenSecret(),
-            clock: clock,
-            logger: logger
-        )
+        let signingKey = try dataDirectory.loadSigningKey()
+        let masterKey = try dataDirectory.loadMasterKey()
+        let tokenSecret = try dataDirectory.loadTokenSecret()
+        let store = try await dataDirectory.connect()
+        do {
+            try await self.init(
+                store: store,
+                configuration: configuration,
+                signingKey: signingKey,
+                masterKey: masterKey,
+                tokenSecret: tokenSecret,
+                clock: clock,
+                logger: logger
+            )
+        } catch {
+            await store.close()
+            throw error
+        }
+        ownedStore = store
     }
 
     /// A server over any store and explicit secrets (for another database, or tests).
@@ -160,7 +175,11 @@ public struct KeyServerApplication: Sendable {
         }
         // In a task of its own: the caller's task may be cancelled by now, and the store refuses work from a cancelled
         // task.
-        await Task { await service.flushRefusals(everything: true) }.value
+        let ownedStore = self.ownedStore
+        await Task {
+            await service.flushRefusals(everything: true)
+            await ownedStore?.close()
+        }.value
         if let failure { throw failure }
     }
 }

@@ -14,10 +14,33 @@ struct KeyServerCommand: AsyncParsableCommand {
               stowage keyserver add-asset movie-1 --key-id 000102030405060708090a0b0c0d0e0f --key 00112233445566778899aabbccddeeff --data-dir /tmp/keys
               stowage keyserver token --sub alice --asset movie-1 --data-dir /tmp/keys
               stowage keyserver run --data-dir /tmp/keys --port 8443
+            A fleet keeps its state in PostgreSQL: give each command --database URL (or set STOWAGE_KEYSERVER_DATABASE),
+            and copy the data directory (keys, config.json) to every instance:
+              stowage keyserver init --data-dir /srv/keys --database postgres://stowage@db.internal/keys
+              stowage keyserver run --data-dir /srv/keys --database postgres://stowage@db.internal/keys --host 0.0.0.0
             Documentation: docs/key-server.md.
             """,
         subcommands: [Initialize.self, AddAsset.self, Token.self, Run.self]
     )
+
+    /// Where a command finds the server: its data directory, and the PostgreSQL database when one is named.
+    struct Location: ParsableArguments {
+        @Option(help: "The key server's data directory: keys and config.json (and keyserver.sqlite without --database).")
+        var dataDir: String
+
+        @Option(
+            help: ArgumentHelp(
+                "A PostgreSQL database for the server's state: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|require&pool=N].",
+                discussion: "Defaults to STOWAGE_KEYSERVER_DATABASE; without either, keyserver.sqlite in --data-dir."
+            )
+        )
+        var database: String?
+
+        var directory: KeyServerDataDirectory {
+            let named = database ?? ProcessInfo.processInfo.environment["STOWAGE_KEYSERVER_DATABASE"]
+            return KeyServerDataDirectory(path: dataDir, database: named?.isEmpty == false ? named : nil)
+        }
+    }
 
     /// Prints a setup error as every command does and exits 1.
     static func fail(_ error: any Error) -> Never {
@@ -29,17 +52,21 @@ struct KeyServerCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "init",
             abstract: "Create a data directory: signing key, master key, token secret, config.json with the default policy, database.",
-            discussion: "Existing files are kept, so running it again is harmless. Prints the server's public signing key."
+            discussion: """
+                Existing files are kept, so running it again is harmless. Prints the server's public signing key.
+                With --database, creates the PostgreSQL schema or brings it up to date (what `run` asks for when it finds
+                an old one); safe to run from several instances at once.
+                """
         )
 
-        @Option(help: "The key server's data directory (created with mode 0700).")
-        var dataDir: String
+        @OptionGroup var location: Location
 
         func run() async throws {
             do {
-                let directory = try KeyServerDataDirectory.initialize(at: dataDir)
+                let directory = try await KeyServerDataDirectory.initialize(at: location.dataDir, database: location.directory.database)
                 let publicKey = try directory.loadSigningKey().publicKey.rawRepresentation
                 print("initialized \(directory.path)")
+                if directory.database != nil { print("database schema at version \(PostgresKeyServerStore.schemaVersion)") }
                 print("server signing key (base64): \(Data(publicKey).base64EncodedString())")
             } catch {
                 KeyServerCommand.fail(error)
@@ -66,16 +93,14 @@ struct KeyServerCommand: AsyncParsableCommand {
         @Option(help: "A policy name from config.json; the default policy when left out.")
         var policy: String?
 
-        @Option(help: "The key server's data directory.")
-        var dataDir: String
+        @OptionGroup var location: Location
 
         func run() async throws {
             guard let bytes = Hex.decode(key), bytes.count == 16 else {
                 CommandOutput.fail(code: "invalid_content_key", message: "--key must be 32 hex digits (16 bytes)", json: false)
             }
             do {
-                let directory = KeyServerDataDirectory(path: dataDir)
-                try await directory.addAsset(id: assetID, keyID: keyId.lowercased(), key: SecretBytes(bytes), policy: policy)
+                try await location.directory.addAsset(id: assetID, keyID: keyId.lowercased(), key: SecretBytes(bytes), policy: policy)
                 print("added key \(keyId.lowercased()) to asset \(assetID)")
             } catch {
                 KeyServerCommand.fail(error)
@@ -128,13 +153,14 @@ struct KeyServerCommand: AsyncParsableCommand {
             commandName: "run",
             abstract: "Serve the key protocol over HTTP.",
             discussion: """
-                Prints 'listening on http://HOST:PORT' once ready; stops on Ctrl-C or SIGTERM.
+                Prints 'listening on http://HOST:PORT' once ready; stops on Ctrl-C or SIGTERM, after the requests in
+                flight. With --database, refuses a database it cannot reach or whose schema is not current
+                (database_unavailable, schema_outdated naming `stowage keyserver init --database URL`).
                 Plain HTTP belongs on loopback: put a TLS proxy in front to serve other hosts.
                 """
         )
 
-        @Option(help: "The key server's data directory.")
-        var dataDir: String
+        @OptionGroup var location: Location
 
         @Option(help: "The address to bind.")
         var host = "127.0.0.1"
@@ -145,7 +171,7 @@ struct KeyServerCommand: AsyncParsableCommand {
         func run() async throws {
             let server: KeyServerApplication
             do {
-                server = try await KeyServerApplication(dataDirectory: KeyServerDataDirectory(path: dataDir))
+                server = try await KeyServerApplication(dataDirectory: location.directory)
             } catch {
                 KeyServerCommand.fail(error)
             }

@@ -27,10 +27,15 @@ public struct KeyServerDataDirectory: Sendable {
 
     /// The directory.
     public let path: String
+    /// The PostgreSQL database holding the server's state (`postgres://USER@HOST:PORT/DATABASE`), or nil for
+    /// `keyserver.sqlite` in the directory. The keys and `config.json` stay in the directory either way: every
+    /// instance of a fleet has a copy of the same directory and names the same database.
+    public let database: String?
 
-    /// A data directory at `path` (not checked until used).
-    public init(path: String) {
+    /// A data directory at `path` (not checked until used), its state in `database` when given.
+    public init(path: String, database: String? = nil) {
         self.path = path
+        self.database = database
     }
 
     /// The path of a file of the directory.
@@ -47,7 +52,33 @@ public struct KeyServerDataDirectory: Sendable {
     /// - Throws: ``KeyServerSetupError`` or a file system error.
     @discardableResult
     public static func initialize(at path: String) throws -> KeyServerDataDirectory {
-        let directory = KeyServerDataDirectory(path: path)
+        try prepare(KeyServerDataDirectory(path: path))
+    }
+
+    /// ``initialize(at:)`` with the state in a PostgreSQL database: the directory's files as there, and the database's
+    /// schema created or brought up to date (`stowage keyserver init --database URL`; safe to run again, and from
+    /// several instances at once).
+    ///
+    /// - Throws: ``KeyServerSetupError`` (`invalid_database_url`, `database_unavailable`, `schema_outdated` when the
+    ///   database was set up by a newer Stowage), or a file system error.
+    @discardableResult
+    public static func initialize(at path: String, database: String?) async throws -> KeyServerDataDirectory {
+        guard let database else { return try initialize(at: path) }
+        // The URL first: a typo fails before any file is written.
+        let store = try PostgresKeyServerStore(url: database)
+        do {
+            let directory = try prepare(KeyServerDataDirectory(path: path, database: database), openingSQLite: false)
+            try await store.migrate()
+            await store.close()
+            return directory
+        } catch {
+            await store.close()
+            throw error
+        }
+    }
+
+    private static func prepare(_ directory: KeyServerDataDirectory, openingSQLite: Bool = true) throws -> KeyServerDataDirectory {
+        let path = directory.path
         let fileManager = FileManager.default
         var isDirectory: ObjCBool = false
         if !fileManager.fileExists(atPath: path, isDirectory: &isDirectory) {
@@ -68,7 +99,7 @@ public struct KeyServerDataDirectory: Sendable {
             try (encoder.encode(KeyServerConfiguration(tokenAudience: "stowage:\(fingerprint)")) + Data("\n".utf8))
                 .write(to: URL(fileURLWithPath: configurationPath))
         }
-        _ = try directory.openStore()
+        if openingSQLite { _ = try directory.openStore() }
         return directory
     }
 
@@ -120,9 +151,38 @@ public struct KeyServerDataDirectory: Sendable {
         try SecretFile.read(path(of: Self.tokenSecretFile), directory: path)
     }
 
-    /// Opens the SQLite store, creating and migrating it if needed.
+    /// Opens the SQLite store in the directory, creating and migrating it if needed.
     public func openStore() throws -> SQLiteKeyServerStore {
         try SQLiteKeyServerStore(path: path(of: Self.databaseFile))
+    }
+
+    /// The store this directory names: ``database`` when set, its schema checked (a server never runs on a schema it
+    /// does not know), else the SQLite file. The caller closes it (``KeyServerStore/close()``).
+    ///
+    /// - Throws: ``KeyServerSetupError`` `invalid_database_url`, `database_unavailable`, `schema_outdated`.
+    public func connect() async throws -> any KeyServerStore {
+        guard let database else { return try openStore() }
+        let store = try PostgresKeyServerStore(url: database)
+        do {
+            try await store.checkSchema()
+        } catch {
+            await store.close()
+            throw error
+        }
+        return store
+    }
+
+    /// Runs `body` on ``connect()``'s store and closes it.
+    func withStore<T: Sendable>(_ body: (any KeyServerStore) async throws -> T) async throws -> T {
+        let store = try await connect()
+        do {
+            let result = try await body(store)
+            await store.close()
+            return result
+        } catch {
+            await store.close()
+            throw error
+        }
     }
 
     /// Adds a content key to an asset (creating the asset), sealed under the master key.
@@ -154,19 +214,20 @@ public struct KeyServerDataDirectory: Sendable {
             throw KeyServerSetupError.unknownPolicy(policy, known: Array(configuration.policies.keys))
         }
         let sealer = try ContentKeySealer(masterKey: loadMasterKey())
-        let store = try openStore()
-        let existing = try await store.asset(id: id)
-        if let stored = try await store.contentKeys(assetID: id, keyIDs: [keyID]).first {
-            guard (try? sealer.open(stored)) == key else {
-                throw KeyServerSetupError(.keyConflict, "asset \(id) already has a different key \(keyID); choose a new key ID")
+        try await withStore { store in
+            let existing = try await store.asset(id: id)
+            if let stored = try await store.contentKeys(assetID: id, keyIDs: [keyID]).first {
+                guard (try? sealer.open(stored)) == key else {
+                    throw KeyServerSetupError(.keyConflict, "asset \(id) already has a different key \(keyID); choose a new key ID")
+                }
             }
+            let asset = AssetRecord(
+                id: id,
+                policy: policy ?? existing?.policy ?? configuration.defaultPolicy,
+                createdAt: existing?.createdAt ?? clock.now
+            )
+            try await store.saveAsset(asset, keys: [sealer.seal(key, assetID: id, keyID: keyID)])
         }
-        let asset = AssetRecord(
-            id: id,
-            policy: policy ?? existing?.policy ?? configuration.defaultPolicy,
-            createdAt: existing?.createdAt ?? clock.now
-        )
-        try await store.saveAsset(asset, keys: [sealer.seal(key, assetID: id, keyID: keyID)])
     }
 
     /// Signs an entitlement token with `token-secret`, as the service that sells the content would: `sub`, `assets`,

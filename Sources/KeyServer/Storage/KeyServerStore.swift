@@ -70,6 +70,13 @@ public protocol KeyServerStore: Sendable {
     func appendAudit(_ record: AuditRecord) async throws
     /// The audit log, oldest first.
     func auditRecords(limit: Int) async throws -> [AuditRecord]
+
+    /// Lets go of the store's connections; nothing is called after. SQLite closes with its last reference.
+    func close() async
+}
+
+extension KeyServerStore {
+    public func close() async {}
 }
 
 /// A request's nonce and the window in which it must not repeat (24 hours in the protocol).

@@ -2,7 +2,13 @@ import Foundation
 public import KeyDelivery
 public import Logging
 import NIOCore
+import NIOPosix
+import NIOSSL
 import PostgresNIO
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The ``KeyServerStore`` for fleets: one PostgreSQL database shared by any number of stateless key server instances
 /// (postgres-nio, a pool of connections per instance).
@@ -28,6 +34,8 @@ public final class PostgresKeyServerStore: KeyServerStore {
     /// The database's URL with any password removed, for messages.
     public let displayURL: String
     private let client: PostgresClient
+    /// The same server for one connection outside the pool (``probe()``).
+    private let probeConfiguration: PostgresConnection.Configuration
     private let runner: Task<Void, Never>
     private let logger: Logger
     /// The longest one operation (a lease decision, a lookup) may take, waiting for a connection included.
@@ -39,9 +47,15 @@ public final class PostgresKeyServerStore: KeyServerStore {
     /// - Parameter operationTimeout: the longest one operation may take, waiting for a connection included; past it
     ///   the request fails with `database_unavailable` (so a database that went away fails requests in bounded time).
     /// - Throws: ``KeyServerSetupError`` `invalid_database_url`.
-    public init(url: String, operationTimeout: Duration = .seconds(10), logger: Logger = Logger(label: "stowage.keyserver.postgres")) throws {
+    /// - Parameter logger: where the pool reports connection trouble; by default warnings and errors only (each failed
+    ///   connection attempt is an info line that would flood a terminal while the database is down).
+    public init(url: String, operationTimeout: Duration = .seconds(10), logger: Logger? = nil) throws {
         let parsed = try Self.configuration(from: url)
         displayURL = parsed.display
+        probeConfiguration = parsed.probe
+        var fallback = Logger(label: "stowage.keyserver.postgres")
+        fallback.logLevel = .warning
+        let logger = logger ?? fallback
         self.logger = logger
         self.operationTimeout = operationTimeout
         let client = PostgresClient(configuration: parsed.configuration, backgroundLogger: logger)
@@ -57,7 +71,11 @@ public final class PostgresKeyServerStore: KeyServerStore {
         _ = await runner.value
     }
 
-    static func configuration(from url: String) throws -> (configuration: PostgresClient.Configuration, display: String) {
+    static func configuration(
+        from url: String
+    ) throws -> (
+        configuration: PostgresClient.Configuration, probe: PostgresConnection.Configuration, display: String
+    ) {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
             let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
         else {
@@ -66,10 +84,24 @@ public final class PostgresKeyServerStore: KeyServerStore {
         let database = String(components.path.drop { $0 == "/" })
         let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
         let tls: PostgresClient.Configuration.TLS
+        let probeTLS: PostgresConnection.Configuration.TLS
+        let context = { () throws -> NIOSSLContext in
+            do {
+                return try NIOSSLContext(configuration: .makeClientConfiguration())
+            } catch {
+                throw KeyServerSetupError.databaseUnavailable(url, reason: "TLS could not be set up: \(error)")
+            }
+        }
         switch query["sslmode"] ?? "prefer" {
-        case "disable": tls = .disable
-        case "require", "verify-ca", "verify-full": tls = .require(.makeClientConfiguration())
-        default: tls = .prefer(.makeClientConfiguration())
+        case "disable":
+            tls = .disable
+            probeTLS = .disable
+        case "require", "verify-ca", "verify-full":
+            tls = .require(.makeClientConfiguration())
+            probeTLS = .require(try context())
+        default:
+            tls = .prefer(.makeClientConfiguration())
+            probeTLS = .prefer(try context())
         }
         var configuration = PostgresClient.Configuration(
             host: host,
@@ -81,9 +113,36 @@ public final class PostgresKeyServerStore: KeyServerStore {
         )
         configuration.options.connectTimeout = .seconds(5)
         if let pool = query["pool"].flatMap(Int.init), pool > 0 { configuration.options.maximumConnections = pool }
+        var probe = PostgresConnection.Configuration(
+            host: host,
+            port: components.port ?? 5432,
+            username: user,
+            password: components.password,
+            database: database.isEmpty ? nil : database,
+            tls: probeTLS
+        )
+        probe.options.connectTimeout = .seconds(5)
         var display = components
         if display.password != nil { display.password = "***" }
-        return (configuration, display.string ?? "postgres://\(host)")
+        return (configuration, probe, display.string ?? "postgres://\(host)")
+    }
+
+    /// Opens one connection outside the pool and closes it: the pool retries a failing connection until an operation
+    /// times out and keeps the reason to its log, so setup (`init`, `run`) asks once itself and reports why.
+    /// - Throws: ``KeyServerSetupError`` `database_unavailable` with the reason: refused, no such host, bad password,
+    ///   no such database, no TLS.
+    func probe() async throws {
+        do {
+            let connection = try await PostgresConnection.connect(
+                on: MultiThreadedEventLoopGroup.singleton.next(),
+                configuration: probeConfiguration,
+                id: 0,
+                logger: logger
+            )
+            try? await connection.close()
+        } catch {
+            throw KeyServerSetupError.databaseUnavailable(displayURL, reason: Self.describe(error))
+        }
     }
 
     // MARK: Schema
@@ -156,6 +215,7 @@ public final class PostgresKeyServerStore: KeyServerStore {
     /// - Throws: ``KeyServerSetupError`` `database_unavailable`, or `schema_outdated` when the database is newer than
     ///   this build.
     public func migrate() async throws {
+        try await probe()
         try await reachable { [self] in
             try await client.withTransaction(logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
@@ -195,6 +255,7 @@ public final class PostgresKeyServerStore: KeyServerStore {
     /// Refuses a database whose schema is not the one this build uses.
     /// - Throws: ``KeyServerSetupError`` `schema_outdated` (with the command that fixes it) or `database_unavailable`.
     public func checkSchema() async throws {
+        try await probe()
         let found = try await schemaVersionFound()
         guard found == Self.schemaVersion else {
             throw KeyServerSetupError.schemaOutdated(displayURL, found: found, expected: Self.schemaVersion, newer: found > Self.schemaVersion)
@@ -246,9 +307,20 @@ public final class PostgresKeyServerStore: KeyServerStore {
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
-            if let underlying = error.underlying { return "\(underlying)" }
+            if error.code == .sslUnsupported {
+                return "the server does not offer TLS (add ?sslmode=disable only on a network you trust)"
+            }
+            if let underlying = error.underlying { return describe(underlying) }
             return "\(error.code)"
         }
+        if let error = error as? NIOConnectionError {
+            if error.dnsAError != nil || error.dnsAAAAError != nil || error.connectionErrors.isEmpty {
+                return "the host name \(error.host) could not be resolved"
+            }
+            return error.connectionErrors.map { describe($0.error) }.joined(separator: "; ")
+        }
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)).lowercased() }
+        if error is ChannelError { return "the connection failed (\(error))" }
         return "\(error)"
     }
 

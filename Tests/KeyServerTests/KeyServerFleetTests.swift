@@ -1,0 +1,162 @@
+import AsyncHTTPClient
+import Foundation
+import KeyDelivery
+import KeyServer
+import StowageCrypto
+import StowageTestSupport
+import Testing
+
+/// `stowage keyserver` as a fleet runs it: several `run` processes, one data directory's keys, one PostgreSQL database.
+@Suite("Key server fleet on PostgreSQL (stowage keyserver init/add-asset/run --database)")
+struct KeyServerFleetTests {
+    /// `stowage keyserver ARGUMENTS`, to completion.
+    static func keyserver(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+        let result = try await ProcessRunner.run(
+            try StowageExecutable.url(),
+            ["keyserver"] + arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            timeout: .seconds(60)
+        )
+        return (result.status, String(decoding: result.standardOutput + result.standardError, as: UTF8.self))
+    }
+
+    /// A running `stowage keyserver run` and the URL it printed.
+    struct Instance {
+        let process: RunningProcess
+        let baseURL: String
+    }
+
+    static func start(_ dataDirectory: String, database: String) async throws -> Instance {
+        let process = try ProcessRunner.start(
+            try StowageExecutable.url(),
+            ["keyserver", "run", "--data-dir", dataDirectory, "--database", database, "--port", "0"]
+        )
+        for _ in 0..<600 where process.isRunning {
+            let output = String(decoding: try process.standardOutput(), as: UTF8.self)
+            if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
+                return Instance(process: process, baseURL: String(line.dropFirst("listening on ".count)))
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let errors = String(decoding: try process.standardError(), as: UTF8.self)
+        throw FrameHashes.Failure(description: "keyserver run did not start listening: \(errors)")
+    }
+
+    @Test("three instances on one database: the device limit and the replay window hold across them, and each opens keys sealed by init's master key")
+    func threeInstancesShareOneDatabase() async throws {
+        guard let server = StoreKind.postgresURL else { return }
+        try await TestDatabase.with(server) { database in
+            let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+            let initialized = try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database])
+            #expect(initialized.status == 0, "\(initialized.output)")
+            #expect(initialized.output.contains("database schema at version \(PostgresKeyServerStore.schemaVersion)"))
+            // The state is in PostgreSQL, not beside the keys.
+            #expect(!FileManager.default.fileExists(atPath: dataDirectory + "/keyserver.sqlite"))
+            let directory = KeyServerDataDirectory(path: dataDirectory, database: database)
+            var configuration = try directory.loadConfiguration()
+            configuration.allowWildcardAssets = true
+            try KeyServerFixture.write(configuration, to: directory)
+            // The database from the environment, as a fleet's service manager would set it.
+            let added = try await Self.keyserver(
+                [
+                    "add-asset", "movie-1", "--key-id", KeyServerFixture.movieKeyIDs[0], "--key", KeyServerFixture.movieKeys[0], "--data-dir",
+                    dataDirectory,
+                ],
+                environment: ["STOWAGE_KEYSERVER_DATABASE": database]
+            )
+            #expect(added.status == 0, "\(added.output)")
+
+            var instances: [Instance] = []
+            for _ in 0..<3 { instances.append(try await Self.start(dataDirectory, database: database)) }
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                let clients = instances.map { LiveClient(http: http, baseURL: $0.baseURL) }
+                let token = try await directory.makeToken(subject: "alice", assets: ["movie-1"], ttl: 3_600)
+                let serverKey = try await clients[0].serverKey()
+                // Twelve devices of one account at once, spread over the instances; the default policy allows 3.
+                let devices = try (0..<12).map { _ in try TestDevice() }
+                let replies = try await withThrowingTaskGroup(of: (TestDevice, LiveClient.Reply).self) { group in
+                    for (index, device) in devices.enumerated() {
+                        group.addTask {
+                            let request = try device.keyRequest(asset: "movie-1", keyIDs: [KeyServerFixture.movieKeyIDs[0]])
+                            return (device, try await clients[index % clients.count].requestKeys(request, token: token))
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                let granted = replies.filter { $0.1.status == 200 }
+                #expect(granted.count == 3, "\(replies.map { "\($0.1.status) \($0.1.errorCode ?? "")" })")
+                #expect(replies.filter { $0.1.errorCode == "device_limit_reached" }.count == 9)
+                for (device, reply) in granted {
+                    let payload = try PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: serverKey)
+                    let keys = try device.unwrapKeys(of: payload)
+                    #expect(keys[KeyServerFixture.movieKeyIDs[0]] == SecretBytes(Hex.decode(KeyServerFixture.movieKeys[0])!))
+                }
+
+                // One signed request sent to two instances at once: one answer, one replay.
+                let holder = granted[0].0
+                let request = try holder.keyRequest(asset: "movie-1", keyIDs: [KeyServerFixture.movieKeyIDs[0]])
+                async let first = clients[1].requestKeys(request, token: token)
+                async let second = clients[2].requestKeys(request, token: token)
+                let both = try await [first, second]
+                #expect(both.filter { $0.status == 200 }.count == 1, "\(both.map { "\($0.status) \($0.errorCode ?? "")" })")
+                #expect(both.filter { $0.errorCode == "replayed_request" }.count == 1, "\(both.map { "\($0.status) \($0.errorCode ?? "")" })")
+            } catch {
+                try await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+
+            // SIGINT (as SIGTERM) is a graceful stop: exit 0.
+            for instance in instances { instance.process.interrupt() }
+            for instance in instances {
+                let ended = try await instance.process.waitForExit(timeout: .seconds(30))
+                #expect(ended.status == 0 && !ended.timedOut, "\(String(decoding: ended.standardError, as: UTF8.self))")
+            }
+        }
+    }
+
+    @Test("run refuses a database it cannot use: malformed URL, unreachable server, schema never created")
+    func runRefusesADatabaseItCannotUse() async throws {
+        guard let server = StoreKind.postgresURL else { return }
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory]).status == 0)
+
+        let malformed = try await Self.keyserver(["run", "--data-dir", dataDirectory, "--database", "mysql://root:hunter2@db/keys"])
+        #expect(malformed.status == 1)
+        #expect(malformed.output.contains("invalid_database_url"), "\(malformed.output)")
+        #expect(!malformed.output.contains("hunter2"), "a password was printed: \(malformed.output)")
+
+        // A port bound but not listening: connections are refused.
+        let closed = try HeldPort()
+        defer { closed.release() }
+        let unreachable = try await Self.keyserver([
+            "run", "--data-dir", dataDirectory, "--database", "postgres://stowage:hunter2@127.0.0.1:\(closed.port)/keys?sslmode=disable",
+        ])
+        #expect(unreachable.status == 1)
+        #expect(unreachable.output.contains("database_unavailable"), "\(unreachable.output)")
+        // The reason, not a timeout: setup asks once outside the pool.
+        #expect(unreachable.output.contains("connection refused"), "\(unreachable.output)")
+        #expect(!unreachable.output.contains("hunter2"), "a password was printed: \(unreachable.output)")
+
+        var missing = try #require(URLComponents(string: server))
+        missing.path = "/no_such_database"
+        let absent = try await Self.keyserver(["run", "--data-dir", dataDirectory, "--database", try #require(missing.string)])
+        #expect(absent.status == 1)
+        #expect(absent.output.contains(#"database "no_such_database" does not exist"#), "\(absent.output)")
+
+        try await TestDatabase.with(server) { database in
+            let empty = try await Self.keyserver(["run", "--data-dir", dataDirectory, "--database", database])
+            #expect(empty.status == 1)
+            #expect(empty.output.contains("schema_outdated"), "\(empty.output)")
+            #expect(empty.output.contains("stowage keyserver init --database"), "\(empty.output)")
+            // What the message says to run makes the next start work.
+            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            let instance = try await Self.start(dataDirectory, database: database)
+            instance.process.interrupt()
+            #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)
+        }
+    }
+}
