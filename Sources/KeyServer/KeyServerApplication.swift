@@ -26,6 +26,7 @@ public struct KeyServerApplication: Sendable {
     }
 
     let service: KeyService
+    let metrics = KeyServerMetrics()
     private let logger: Logger
     /// The store this server opened itself (from a data directory), closed when serving ends.
     private var ownedStore: (any KeyServerStore)?
@@ -114,7 +115,7 @@ public struct KeyServerApplication: Sendable {
 
     /// The protocol's routes, for running in another Hummingbird application or in `HummingbirdTesting`.
     public func makeRouter() -> Router<KeyServerRequestContext> {
-        KeyServerRoutes.makeRouter(service: service)
+        KeyServerRoutes.makeRouter(service: service, metrics: metrics)
     }
 
     /// Writes every refusal counted so far to the audit log (the server does this each minute and when it stops).

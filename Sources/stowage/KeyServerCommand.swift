@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeyServer
+import Logging
 import StowageCrypto
 
 /// `stowage keyserver init|add-asset|token|run`: set up and run the key server (docs/key-server.md).
@@ -154,7 +155,9 @@ struct KeyServerCommand: AsyncParsableCommand {
             abstract: "Serve the key protocol over HTTP.",
             discussion: """
                 Prints 'listening on http://HOST:PORT' once ready; stops on Ctrl-C or SIGTERM, after the requests in
-                flight. With --database, refuses a database it cannot reach or whose schema is not current
+                flight. Logs one line per request on standard error (request ID, route, status, duration), as text or
+                JSON. Besides the protocol it answers GET /healthz (up), GET /readyz (database reachable, schema
+                current; 503 otherwise) and GET /metrics (Prometheus). With --database, refuses a database it cannot reach or whose schema is not current
                 (database_unavailable, schema_outdated naming `stowage keyserver init --database URL`).
                 Plain HTTP belongs on loopback: put a TLS proxy in front to serve other hosts.
                 """
@@ -168,10 +171,36 @@ struct KeyServerCommand: AsyncParsableCommand {
         @Option(help: "The port; 0 picks a free one.")
         var port = 0
 
+        @Option(help: "How log lines on standard error look: text, or json (one object per line, for log shippers).")
+        var logFormat: LogFormat = .text
+
+        @Option(help: "The least severe log lines written: trace, debug, info (one line per request), notice, warning, error.")
+        var logLevel: String = "info"
+
+        enum LogFormat: String, ExpressibleByArgument, CaseIterable {
+            case text, json
+        }
+
+        func validate() throws {
+            guard Logger.Level(rawValue: logLevel) != nil else {
+                throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+            }
+        }
+
         func run() async throws {
+            let level = Logger.Level(rawValue: logLevel) ?? .info
+            let format = logFormat
+            LoggingSystem.bootstrap { label in
+                switch format {
+                case .json: JSONLogHandler(label: label)
+                case .text: StreamLogHandler.standardError(label: label)
+                }
+            }
+            var logger = Logger(label: "stowage.keyserver")
+            logger.logLevel = level
             let server: KeyServerApplication
             do {
-                server = try await KeyServerApplication(dataDirectory: location.directory)
+                server = try await KeyServerApplication(dataDirectory: location.directory, logger: logger)
             } catch {
                 KeyServerCommand.fail(error)
             }

@@ -2,9 +2,15 @@ import AsyncHTTPClient
 import Foundation
 import KeyDelivery
 import KeyServer
+import NIOCore
+import NIOHTTP1
 import StowageCrypto
 import StowageTestSupport
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `stowage keyserver` as a fleet runs it: several `run` processes, one data directory's keys, one PostgreSQL database.
 @Suite("Key server fleet on PostgreSQL (stowage keyserver init/add-asset/run --database)")
@@ -117,6 +123,85 @@ struct KeyServerFleetTests {
         }
     }
 
+    @Test("readyz follows the database (ready, schema_outdated, database_unavailable) while healthz stays up")
+    func readinessFollowsTheDatabase() async throws {
+        guard let server = StoreKind.postgresURL else { return }
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        try await TestDatabase.with(server) { database in
+            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            let instance = try await Self.start(dataDirectory, database: database)
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                func get(_ path: String) async throws -> (status: Int, body: String) {
+                    let response = try await http.execute(HTTPClientRequest(url: instance.baseURL + path), timeout: .seconds(30))
+                    return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 16)))
+                }
+                #expect(try await get("/readyz") == (200, #"{"status":"ready"}"#))
+                // Another member of the fleet, newer than this one, migrated the schema: take this one out of rotation.
+                try await TestDatabase.execute(
+                    database,
+                    "INSERT INTO stowage_schema (version, applied_at) VALUES (\(PostgresKeyServerStore.schemaVersion + 1), 0)"
+                )
+                let newer = try await get("/readyz")
+                #expect(newer.status == 503 && newer.body.contains("schema_outdated"), "\(newer)")
+                // The database is gone.
+                let name = String(try #require(URLComponents(string: database)).path.dropFirst())
+                try await TestDatabase.execute(server, "DROP DATABASE \(name) WITH (FORCE)")
+                let gone = try await get("/readyz")
+                #expect(gone.status == 503 && gone.body.contains("database_unavailable"), "\(gone)")
+                #expect(try await get("/healthz").status == 200)
+                let metrics = try await get("/metrics")
+                // Metrics still answer, and say the database is down.
+                #expect(metrics.status == 200 && metrics.body.contains("stowage_keyserver_database_up 0.0"), "\(metrics)")
+            } catch {
+                try await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+            instance.process.interrupt()
+            #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)
+        }
+    }
+
+    @Test("SIGTERM lets a request in flight finish: its body, sent after the signal, is answered, and run exits 0")
+    func gracefulShutdownAnswersARequestInFlight() async throws {
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory]).status == 0)
+        let process = try ProcessRunner.start(
+            try StowageExecutable.url(),
+            ["keyserver", "run", "--data-dir", dataDirectory, "--port", "0", "--log-format", "json"]
+        )
+        var port: Int?
+        for _ in 0..<600 where port == nil && process.isRunning {
+            let output = String(decoding: try process.standardOutput(), as: UTF8.self)
+            port = output.split(separator: "\n").first { $0.hasPrefix("listening on ") }.flatMap { Int($0.split(separator: ":").last ?? "") }
+            if port == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let connection = try RawConnection(port: try #require(port))
+        defer { connection.close() }
+        // The head, then nothing: the request is in flight when the signal comes.
+        try connection.send("POST /v1/keys HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n")
+        try await Task.sleep(for: .milliseconds(300))
+        kill(process.processIdentifier, SIGTERM)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(process.isRunning, "run exited with a request in flight")
+        try connection.send("{}")
+        let answer = try connection.receive()
+        #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer)")
+        #expect(answer.contains("malformed_request"), "\(answer)")
+        let ended = try await process.waitForExit(timeout: .seconds(30))
+        #expect(ended.status == 0 && !ended.timedOut, "\(String(decoding: ended.standardError, as: UTF8.self))")
+        // --log-format json: every line on standard error is an object; the request's line names its route and ID.
+        let lines = ended.standardError.split(separator: UInt8(ascii: "\n"))
+        let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0)) as? [String: String] }
+        #expect(!lines.isEmpty && objects.count == lines.count, "\(String(decoding: ended.standardError, as: UTF8.self))")
+        let request = try #require(objects.first { $0["message"] == "request" })
+        #expect(request["route"] == "/v1/keys" && request["status"] == "400" && request["code"] == "malformed_request")
+        #expect(request["request_id"].map { UUID(uuidString: $0) != nil } == true, "\(request)")
+    }
+
     @Test("run refuses a database it cannot use: malformed URL, unreachable server, schema never created")
     func runRefusesADatabaseItCannotUse() async throws {
         guard let server = StoreKind.postgresURL else { return }
@@ -159,4 +244,52 @@ struct KeyServerFleetTests {
             #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)
         }
     }
+}
+
+/// A plain TCP connection to 127.0.0.1, for a request sent in pieces.
+struct RawConnection {
+    let descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(descriptor)
+            throw POSIXError(.ECONNREFUSED)
+        }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    func send(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        guard Glibc.send(descriptor, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else { throw POSIXError(.EPIPE) }
+    }
+
+    /// What arrives until the peer closes, a 10 s silence, or 64 KiB.
+    func receive() throws -> String {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while received.count < 65_536 {
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            received += buffer[0..<count]
+            if let text = String(bytes: received, encoding: .utf8), let split = text.range(of: "\r\n\r\n"),
+                let length = text[..<split.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") })
+                    .flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }),
+                text.utf8.count - text[..<split.upperBound].utf8.count >= length
+            {
+                break
+            }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    func close() { Glibc.close(descriptor) }
 }

@@ -57,6 +57,25 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
 /// A database of its own on the test PostgreSQL server, dropped afterwards.
 enum TestDatabase {
+    /// Runs one statement on the database at `url` (as a curious or careless operator would with psql).
+    static func execute(_ url: String, _ sql: String) async throws {
+        let components = try #require(URLComponents(string: url))
+        let client = PostgresClient(
+            configuration: .init(
+                host: components.host ?? "127.0.0.1",
+                port: components.port ?? 5432,
+                username: components.user ?? "stowage",
+                password: components.password,
+                database: String(components.path.drop { $0 == "/" }),
+                tls: .disable
+            ),
+            backgroundLogger: Logger(label: "test.postgres")
+        )
+        let runner = Task { await client.run() }
+        defer { runner.cancel() }
+        try await client.query(PostgresQuery(unsafeSQL: sql))
+    }
+
     static func with(_ serverURL: String, _ body: (String) async throws -> Void) async throws {
         var components = try #require(URLComponents(string: serverURL))
         let name = "stowage_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())"
@@ -82,7 +101,7 @@ enum TestDatabase {
         } catch {
             result = .failure(error)
         }
-        try await admin.query("DROP DATABASE \(unescaped: name) WITH (FORCE)")
+        try await admin.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)")
         try result.get()
     }
 }

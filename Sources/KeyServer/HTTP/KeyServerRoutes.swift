@@ -10,9 +10,11 @@ import StowageCrypto
 enum KeyServerRoutes {
     static let signatureHeader = HTTPFields.Element.Name(KeyProtocol.deviceSignatureHeader)!
 
-    static func makeRouter(service: KeyService) -> Router<KeyServerRequestContext> {
+    static func makeRouter(service: KeyService, metrics: KeyServerMetrics) -> Router<KeyServerRequestContext> {
         let router = Router(context: KeyServerRequestContext.self)
+        router.add(middleware: RequestObservingMiddleware(metrics: metrics))
         router.add(middleware: ProtocolErrorMiddleware(logger: service.logger))
+        OperationsRoutes.add(to: router, service: service, metrics: metrics)
         let limit = service.configuration.maxRequestBytes
 
         router.post("v1/keys") { request, context -> Response in

@@ -40,7 +40,7 @@ enum SecretFile {
                 }
         } catch {
             if error.code == "insecure_permissions" {
-                var info = stat()
+                var info = Glibc.stat()
                 let mode = lstat(path, &info) == 0 ? Int(info.st_mode) & 0o777 : 0o777
                 throw KeyServerSetupError.insecureFile(path, mode: mode)
             }

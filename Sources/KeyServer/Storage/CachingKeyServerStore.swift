@@ -122,6 +122,20 @@ final class CachingKeyServerStore: KeyServerStore {
         try await base.appendAudit(record)
     }
 
+    func activeLeaseCounts(now: Int64) async throws -> [LeaseType: Int] {
+        try await base.activeLeaseCounts(now: now)
+    }
+
+    func checkReady() async throws {
+        try await base.checkReady()
+    }
+
+    var connectionUse: (operations: Int, maximumConnections: Int)? { base.connectionUse }
+
+    func close() async {
+        await base.close()
+    }
+
     func auditRecords(limit: Int) async throws -> [AuditRecord] {
         try await base.auditRecords(limit: limit)
     }

@@ -71,11 +71,24 @@ public protocol KeyServerStore: Sendable {
     /// The audit log, oldest first.
     func auditRecords(limit: Int) async throws -> [AuditRecord]
 
+    /// How many leases are active now (not released, `storageExpiresAt > now`), by type: `GET /metrics`.
+    func activeLeaseCounts(now: Int64) async throws -> [LeaseType: Int]
+
+    /// Whether the store can serve requests now (`GET /readyz`): reachable and on the schema this build uses.
+    /// - Throws: ``KeyServerSetupError`` `database_unavailable` or `schema_outdated`, or the database's error.
+    func checkReady() async throws
+
+    /// Database operations running now (each holds or waits for one connection) and the most connections the store
+    /// opens; nil where there is no pool to speak of (SQLite).
+    var connectionUse: (operations: Int, maximumConnections: Int)? { get }
+
     /// Lets go of the store's connections; nothing is called after. SQLite closes with its last reference.
     func close() async
 }
 
 extension KeyServerStore {
+    public var connectionUse: (operations: Int, maximumConnections: Int)? { nil }
+
     public func close() async {}
 }
 

@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PostgresNIO
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -36,6 +37,12 @@ public final class PostgresKeyServerStore: KeyServerStore {
     private let client: PostgresClient
     /// The same server for one connection outside the pool (``probe()``).
     private let probeConfiguration: PostgresConnection.Configuration
+    private let maximumConnections: Int
+    private let operations = Atomic<Int>(0)
+
+    public var connectionUse: (operations: Int, maximumConnections: Int)? {
+        (operations.load(ordering: .relaxed), maximumConnections)
+    }
     private let runner: Task<Void, Never>
     private let logger: Logger
     /// The longest one operation (a lease decision, a lookup) may take, waiting for a connection included.
@@ -58,6 +65,7 @@ public final class PostgresKeyServerStore: KeyServerStore {
         let logger = logger ?? fallback
         self.logger = logger
         self.operationTimeout = operationTimeout
+        maximumConnections = parsed.configuration.options.maximumConnections
         let client = PostgresClient(configuration: parsed.configuration, backgroundLogger: logger)
         self.client = client
         runner = Task { await client.run() }
@@ -242,7 +250,11 @@ public final class PostgresKeyServerStore: KeyServerStore {
 
     /// The schema version found in the database (0 before `init`).
     public func schemaVersionFound() async throws -> Int {
-        try await reachable { [self] in
+        try await schemaVersion(within: nil)
+    }
+
+    private func schemaVersion(within limit: Duration?) async throws -> Int {
+        try await reachable(within: limit) { [self] in
             try await client.withConnection { connection in
                 let exists =
                     try await connection.query("SELECT to_regclass('stowage_schema') IS NOT NULL", logger: logger)
@@ -269,8 +281,10 @@ public final class PostgresKeyServerStore: KeyServerStore {
 
     /// Runs `body` within ``operationTimeout``, turning a database that cannot be reached (or does not answer in
     /// time) into `database_unavailable`. SQL errors (a bug, not an outage) pass through as they are.
-    private func reachable<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let timeout = operationTimeout
+    private func reachable<T: Sendable>(within limit: Duration? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let timeout = limit ?? operationTimeout
+        operations.add(1, ordering: .relaxed)
+        defer { operations.subtract(1, ordering: .relaxed) }
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { try await body() }
@@ -648,6 +662,31 @@ public final class PostgresKeyServerStore: KeyServerStore {
     public func appendAudit(_ record: AuditRecord) async throws {
         try await reachable { [self] in
             try await client.withConnection { connection in try await Self.insert(record, into: connection, logger: logger) }
+        }
+    }
+
+    /// Within 3 seconds at most, like ``checkReady()``: a scrape gives up soon.
+    public func activeLeaseCounts(now: Int64) async throws -> [LeaseType: Int] {
+        try await reachable(within: min(operationTimeout, .seconds(3))) { [self] in
+            let rows = try await client.query(
+                "SELECT type, COUNT(*)::BIGINT FROM lease WHERE released_at IS NULL AND storage_expires_at > \(now) GROUP BY type",
+                logger: logger
+            ).collect()
+            var counts: [LeaseType: Int] = [:]
+            for row in rows {
+                let (type, count) = try row.decode((String, Int64).self)
+                if let type = LeaseType(rawValue: type) { counts[type] = Int(count) }
+            }
+            return counts
+        }
+    }
+
+    /// Reachable through the pool and on the current schema (no probe connection: a load balancer asks every few
+    /// seconds), within 3 seconds or the operation timeout if shorter (balancers give up on a check after a few).
+    public func checkReady() async throws {
+        let found = try await schemaVersion(within: min(operationTimeout, .seconds(3)))
+        guard found == Self.schemaVersion else {
+            throw KeyServerSetupError.schemaOutdated(displayURL, found: found, expected: Self.schemaVersion, newer: found > Self.schemaVersion)
         }
     }
 

@@ -358,6 +358,25 @@ public struct SQLiteKeyServerStore: KeyServerStore {
         try await pool.write { db in try Self.insert(record, into: db) }
     }
 
+    public func activeLeaseCounts(now: Int64) async throws -> [LeaseType: Int] {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT type, COUNT(*) AS count FROM lease WHERE released_at IS NULL AND storage_expires_at > ? GROUP BY type",
+                arguments: [now]
+            )
+            var counts: [LeaseType: Int] = [:]
+            for row in rows {
+                if let type = LeaseType(rawValue: row["type"]) { counts[type] = row["count"] }
+            }
+            return counts
+        }
+    }
+
+    public func checkReady() async throws {
+        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM asset LIMIT 1") }
+    }
+
     public func auditRecords(limit: Int) async throws -> [AuditRecord] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM audit ORDER BY id LIMIT ?", arguments: [limit]).map { row in
