@@ -21,7 +21,7 @@ struct KeyServerCommand: AsyncParsableCommand {
               stowage keyserver run --data-dir /srv/keys --database postgres://stowage@db.internal/keys --host 0.0.0.0
             Documentation: docs/key-server.md.
             """,
-        subcommands: [Initialize.self, AddAsset.self, Token.self, Run.self]
+        subcommands: [Initialize.self, AddAsset.self, Token.self, Run.self, Migrate.self]
     )
 
     /// Where a command finds the server: its data directory, and the PostgreSQL database when one is named.
@@ -142,6 +142,40 @@ struct KeyServerCommand: AsyncParsableCommand {
         func run() async throws {
             do {
                 print(try await KeyServerDataDirectory(path: dataDir).makeToken(subject: sub, assets: asset, ttl: ttl))
+            } catch {
+                KeyServerCommand.fail(error)
+            }
+        }
+    }
+
+    /// `stowage keyserver migrate --from DATA_DIR --database URL`
+    struct Migrate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "migrate",
+            abstract: "Copy a key server's SQLite store into an empty PostgreSQL database, verified before it is committed.",
+            discussion: """
+                Copies assets and sealed keys, devices, leases, the replay window's nonces and the audit log in one
+                transaction; counts every table on both sides and opens a sample of content keys from both with the data
+                directory's master key before committing. Stop the key server using the SQLite store first: rows it
+                writes during the copy make the migration fail (migration_mismatch) rather than be lost.
+                Then run the server with the same data directory and --database URL.
+                Example:
+                  stowage keyserver migrate --from /srv/keys --database postgres://stowage@db.internal/keys
+                """
+        )
+
+        @Option(help: "The SQLite key server's data directory (its keyserver.sqlite and master key).")
+        var from: String
+
+        @Option(help: "The PostgreSQL database to fill: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=...].")
+        var database: String
+
+        func run() async throws {
+            do {
+                let report = try await KeyServerStoreMigration.copy(from: KeyServerDataDirectory(path: from), to: database)
+                for (table, rows) in report.counts { print("\(table): \(rows) rows") }
+                print("verified: row counts equal, \(report.keysCompared) content keys open the same from both")
+                print("next: stowage keyserver run --data-dir \(from) --database URL")
             } catch {
                 KeyServerCommand.fail(error)
             }

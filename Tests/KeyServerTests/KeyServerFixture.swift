@@ -23,8 +23,15 @@ struct KeyServerFixture: Sendable {
     let clock: ManualClock
     let server: KeyServerApplication
 
-    /// - Parameter configure: changes to the configuration written to config.json before the server opens it.
-    static func make(configure: (inout KeyServerConfiguration) -> Void = { _ in }) async throws -> KeyServerFixture {
+    /// - Parameters:
+    ///   - clock: the server's clock (November 2025 by default).
+    ///   - configure: changes to the configuration written to config.json before the server opens it.
+    static func make(
+        clock: ManualClock = ManualClock(),
+        configure: (inout KeyServerConfiguration) -> Void = { _ in }
+    ) async throws
+        -> KeyServerFixture
+    {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("keyserver-tests-\(UUID().uuidString)").path
         let directory = try KeyServerDataDirectory.initialize(at: path)
         var configuration = try directory.loadConfiguration()
@@ -50,7 +57,6 @@ struct KeyServerFixture: Sendable {
         )
         configure(&configuration)
         try write(configuration, to: directory)
-        let clock = ManualClock()
         for (keyID, key) in zip(movieKeyIDs, movieKeys) {
             try await directory.addAsset(id: "movie-1", keyID: keyID, key: SecretBytes(Hex.decode(key)!), clock: clock.keyServerClock)
         }

@@ -202,6 +202,86 @@ struct KeyServerFleetTests {
         #expect(request["request_id"].map { UUID(uuidString: $0) != nil } == true, "\(request)")
     }
 
+    @Test(
+        "migrate copies an SQLite key server into PostgreSQL, verified; leases, devices and limits carry over; a wrong master key or a full database commits nothing"
+    )
+    func migrateFromSQLite() async throws {
+        guard let server = StoreKind.postgresURL else { return }
+        // Real time: the PostgreSQL instance below runs on the system clock.
+        let fixture = try await KeyServerFixture.make(clock: ManualClock(Int64(Date().timeIntervalSince1970)))
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        let renter = try TestDevice()
+        let owner = try TestDevice()
+        // History on SQLite: a rental (1 device allowed), a movie lease, a refusal in the audit log.
+        let (rentalLease, movieLease) = try await fixture.withLiveServer { client in
+            let rental = try await client.requestKeys(try renter.keyRequest(asset: "rental", keyIDs: [KeyServerFixture.rentalKeyID]), token: token)
+            let movie = try await client.requestKeys(try owner.keyRequest(asset: "movie-1", keyIDs: KeyServerFixture.movieKeyIDs), token: token)
+            #expect(rental.status == 200 && movie.status == 200)
+            #expect(
+                try await client.requestKeys(try owner.keyRequest(asset: "movie-1", keyIDs: KeyServerFixture.movieKeyIDs), token: nil).status == 401
+            )
+            let key = fixture.server.serverPublicKey
+            return (
+                try PayloadSigning.verify(try rental.decode(SignedPayload.self), serverKey: key),
+                try PayloadSigning.verify(try movie.decode(SignedPayload.self), serverKey: key)
+            )
+        }
+        let source = try fixture.directory.openStore()
+        let auditRows = try await source.auditRecords(limit: 1_000).count
+        #expect(auditRows >= 3)
+
+        try await TestDatabase.with(server) { database in
+            // With another master key in the directory, the sample keys do not open the same: nothing is committed.
+            let masterKey = fixture.directory.path(of: KeyServerDataDirectory.masterKeyFile)
+            let original = try Data(contentsOf: URL(fileURLWithPath: masterKey))
+            try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: masterKey))
+            let wrongKey = try await Self.keyserver(["migrate", "--from", fixture.directory.path, "--database", database])
+            #expect(wrongKey.status == 1 && wrongKey.output.contains("migration_mismatch"), "\(wrongKey.output)")
+            try original.write(to: URL(fileURLWithPath: masterKey))
+
+            let migrated = try await Self.keyserver(["migrate", "--from", fixture.directory.path, "--database", database])
+            #expect(migrated.status == 0, "\(migrated.output)")
+            #expect(migrated.output.contains("asset: 3 rows") && migrated.output.contains("content_key: 4 rows"), "\(migrated.output)")
+            #expect(migrated.output.contains("device: 2 rows") && migrated.output.contains("lease: 2 rows"), "\(migrated.output)")
+            #expect(migrated.output.contains("audit: \(auditRows) rows"), "\(migrated.output)")
+            #expect(migrated.output.contains("4 content keys open the same"), "\(migrated.output)")
+            // Into a database that is no longer empty: refused, nothing doubled.
+            let again = try await Self.keyserver(["migrate", "--from", fixture.directory.path, "--database", database])
+            #expect(again.status == 1 && again.output.contains("database_not_empty"), "\(again.output)")
+
+            let instance = try await Self.start(fixture.directory.path, database: database)
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                let client = LiveClient(http: http, baseURL: instance.baseURL)
+                // The rental's one device is taken: another is refused, on PostgreSQL as on SQLite.
+                let second = try await client.requestKeys(
+                    try TestDevice().keyRequest(asset: "rental", keyIDs: [KeyServerFixture.rentalKeyID]),
+                    token: token
+                )
+                #expect(second.errorCode == "device_limit_reached", "\(second.status) \(second.errorCode ?? "")")
+                // The movie lease renews, with its keys, for its own device (bound to the device key stored on SQLite).
+                let renewed = try await client.renew(
+                    movieLease.lease.leaseId,
+                    try owner.renewRequest(leaseID: movieLease.lease.leaseId),
+                    token: token
+                )
+                #expect(renewed.status == 200, "\(renewed.errorCode ?? "")")
+                let payload = try PayloadSigning.verify(try renewed.decode(SignedPayload.self), serverKey: fixture.server.serverPublicKey)
+                #expect(try owner.unwrapKeys(of: payload)[KeyServerFixture.movieKeyIDs[1]] == SecretBytes(Hex.decode(KeyServerFixture.movieKeys[1])!))
+                // The released-or-not state carries over: the rental lease is still there to release.
+                let released = try await client.release(rentalLease.lease.leaseId, try renter.releaseRequest(leaseID: rentalLease.lease.leaseId))
+                #expect(released.status == 200)
+            } catch {
+                try await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+            instance.process.interrupt()
+            #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)
+        }
+    }
+
     @Test("run refuses a database it cannot use: malformed URL, unreachable server, schema never created")
     func runRefusesADatabaseItCannotUse() async throws {
         guard let server = StoreKind.postgresURL else { return }

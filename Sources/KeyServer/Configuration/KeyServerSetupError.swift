@@ -27,6 +27,8 @@ public struct KeyServerSetupError: StowageError, Hashable {
         case invalidDatabaseURL = "invalid_database_url"
         case databaseUnavailable = "database_unavailable"
         case schemaOutdated = "schema_outdated"
+        case databaseNotEmpty = "database_not_empty"
+        case migrationMismatch = "migration_mismatch"
     }
 
     /// The kind of problem; ``code`` is its snake_case form.

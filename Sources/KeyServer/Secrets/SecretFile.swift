@@ -1,3 +1,4 @@
+import Foundation
 import KeyDelivery
 import StowageCrypto
 
@@ -40,8 +41,8 @@ enum SecretFile {
                 }
         } catch {
             if error.code == "insecure_permissions" {
-                var info = Glibc.stat()
-                let mode = lstat(path, &info) == 0 ? Int(info.st_mode) & 0o777 : 0o777
+                // The link itself, as lstat(2) sees it (attributesOfItem does not follow links).
+                let mode = ((try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int).map { $0 & 0o777 } ?? 0o777
                 throw KeyServerSetupError.insecureFile(path, mode: mode)
             }
             throw KeyServerSetupError.invalidKeyFile(path, error.message)

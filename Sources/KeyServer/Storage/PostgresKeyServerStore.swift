@@ -34,7 +34,7 @@ public final class PostgresKeyServerStore: KeyServerStore {
 
     /// The database's URL with any password removed, for messages.
     public let displayURL: String
-    private let client: PostgresClient
+    let client: PostgresClient
     /// The same server for one connection outside the pool (``probe()``).
     private let probeConfiguration: PostgresConnection.Configuration
     private let maximumConnections: Int
@@ -44,7 +44,7 @@ public final class PostgresKeyServerStore: KeyServerStore {
         (operations.load(ordering: .relaxed), maximumConnections)
     }
     private let runner: Task<Void, Never>
-    private let logger: Logger
+    let logger: Logger
     /// The longest one operation (a lease decision, a lookup) may take, waiting for a connection included.
     private let operationTimeout: Duration
 
@@ -281,7 +281,7 @@ public final class PostgresKeyServerStore: KeyServerStore {
 
     /// Runs `body` within ``operationTimeout``, turning a database that cannot be reached (or does not answer in
     /// time) into `database_unavailable`. SQL errors (a bug, not an outage) pass through as they are.
-    private func reachable<T: Sendable>(within limit: Duration? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    func reachable<T: Sendable>(within limit: Duration? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = limit ?? operationTimeout
         operations.add(1, ordering: .relaxed)
         defer { operations.subtract(1, ordering: .relaxed) }

@@ -11,7 +11,7 @@ public import KeyDelivery
 /// let store = try SQLiteKeyServerStore(path: "/var/lib/stowage-keys/keyserver.sqlite")
 /// ```
 public struct SQLiteKeyServerStore: KeyServerStore {
-    private let pool: DatabasePool
+    let pool: DatabasePool
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     ///
