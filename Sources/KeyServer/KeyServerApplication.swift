@@ -118,6 +118,12 @@ public struct KeyServerApplication: Sendable {
         KeyServerRoutes.makeRouter(service: service, metrics: metrics)
     }
 
+    /// Deletes the nonces that left the replay window (the server does this every 30 seconds); returns how many.
+    @discardableResult
+    public func forgetExpiredNonces() async -> Int {
+        await service.forgetExpiredNonces()
+    }
+
     /// Writes every refusal counted so far to the audit log (the server does this each minute and when it stops).
     public func flushAudit() async {
         await service.flushRefusals(everything: true)
@@ -167,7 +173,17 @@ public struct KeyServerApplication: Sendable {
                 await service.flushRefusals()
             }
         }
-        defer { flusher.cancel() }
+        // The replay window's nonces are forgotten every 30 seconds, off the requests' path.
+        let cleaner = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(30))
+                if !Task.isCancelled { await service.forgetExpiredNonces() }
+            }
+        }
+        defer {
+            flusher.cancel()
+            cleaner.cancel()
+        }
         var failure: (any Error)?
         do {
             try await app.run()

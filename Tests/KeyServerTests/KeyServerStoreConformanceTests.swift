@@ -181,6 +181,29 @@ struct KeyServerStoreConformanceTests {
     }
 
     @Test(arguments: StoreKind.allCases)
+    func expiredNoncesAreForgottenInBatchesAndTheWindowStillHolds(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            // Five nonces seen early (window 100), two late.
+            for byte in UInt8(1)...5 {
+                #expect(
+                    try await Self.save(store, Self.lease("e\(byte)", device: "d"), deviceLimit: nil, nonce: Self.nonce(byte), now: Int64(byte))
+                        == "saved"
+                )
+            }
+            for byte in UInt8(6)...7 {
+                #expect(
+                    try await Self.save(store, Self.lease("l\(byte)", device: "d"), deviceLimit: nil, nonce: Self.nonce(byte), now: 500) == "saved"
+                )
+            }
+            #expect(try await store.forgetNonces(seenAtOrBefore: 450, limit: 3) == 3)
+            #expect(try await store.forgetNonces(seenAtOrBefore: 450, limit: 3) == 2)
+            #expect(try await store.forgetNonces(seenAtOrBefore: 450, limit: 3) == 0)
+            // The late ones are kept: still replays inside their window.
+            #expect(try await Self.save(store, Self.lease("x", device: "d"), deviceLimit: nil, nonce: Self.nonce(7), now: 550) == "replayed")
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
     func releaseIsIdempotentAndARacingRenewalCannotUndoIt(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             var lease = Self.lease("l1", device: "d1")

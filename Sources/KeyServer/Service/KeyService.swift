@@ -303,6 +303,25 @@ struct KeyService: Sendable {
         refusals.record(AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code, detail: error.message))
     }
 
+    /// Deletes the nonces that left the replay window, a thousand at a time, at most a hundred thousand per call (the
+    /// next call goes on). Returns how many were deleted.
+    @discardableResult
+    func forgetExpiredNonces() async -> Int {
+        let horizon = clock.now - Self.replayWindow
+        var deleted = 0
+        for _ in 0..<100 {
+            do {
+                let batch = try await store.forgetNonces(seenAtOrBefore: horizon, limit: 1_000)
+                deleted += batch
+                if batch < 1_000 { break }
+            } catch {
+                logger.warning("cannot forget expired nonces", metadata: ["error": "\(error)"])
+                break
+            }
+        }
+        return deleted
+    }
+
     /// Writes the aggregated refusals of the minutes that ended (all of them with `everything`, at shutdown).
     func flushRefusals(everything: Bool = false) async {
         for record in refusals.drain(before: everything ? nil : clock.now) {

@@ -122,6 +122,10 @@ final class CachingKeyServerStore: KeyServerStore {
         try await base.appendAudit(record)
     }
 
+    func forgetNonces(seenAtOrBefore horizon: Int64, limit: Int) async throws -> Int {
+        try await base.forgetNonces(seenAtOrBefore: horizon, limit: limit)
+    }
+
     func activeLeaseCounts(now: Int64) async throws -> [LeaseType: Int] {
         try await base.activeLeaseCounts(now: now)
     }

@@ -71,6 +71,11 @@ public protocol KeyServerStore: Sendable {
     /// The audit log, oldest first.
     func auditRecords(limit: Int) async throws -> [AuditRecord]
 
+    /// Deletes up to `limit` nonces recorded at or before `horizon` (outside every replay window), skipping rows
+    /// another instance is deleting; returns how many it deleted. The server calls it in the background, not per
+    /// request.
+    func forgetNonces(seenAtOrBefore horizon: Int64, limit: Int) async throws -> Int
+
     /// How many leases are active now (not released, `storageExpiresAt > now`), by type: `GET /metrics`.
     func activeLeaseCounts(now: Int64) async throws -> [LeaseType: Int]
 

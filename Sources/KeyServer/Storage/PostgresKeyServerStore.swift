@@ -449,17 +449,8 @@ public final class PostgresKeyServerStore: KeyServerStore {
             """,
             logger: logger
         ).collect()
-        guard !recorded.isEmpty else { return false }
-        // Forget some nonces that left the window (the index keeps this a short range). Rows another transaction holds
-        // are skipped, not waited for: two instances cleaning at once never wait on, or deadlock with, each other.
-        try await connection.query(
-            """
-            DELETE FROM request_nonce WHERE nonce IN (
-                SELECT nonce FROM request_nonce WHERE seen_at <= \(horizon) LIMIT 256 FOR UPDATE SKIP LOCKED)
-            """,
-            logger: logger
-        )
-        return true
+        // Nonces that left the window are forgotten in the background (forgetNonces), off the request's path.
+        return !recorded.isEmpty
     }
 
     /// Makes every other transaction saving a lease of `account` wait until this one ends.
@@ -662,6 +653,21 @@ public final class PostgresKeyServerStore: KeyServerStore {
     public func appendAudit(_ record: AuditRecord) async throws {
         try await reachable { [self] in
             try await client.withConnection { connection in try await Self.insert(record, into: connection, logger: logger) }
+        }
+    }
+
+    /// Rows another transaction holds are skipped, not waited for: instances cleaning at once never wait on, or
+    /// deadlock with, each other or with a request recording a nonce.
+    public func forgetNonces(seenAtOrBefore horizon: Int64, limit: Int) async throws -> Int {
+        try await reachable { [self] in
+            try await client.query(
+                """
+                DELETE FROM request_nonce WHERE nonce IN (
+                    SELECT nonce FROM request_nonce WHERE seen_at <= \(horizon) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+                """,
+                logger: logger
+            ).collect().count
         }
     }
 

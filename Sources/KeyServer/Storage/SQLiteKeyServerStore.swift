@@ -191,8 +191,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
         try db.cachedStatement(
             sql: "INSERT INTO request_nonce (nonce, seen_at) VALUES (?, ?) ON CONFLICT (nonce) DO UPDATE SET seen_at = excluded.seen_at"
         ).execute(arguments: [value, now])
-        // Forget nonces that left the window; the index keeps this a short range delete.
-        try db.cachedStatement(sql: "DELETE FROM request_nonce WHERE seen_at <= ?").execute(arguments: [horizon])
+        // Nonces that left the window are forgotten in the background (forgetNonces), not here.
         return true
     }
 
@@ -356,6 +355,16 @@ public struct SQLiteKeyServerStore: KeyServerStore {
 
     public func appendAudit(_ record: AuditRecord) async throws {
         try await pool.write { db in try Self.insert(record, into: db) }
+    }
+
+    public func forgetNonces(seenAtOrBefore horizon: Int64, limit: Int) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM request_nonce WHERE nonce IN (SELECT nonce FROM request_nonce WHERE seen_at <= ? LIMIT ?)",
+                arguments: [horizon, limit]
+            )
+            return db.changesCount
+        }
     }
 
     public func activeLeaseCounts(now: Int64) async throws -> [LeaseType: Int] {
