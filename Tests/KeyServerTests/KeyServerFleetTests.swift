@@ -32,6 +32,21 @@ struct KeyServerFleetTests {
         let baseURL: String
     }
 
+    /// Runs `body` with an HTTP client, shuts the client down, then stops `instance` with SIGINT and expects exit 0.
+    static func serving(_ instance: Instance, _ body: (HTTPClient) async throws -> Void) async throws {
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            try await body(http)
+        } catch {
+            try await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        instance.process.interrupt()
+        let ended = try await instance.process.waitForExit(timeout: .seconds(30))
+        #expect(ended.status == 0 && !ended.timedOut, "\(String(decoding: ended.standardError, as: UTF8.self))")
+    }
+
     static func start(_ dataDirectory: String, database: String) async throws -> Instance {
         let process = try ProcessRunner.start(
             try StowageExecutable.url(),
@@ -131,8 +146,7 @@ struct KeyServerFleetTests {
         try await TestDatabase.with(server) { database in
             #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
             let instance = try await Self.start(dataDirectory, database: database)
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
-            do {
+            try await Self.serving(instance) { http in
                 func get(_ path: String) async throws -> (status: Int, body: String) {
                     let response = try await http.execute(HTTPClientRequest(url: instance.baseURL + path), timeout: .seconds(30))
                     return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 16)))
@@ -154,13 +168,7 @@ struct KeyServerFleetTests {
                 let metrics = try await get("/metrics")
                 // Metrics still answer, and say the database is down.
                 #expect(metrics.status == 200 && metrics.body.contains("stowage_keyserver_database_up 0.0"), "\(metrics)")
-            } catch {
-                try await http.shutdown()
-                throw error
             }
-            try await http.shutdown()
-            instance.process.interrupt()
-            #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)
         }
     }
 
@@ -251,8 +259,7 @@ struct KeyServerFleetTests {
             #expect(again.status == 1 && again.output.contains("database_not_empty"), "\(again.output)")
 
             let instance = try await Self.start(fixture.directory.path, database: database)
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
-            do {
+            try await Self.serving(instance) { http in
                 let client = LiveClient(http: http, baseURL: instance.baseURL)
                 // The rental's one device is taken: another is refused, on PostgreSQL as on SQLite.
                 let second = try await client.requestKeys(
@@ -272,13 +279,7 @@ struct KeyServerFleetTests {
                 // The released-or-not state carries over: the rental lease is still there to release.
                 let released = try await client.release(rentalLease.lease.leaseId, try renter.releaseRequest(leaseID: rentalLease.lease.leaseId))
                 #expect(released.status == 200)
-            } catch {
-                try await http.shutdown()
-                throw error
             }
-            try await http.shutdown()
-            instance.process.interrupt()
-            #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)
         }
     }
 

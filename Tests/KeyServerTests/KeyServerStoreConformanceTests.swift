@@ -57,8 +57,8 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
 /// A database of its own on the test PostgreSQL server, dropped afterwards.
 enum TestDatabase {
-    /// Runs one statement on the database at `url` (as a curious or careless operator would with psql).
-    static func execute(_ url: String, _ sql: String) async throws {
+    /// Runs `body` with a client on the database at `url` (another database than the URL's when `database` is given).
+    static func withClient(_ url: String, database: String? = nil, _ body: (PostgresClient) async throws -> Void) async throws {
         let components = try #require(URLComponents(string: url))
         let client = PostgresClient(
             configuration: .init(
@@ -66,43 +66,37 @@ enum TestDatabase {
                 port: components.port ?? 5432,
                 username: components.user ?? "stowage",
                 password: components.password,
-                database: String(components.path.drop { $0 == "/" }),
+                database: database ?? String(components.path.drop { $0 == "/" }),
                 tls: .disable
             ),
             backgroundLogger: Logger(label: "test.postgres")
         )
         let runner = Task { await client.run() }
         defer { runner.cancel() }
-        try await client.query(PostgresQuery(unsafeSQL: sql))
+        try await body(client)
+    }
+
+    /// Runs one statement on the database at `url` (as a curious or careless operator would with psql).
+    static func execute(_ url: String, _ sql: String) async throws {
+        try await withClient(url) { try await $0.query(PostgresQuery(unsafeSQL: sql)) }
     }
 
     static func with(_ serverURL: String, _ body: (String) async throws -> Void) async throws {
         var components = try #require(URLComponents(string: serverURL))
         let name = "stowage_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())"
-        let admin = PostgresClient(
-            configuration: .init(
-                host: components.host ?? "127.0.0.1",
-                port: components.port ?? 5432,
-                username: components.user ?? "stowage",
-                password: components.password,
-                database: "postgres",
-                tls: .disable
-            ),
-            backgroundLogger: Logger(label: "test.postgres")
-        )
-        let runner = Task { await admin.run() }
-        defer { runner.cancel() }
-        try await admin.query("CREATE DATABASE \(unescaped: name)")
-        components.path = "/\(name)"
-        let result: Result<Void, any Error>
-        do {
-            try await body(try #require(components.string))
-            result = .success(())
-        } catch {
-            result = .failure(error)
+        try await withClient(serverURL, database: "postgres") { admin in
+            try await admin.query("CREATE DATABASE \(unescaped: name)")
+            components.path = "/\(name)"
+            let result: Result<Void, any Error>
+            do {
+                try await body(try #require(components.string))
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+            try await admin.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)")
+            try result.get()
         }
-        try await admin.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)")
-        try result.get()
     }
 }
 
