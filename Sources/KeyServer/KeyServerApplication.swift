@@ -28,12 +28,12 @@ public struct KeyServerApplication: Sendable {
     let service: KeyService
     let metrics = KeyServerMetrics()
     private let logger: Logger
-    /// The store this server opened itself (from a data directory), closed when serving ends.
+    /// The store this server opened itself (from a data directory), closed by ``close()``.
     private var ownedStore: (any KeyServerStore)?
 
     /// Opens a data directory made by ``KeyServerDataDirectory/initialize(at:)``: its keys, `config.json` and database
-    /// (the directory's SQLite file, or the PostgreSQL database it names, whose schema must be current). The server
-    /// closes that database when it stops serving.
+    /// (the directory's SQLite file, or the PostgreSQL database it names, whose schema must be current). Call
+    /// ``close()`` when done with the server to close that database's connections.
     ///
     /// - Parameters:
     ///   - dataDirectory: The key server's data directory.
@@ -118,6 +118,12 @@ public struct KeyServerApplication: Sendable {
         KeyServerRoutes.makeRouter(service: service, metrics: metrics)
     }
 
+    /// Closes the database connections of a server opened from a data directory (a server given its store leaves it to
+    /// the caller). Nothing is served after.
+    public func close() async {
+        await ownedStore?.close()
+    }
+
     /// Deletes the nonces that left the replay window (the server does this every 30 seconds); returns how many.
     @discardableResult
     public func forgetExpiredNonces() async -> Int {
@@ -192,11 +198,7 @@ public struct KeyServerApplication: Sendable {
         }
         // In a task of its own: the caller's task may be cancelled by now, and the store refuses work from a cancelled
         // task.
-        let ownedStore = self.ownedStore
-        await Task {
-            await service.flushRefusals(everything: true)
-            await ownedStore?.close()
-        }.value
+        await Task { await service.flushRefusals(everything: true) }.value
         if let failure { throw failure }
     }
 }

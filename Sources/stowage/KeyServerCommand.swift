@@ -209,20 +209,21 @@ struct KeyServerCommand: AsyncParsableCommand {
         var logFormat: LogFormat = .text
 
         @Option(help: "The least severe log lines written: trace, debug, info (one line per request), notice, warning, error.")
-        var logLevel: String = "info"
+        var logLevel: LogLevel = .info
 
         enum LogFormat: String, ExpressibleByArgument, CaseIterable {
             case text, json
         }
 
-        func validate() throws {
-            guard Logger.Level(rawValue: logLevel) != nil else {
-                throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-            }
+        /// swift-log's levels, as the command line spells them.
+        enum LogLevel: String, ExpressibleByArgument, CaseIterable {
+            case trace, debug, info, notice, warning, error, critical
+
+            var level: Logger.Level { Logger.Level(rawValue: rawValue)! }
         }
 
         func run() async throws {
-            let level = Logger.Level(rawValue: logLevel) ?? .info
+            let level = logLevel.level
             let format = logFormat
             LoggingSystem.bootstrap { label in
                 switch format {
@@ -244,7 +245,9 @@ struct KeyServerCommand: AsyncParsableCommand {
             }
             do {
                 try await CommandOutput.runUntilSignalled([service])
+                await server.close()
             } catch {
+                await server.close()
                 KeyServerCommand.fail(error)  // cannot bind, for example
             }
         }

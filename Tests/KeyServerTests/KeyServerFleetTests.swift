@@ -47,10 +47,11 @@ struct KeyServerFleetTests {
         #expect(ended.status == 0 && !ended.timedOut, "\(String(decoding: ended.standardError, as: UTF8.self))")
     }
 
-    static func start(_ dataDirectory: String, database: String) async throws -> Instance {
+    /// `stowage keyserver run` on an OS-assigned port, once it prints where it listens.
+    static func start(_ dataDirectory: String, database: String?, _ extra: [String] = []) async throws -> Instance {
         let process = try ProcessRunner.start(
             try StowageExecutable.url(),
-            ["keyserver", "run", "--data-dir", dataDirectory, "--database", database, "--port", "0"]
+            ["keyserver", "run", "--data-dir", dataDirectory, "--port", "0"] + (database.map { ["--database", $0] } ?? []) + extra
         )
         for _ in 0..<600 where process.isRunning {
             let output = String(decoding: try process.standardOutput(), as: UTF8.self)
@@ -163,7 +164,11 @@ struct KeyServerFleetTests {
                 let name = String(try #require(URLComponents(string: database)).path.dropFirst())
                 try await TestDatabase.execute(server, "DROP DATABASE \(name) WITH (FORCE)")
                 let gone = try await get("/readyz")
-                #expect(gone.status == 503 && gone.body.contains("database_unavailable"), "\(gone)")
+                #expect(gone == (503, #"{"status":"unavailable","error":{"code":"database_unavailable"}}"#), "\(gone)")
+                // Whoever can reach the port learns nothing of the database's address; the operator's log has it.
+                #expect(!newer.body.contains("127.0.0.1") && !gone.body.contains(name))
+                let log = String(decoding: try instance.process.standardError(), as: UTF8.self)
+                #expect(log.contains("not ready") && log.contains(name), "\(log.suffix(2000))")
                 #expect(try await get("/healthz").status == 200)
                 let metrics = try await get("/metrics")
                 // Metrics still answer, and say the database is down.
@@ -177,16 +182,9 @@ struct KeyServerFleetTests {
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
         #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory]).status == 0)
-        let process = try ProcessRunner.start(
-            try StowageExecutable.url(),
-            ["keyserver", "run", "--data-dir", dataDirectory, "--port", "0", "--log-format", "json"]
-        )
-        var port: Int?
-        for _ in 0..<600 where port == nil && process.isRunning {
-            let output = String(decoding: try process.standardOutput(), as: UTF8.self)
-            port = output.split(separator: "\n").first { $0.hasPrefix("listening on ") }.flatMap { Int($0.split(separator: ":").last ?? "") }
-            if port == nil { try await Task.sleep(for: .milliseconds(50)) }
-        }
+        let instance = try await Self.start(dataDirectory, database: nil, ["--log-format", "json"])
+        let process = instance.process
+        let port = Int(instance.baseURL.split(separator: ":").last ?? "")
         let connection = try RawConnection(port: try #require(port))
         defer { connection.close() }
         // The head, then nothing: the request is in flight when the signal comes.
@@ -312,6 +310,9 @@ struct KeyServerFleetTests {
         let absent = try await Self.keyserver(["run", "--data-dir", dataDirectory, "--database", try #require(missing.string)])
         #expect(absent.status == 1)
         #expect(absent.output.contains(#"database "no_such_database" does not exist"#), "\(absent.output)")
+        // PostgreSQL answered: the advice is about the URL, not about reaching the server.
+        #expect(absent.output.contains("check the user, password and database name"), "\(absent.output)")
+        #expect(unreachable.output.contains("accepts connections from this machine"), "\(unreachable.output)")
 
         try await TestDatabase.with(server) { database in
             let empty = try await Self.keyserver(["run", "--data-dir", dataDirectory, "--database", database])

@@ -64,11 +64,14 @@ public struct KeyServerSetupError: StowageError, Hashable {
         )
     }
 
-    static func databaseUnavailable(_ url: String, reason: String) -> Self {
-        Self(
-            .databaseUnavailable,
-            "the key server database \(url) cannot be reached: \(reason); check that PostgreSQL runs there and accepts this user"
-        )
+    /// - Parameter answeredByServer: PostgreSQL itself refused (a user, password or database it does not know), so
+    ///   the advice is about the URL rather than about reaching the server.
+    static func databaseUnavailable(_ url: String, reason: String, answeredByServer: Bool = false) -> Self {
+        let advice =
+            answeredByServer
+            ? "the server answered, so check the user, password and database name in the URL (createdb makes a database)"
+            : "check that PostgreSQL runs at that host and port and accepts connections from this machine"
+        return Self(.databaseUnavailable, "the key server database \(url) cannot be used: \(reason); \(advice)")
     }
 
     static func schemaOutdated(_ url: String, found: Int, expected: Int, newer: Bool) -> Self {

@@ -196,6 +196,9 @@ enum OperationsRoutes {
         }
         // Ready for traffic: the database answers on the schema this build uses. A balancer takes an instance out of
         // rotation on 503 without killing it.
+        // Ready for traffic: the database answers on the schema this build uses. A balancer takes an instance out of
+        // rotation on 503 without killing it. The answer gives the code only: the reason names the database's
+        // address, which is for the operator's log, not for whoever can reach this port.
         router.get("readyz") { _, context -> Response in
             do {
                 try await service.store.checkReady()
@@ -203,13 +206,8 @@ enum OperationsRoutes {
             } catch {
                 let problem = error as? KeyServerSetupError
                 context.logger.warning("not ready", metadata: ["error": "\(problem?.message ?? String(describing: error))"])
-                let body = try JSONEncoder().encode(
-                    NotReady(
-                        status: "unavailable",
-                        error: .init(code: problem?.code ?? "database_unavailable", message: problem?.message ?? "\(error)")
-                    )
-                )
-                return Self.json(.serviceUnavailable, String(decoding: body, as: UTF8.self))
+                let code = problem?.code ?? KeyServerSetupError.Code.databaseUnavailable.rawValue
+                return Self.json(.serviceUnavailable, #"{"status":"unavailable","error":{"code":"\#(code)"}}"#)
             }
         }
         router.get("metrics") { _, _ -> Response in
@@ -220,16 +218,6 @@ enum OperationsRoutes {
                 body: .init(byteBuffer: ByteBuffer(bytes: body))
             )
         }
-    }
-
-    private struct NotReady: Encodable {
-        struct Problem: Encodable {
-            var code: String
-            var message: String
-        }
-
-        var status: String
-        var error: Problem
     }
 
     private static func json(_ status: HTTPResponse.Status, _ body: String) -> Response {

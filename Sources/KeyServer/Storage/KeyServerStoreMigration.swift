@@ -147,15 +147,21 @@ extension PostgresKeyServerStore {
                     }
                     counts.append((table.name, copied))
                 }
-                // A sample of keys (first, last and a spread between) must open to the same bytes from both sides.
-                let keys = try await connection.query(
-                    "SELECT asset_id, key_id, nonce, sealed_key FROM content_key ORDER BY asset_id, key_id",
+                // A sample of keys (first, last and a spread between) must open to the same bytes from both sides;
+                // chosen by the server so only the sample comes over.
+                let total = counts.first { $0.table == "content_key" }?.rows ?? 0
+                let step = max(1, total / 16)
+                let sample = try await connection.query(
+                    """
+                    SELECT asset_id, key_id, nonce, sealed_key FROM (
+                        SELECT *, row_number() OVER (ORDER BY asset_id, key_id) - 1 AS position FROM content_key) numbered
+                    WHERE position % \(step) = 0 OR position = \(total - 1)
+                    """,
                     logger: logger
                 ).collect()
-                let step = max(1, keys.count / 16)
                 var compared = 0
-                for index in Set(Array(stride(from: 0, to: keys.count, by: step)) + (keys.isEmpty ? [] : [keys.count - 1])).sorted() {
-                    let (assetID, keyID, nonce, sealed) = try keys[index].decode((String, String, ByteBuffer, ByteBuffer).self)
+                for row in sample {
+                    let (assetID, keyID, nonce, sealed) = try row.decode((String, String, ByteBuffer, ByteBuffer).self)
                     let copiedRecord = ContentKeyRecord(assetID: assetID, keyID: keyID, nonce: Array(buffer: nonce), sealedKey: Array(buffer: sealed))
                     let original = try await source.contentKeys(assetID: assetID, keyIDs: [keyID]).first
                     guard let original, let expected = try? sealer.open(original), let found = try? sealer.open(copiedRecord), expected == found

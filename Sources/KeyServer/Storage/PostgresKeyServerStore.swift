@@ -149,7 +149,11 @@ public final class PostgresKeyServerStore: KeyServerStore {
             )
             try? await connection.close()
         } catch {
-            throw KeyServerSetupError.databaseUnavailable(displayURL, reason: Self.describe(error))
+            throw KeyServerSetupError.databaseUnavailable(
+                displayURL,
+                reason: Self.describe(error),
+                answeredByServer: (error as? PSQLError)?.serverInfo != nil
+            )
         }
     }
 
