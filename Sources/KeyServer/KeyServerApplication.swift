@@ -45,7 +45,7 @@ public struct KeyServerApplication: Sendable {
         // The configuration and keys first: they say "not initialized" when the directory is not a key server's.
         let configuration = try dataDirectory.loadConfiguration()
         let signingKey = try dataDirectory.loadSigningKey()
-        let masterKey = try dataDirectory.loadMasterKey()
+        let masterKeys = try MasterKeyRing(directory: dataDirectory)
         let tokenSecret = try dataDirectory.loadTokenSecret()
         let store = try await dataDirectory.connect()
         do {
@@ -53,7 +53,7 @@ public struct KeyServerApplication: Sendable {
                 store: store,
                 configuration: configuration,
                 signingKey: signingKey,
-                masterKey: masterKey,
+                masterKeys: masterKeys,
                 tokenSecret: tokenSecret,
                 clock: clock,
                 logger: logger
@@ -85,22 +85,42 @@ public struct KeyServerApplication: Sendable {
         clock: KeyServerClock = .system,
         logger: Logger? = nil
     ) async throws {
+        let masterKeys: MasterKeyRing
+        do {
+            masterKeys = try MasterKeyRing(keys: [masterKey])
+        } catch {
+            throw KeyServerSetupError.invalidKeyFile(KeyServerDataDirectory.masterKeyFile, "the master key must be 32 bytes")
+        }
+        try await self.init(
+            store: store,
+            configuration: configuration,
+            signingKey: signingKey,
+            masterKeys: masterKeys,
+            tokenSecret: tokenSecret,
+            clock: clock,
+            logger: logger
+        )
+    }
+
+    private init(
+        store: any KeyServerStore,
+        configuration: KeyServerConfiguration,
+        signingKey: Ed25519.PrivateKey,
+        masterKeys: MasterKeyRing,
+        tokenSecret: SecretBytes,
+        clock: KeyServerClock,
+        logger: Logger?
+    ) async throws {
         try configuration.validate()
         var fallback = Logger(label: "stowage.keyserver")
         fallback.logLevel = .warning
         let logger = logger ?? fallback
-        let sealer: ContentKeySealer
-        do {
-            sealer = try ContentKeySealer(masterKey: masterKey)
-        } catch {
-            throw KeyServerSetupError.invalidKeyFile(KeyServerDataDirectory.masterKeyFile, "the master key must be 32 bytes")
-        }
         self.logger = logger
         self.service = KeyService(
             store: CachingKeyServerStore(store, clock: clock),
             configuration: configuration,
             signingKey: signingKey,
-            sealer: sealer,
+            masterKeys: masterKeys,
             entitlement: await EntitlementVerifier(secret: tokenSecret, configuration: configuration),
             rateLimiter: RequestRateLimiter(configuration.rateLimit),
             sourceLimiter: RequestRateLimiter(configuration.sourceRateLimit),

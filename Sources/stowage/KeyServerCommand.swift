@@ -21,7 +21,7 @@ struct KeyServerCommand: AsyncParsableCommand {
               stowage keyserver run --data-dir /srv/keys --database postgres://stowage@db.internal/keys --host 0.0.0.0
             Documentation: docs/key-server.md.
             """,
-        subcommands: [Initialize.self, AddAsset.self, Token.self, Run.self, Migrate.self]
+        subcommands: [Initialize.self, AddAsset.self, Token.self, Run.self, Migrate.self, RotateMasterKey.self]
     )
 
     /// Where a command finds the server: its data directory, and the PostgreSQL database when one is named.
@@ -176,6 +176,61 @@ struct KeyServerCommand: AsyncParsableCommand {
                 for (table, rows) in report.counts { print("\(table): \(rows) rows") }
                 print("verified: row counts equal, \(report.keysCompared) content keys open the same from both")
                 print("next: stowage keyserver run --data-dir \(from) --database URL")
+            } catch {
+                KeyServerCommand.fail(error)
+            }
+        }
+    }
+
+    /// `stowage keyserver rotate-master-key [--prepare] --data-dir DIR [--database URL]`
+    struct RotateMasterKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-master-key",
+            abstract: "Re-seal every content key under a new master key, in batches, while servers keep serving.",
+            discussion: """
+                Creates master-key.next (unless --prepare made it), re-seals every content key under it in batches of
+                --batch-size rows, then keeps master-key as master-key.old, renames master-key.next over master-key,
+                re-seals what was added meanwhile and deletes master-key.old. Running servers open keys sealed under
+                any of the three files and read them again when they change, so none needs a restart. Killed part-way,
+                every key still opens; run it again to carry on.
+                With --database (a fleet), run --prepare first and copy master-key.next into every instance's data
+                directory, then rotate; afterwards copy the new master-key to every instance.
+                Example:
+                  stowage keyserver rotate-master-key --data-dir /tmp/keys
+                  stowage keyserver rotate-master-key --prepare --data-dir /srv/keys --database postgres://stowage@db.internal/keys
+                """
+        )
+
+        @Flag(help: "Only create master-key.next, to copy to every instance of a fleet before rotating.")
+        var prepare = false
+
+        @Option(help: "Rows re-sealed per transaction.")
+        var batchSize = 1_000
+
+        @OptionGroup var location: Location
+
+        func validate() throws {
+            guard batchSize > 0, batchSize <= 100_000 else { throw ValidationError("--batch-size must be between 1 and 100000") }
+        }
+
+        func run() async throws {
+            let directory = location.directory
+            do {
+                if prepare {
+                    let created = try directory.prepareMasterKeyRotation()
+                    let file = directory.path(of: KeyServerDataDirectory.nextMasterKeyFile)
+                    print(created ? "created \(file)" : "\(file) already exists; kept")
+                    print("next: copy it (mode 0600) into the data directory of every instance, then run rotate-master-key without --prepare")
+                    return
+                }
+                let report = try await directory.rotateMasterKey(batchSize: batchSize)
+                if report.finishedEarlierRotation {
+                    print("finished the rotation an earlier run left: \(report.resealedInFinalPass) of \(report.keys) content keys re-sealed")
+                } else {
+                    print("re-sealed \(report.resealed + report.resealedInFinalPass) of \(report.keys) content keys under the new master key")
+                }
+                print("\(directory.path(of: KeyServerDataDirectory.masterKeyFile)) is the new master key; master-key.old was deleted")
+                if directory.database != nil { print("next: copy master-key into the data directory of every instance") }
             } catch {
                 KeyServerCommand.fail(error)
             }

@@ -139,6 +139,50 @@ struct KeyServerFleetTests {
         }
     }
 
+    @Test("rotate-master-key for a fleet: refused until prepared, then a running instance of another directory keeps serving")
+    func masterKeyRotationAcrossTheFleet() async throws {
+        guard let server = StoreKind.postgresURL else { return }
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
+        let otherDirectory = dataDirectory + "-other"
+        defer {
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+            try? FileManager.default.removeItem(atPath: otherDirectory)
+        }
+        try await TestDatabase.with(server) { database in
+            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            let keyID = KeyServerFixture.movieKeyIDs[0]
+            let added = try await Self.keyserver(
+                [
+                    "add-asset", "movie-1", "--key-id", keyID, "--key", KeyServerFixture.movieKeys[0], "--data-dir", dataDirectory, "--database",
+                    database,
+                ]
+            )
+            #expect(added.status == 0, "\(added.output)")
+            // The other instance's copy of the directory, deployed before the rotation.
+            try FileManager.default.copyItem(atPath: dataDirectory, toPath: otherDirectory)
+            let instance = try await Self.start(otherDirectory, database: database)
+
+            let unprepared = try await Self.keyserver(["rotate-master-key", "--data-dir", dataDirectory, "--database", database])
+            #expect(unprepared.status == 1 && unprepared.output.contains("rotation_not_prepared"), "\(unprepared.output)")
+            let prepared = try await Self.keyserver(["rotate-master-key", "--prepare", "--data-dir", dataDirectory, "--database", database])
+            #expect(prepared.status == 0 && prepared.output.contains("created "), "\(prepared.output)")
+            try FileManager.default.copyItem(atPath: dataDirectory + "/master-key.next", toPath: otherDirectory + "/master-key.next")
+            let rotated = try await Self.keyserver(["rotate-master-key", "--data-dir", dataDirectory, "--database", database, "--batch-size", "1"])
+            #expect(rotated.status == 0 && rotated.output.contains("re-sealed 1 of 1 content keys"), "\(rotated.output)")
+            #expect(!FileManager.default.fileExists(atPath: dataDirectory + "/master-key.next"))
+
+            try await Self.serving(instance) { http in
+                let client = LiveClient(http: http, baseURL: instance.baseURL)
+                let token = try await KeyServerDataDirectory(path: dataDirectory).makeToken(subject: "alice", assets: ["movie-1"], ttl: 3_600)
+                let device = try TestDevice()
+                let reply = try await client.requestKeys(try device.keyRequest(asset: "movie-1", keyIDs: [keyID]), token: token)
+                #expect(reply.status == 200, "\(reply.status) \(reply.errorCode ?? "")")
+                let payload = try PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: try await client.serverKey())
+                #expect(try device.unwrapKeys(of: payload)[keyID] == SecretBytes(Hex.decode(KeyServerFixture.movieKeys[0])!))
+            }
+        }
+    }
+
     @Test("readyz follows the database (ready, schema_outdated, database_unavailable) while healthz stays up")
     func readinessFollowsTheDatabase() async throws {
         guard let server = StoreKind.postgresURL else { return }

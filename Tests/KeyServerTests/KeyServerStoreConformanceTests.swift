@@ -254,6 +254,37 @@ struct KeyServerStoreConformanceTests {
     }
 
     @Test(arguments: StoreKind.allCases)
+    func sealedKeysPageInKeyOrderAndAreReplacedOnlyWhereUnchanged(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            func record(_ asset: String, _ key: String, _ byte: UInt8) -> ContentKeyRecord {
+                ContentKeyRecord(
+                    assetID: asset,
+                    keyID: key,
+                    nonce: [UInt8](repeating: byte, count: 12),
+                    sealedKey: [UInt8](repeating: byte, count: 32)
+                )
+            }
+            try await store.saveAsset(AssetRecord(id: "b", policy: "default", createdAt: 0), keys: [record("b", "k2", 1), record("b", "k1", 2)])
+            try await store.saveAsset(AssetRecord(id: "a", policy: "default", createdAt: 0), keys: [record("a", "k9", 3)])
+            let first = try await store.contentKeys(after: nil, limit: 2)
+            #expect(first.map { "\($0.assetID)/\($0.keyID)" } == ["a/k9", "b/k1"])
+            let rest = try await store.contentKeys(after: ContentKeyPosition(after: first[1]), limit: 2)
+            #expect(rest == [record("b", "k2", 1)])
+            #expect(try await store.contentKeys(after: ContentKeyPosition(after: rest[0]), limit: 2).isEmpty)
+
+            // One change applies; one whose row changed since it was read (a stale old value) is left alone.
+            let changed = try await store.replaceSealedKeys([
+                SealedKeyChange(old: record("a", "k9", 3), new: record("a", "k9", 4)),
+                SealedKeyChange(old: record("b", "k1", 9), new: record("b", "k1", 5)),
+            ])
+            #expect(changed == 1)
+            let after = try await store.contentKeys(after: nil, limit: 10)
+            #expect(after == [record("a", "k9", 4), record("b", "k1", 2), record("b", "k2", 1)])
+            #expect(try await store.replaceSealedKeys([]) == 0)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
     func streamLimitAndIdentityStreamsReuseTheOpenLease(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             func stream(_ id: String, device: String, nonce: RequestNonce?, now: Int64) async throws -> LeaseSaveResult {

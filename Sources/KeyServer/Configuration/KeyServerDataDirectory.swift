@@ -9,6 +9,7 @@ public import StowageCrypto
 /// |---|---|
 /// | `signing-key.ed25519` | the Ed25519 seed that signs lease payloads: 32 raw bytes, mode 0600 |
 /// | `master-key` | the key content keys are sealed under at rest: 32 raw bytes, mode 0600 |
+/// | `master-key.next`, `master-key.old` | while a master key rotation runs: the new key, then the replaced one |
 /// | `token-secret` | the HS256 key of entitlement tokens (its exact bytes), mode 0600 |
 /// | `config.json` | policies, the default policy, rate limits (docs/key-server.md) |
 /// | `keyserver.sqlite` | assets and sealed keys, devices, leases, nonces, audit log (WAL) |
@@ -21,6 +22,12 @@ public import StowageCrypto
 public struct KeyServerDataDirectory: Sendable {
     public static let signingKeyFile = "signing-key.ed25519"
     public static let masterKeyFile = "master-key"
+    /// The key a master key rotation re-seals under; it becomes `master-key` when every row is re-sealed.
+    public static let nextMasterKeyFile = "master-key.next"
+    /// The key a rotation replaced, kept until its final pass finds no row sealed under it.
+    public static let oldMasterKeyFile = "master-key.old"
+    /// The master key files, the one that seals first.
+    static let masterKeyFiles = [masterKeyFile, nextMasterKeyFile, oldMasterKeyFile]
     public static let tokenSecretFile = "token-secret"
     public static let configurationFile = "config.json"
     public static let databaseFile = "keyserver.sqlite"
@@ -147,6 +154,19 @@ public struct KeyServerDataDirectory: Sendable {
         try SecretFile.read(path(of: Self.masterKeyFile), byteCount: 32, directory: path)
     }
 
+    /// `master-key`, then `master-key.next` and `master-key.old` when they exist (a rotation under way).
+    func loadMasterKeys() throws -> [(file: String, key: SecretBytes)] {
+        var keys = [(Self.masterKeyFile, try loadMasterKey())]
+        for file in [Self.nextMasterKeyFile, Self.oldMasterKeyFile] {
+            do {
+                keys.append((file, try SecretFile.read(path(of: file), byteCount: 32, directory: path)))
+            } catch let error as KeyServerSetupError where error.kind == .notInitialized {
+                continue  // not there: no rotation under way (or it was renamed away while being read)
+            }
+        }
+        return keys
+    }
+
     func loadTokenSecret() throws -> SecretBytes {
         try SecretFile.read(path(of: Self.tokenSecretFile), directory: path)
     }
@@ -213,20 +233,23 @@ public struct KeyServerDataDirectory: Sendable {
         if let policy, configuration.policies[policy] == nil {
             throw KeyServerSetupError.unknownPolicy(policy, known: Array(configuration.policies.keys))
         }
-        let sealer = try ContentKeySealer(masterKey: loadMasterKey())
-        try await withStore { store in
-            let existing = try await store.asset(id: id)
-            if let stored = try await store.contentKeys(assetID: id, keyIDs: [keyID]).first {
-                guard (try? sealer.open(stored)) == key else {
-                    throw KeyServerSetupError(.keyConflict, "asset \(id) already has a different key \(keyID); choose a new key ID")
+        // Sealed under master-key while a rotation cannot replace it; one under way opens the stored keys with any key.
+        try await withSealingLock(exclusive: false) {
+            let keys = try MasterKeyRing(directory: self)
+            try await withStore { store in
+                let existing = try await store.asset(id: id)
+                if let stored = try await store.contentKeys(assetID: id, keyIDs: [keyID]).first {
+                    guard (try? keys.open(stored)) == key else {
+                        throw KeyServerSetupError(.keyConflict, "asset \(id) already has a different key \(keyID); choose a new key ID")
+                    }
                 }
+                let asset = AssetRecord(
+                    id: id,
+                    policy: policy ?? existing?.policy ?? configuration.defaultPolicy,
+                    createdAt: existing?.createdAt ?? clock.now
+                )
+                try await store.saveAsset(asset, keys: [keys.current.seal(key, assetID: id, keyID: keyID)])
             }
-            let asset = AssetRecord(
-                id: id,
-                policy: policy ?? existing?.policy ?? configuration.defaultPolicy,
-                createdAt: existing?.createdAt ?? clock.now
-            )
-            try await store.saveAsset(asset, keys: [sealer.seal(key, assetID: id, keyID: keyID)])
         }
     }
 

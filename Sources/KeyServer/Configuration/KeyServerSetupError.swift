@@ -29,6 +29,10 @@ public struct KeyServerSetupError: StowageError, Hashable {
         case schemaOutdated = "schema_outdated"
         case databaseNotEmpty = "database_not_empty"
         case migrationMismatch = "migration_mismatch"
+        case rotationNotPrepared = "rotation_not_prepared"
+        case rotationInProgress = "rotation_in_progress"
+        case rotationIncomplete = "rotation_incomplete"
+        case sealedKeyUnreadable = "sealed_key_unreadable"
     }
 
     /// The kind of problem; ``code`` is its snake_case form.
@@ -84,6 +88,13 @@ public struct KeyServerSetupError: StowageError, Hashable {
         return Self(
             .schemaOutdated,
             "the key server database \(url) has schema version \(found) where this build needs \(expected); run `stowage keyserver init --database URL` to migrate it"
+        )
+    }
+
+    static func rotationNotPrepared(_ path: String, database: String) -> Self {
+        Self(
+            .rotationNotPrepared,
+            "the key server's state is in \(database), so other instances will need the new master key before any content key is sealed under it: run `stowage keyserver rotate-master-key --prepare --data-dir \(path)`, copy \(path)/master-key.next (mode 0600) into the data directory of every instance (running ones read it without a restart), then run this command again"
         )
     }
 

@@ -5,7 +5,7 @@ import StowageCrypto
 /// The sealing key is derived from the master key with HKDF, so the master key itself never keys a cipher; each content
 /// key gets a random 12-byte nonce, and the asset ID and key ID are the associated data, so a sealed key moved to another
 /// row of the table no longer opens.
-struct ContentKeySealer: Sendable {
+struct ContentKeySealer: Sendable, Equatable {
     private static let info = Array("stowage-keyserver content-key sealing v1".utf8)
     private let key: SecretBytes
 
@@ -13,6 +13,11 @@ struct ContentKeySealer: Sendable {
     init(masterKey: SecretBytes) throws {
         guard masterKey.count == 32 else { throw CryptoError.invalidKeyLength }
         key = try HKDF.deriveKey(inputKeyMaterial: masterKey, salt: [], info: Self.info, outputByteCount: 32)
+    }
+
+    /// Whether `record` opens under this key.
+    func opens(_ record: ContentKeyRecord) -> Bool {
+        (try? open(record)) != nil
     }
 
     func seal(_ contentKey: SecretBytes, assetID: String, keyID: String) throws -> ContentKeyRecord {

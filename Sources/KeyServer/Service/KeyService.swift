@@ -21,7 +21,7 @@ struct KeyService: Sendable {
     let store: any KeyServerStore
     let configuration: KeyServerConfiguration
     let signingKey: Ed25519.PrivateKey
-    let sealer: ContentKeySealer
+    let masterKeys: MasterKeyRing
     let entitlement: EntitlementVerifier
     /// Per account and per device, after verification.
     let rateLimiter: RequestRateLimiter
@@ -450,7 +450,7 @@ struct KeyService: Sendable {
         let byID = Dictionary(records.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
         return try keyIDs.map { keyID in
             guard let record = byID[keyID] else { throw KeyServerError(.unknownKey, "asset \(asset.id) has no key \(keyID)") }
-            return (keyID, try sealer.open(record))
+            return (keyID, try masterKeys.open(record))
         }
     }
 

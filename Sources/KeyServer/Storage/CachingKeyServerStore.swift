@@ -66,6 +66,18 @@ final class CachingKeyServerStore: KeyServerStore {
         return found + fetched
     }
 
+    func contentKeys(after position: ContentKeyPosition?, limit: Int) async throws -> [ContentKeyRecord] {
+        try await base.contentKeys(after: position, limit: limit)
+    }
+
+    func replaceSealedKeys(_ changes: [SealedKeyChange]) async throws -> Int {
+        let changed = try await base.replaceSealedKeys(changes)
+        cache.withLock { cache in
+            for change in changes { cache.keys[KeyPath(assetID: change.old.assetID, keyID: change.old.keyID)] = nil }
+        }
+        return changed
+    }
+
     func registerDevice(_ device: DeviceRecord) async throws -> DeviceRecord {
         let registered = try await base.registerDevice(device)
         remember(registered)

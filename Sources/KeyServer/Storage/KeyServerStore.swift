@@ -14,6 +14,12 @@ public protocol KeyServerStore: Sendable {
     func asset(id: String) async throws -> AssetRecord?
     /// The stored keys of `assetID` among `keyIDs` (missing ones are left out).
     func contentKeys(assetID: String, keyIDs: [String]) async throws -> [ContentKeyRecord]
+    /// Up to `limit` stored keys in (asset ID, key ID) order, after `position` when given: every key, page by page, for
+    /// a master key rotation.
+    func contentKeys(after position: ContentKeyPosition?, limit: Int) async throws -> [ContentKeyRecord]
+    /// Writes each change's new nonce and sealed key where its row still holds the old ones (a row changed since it
+    /// was read is left alone), in one transaction; returns how many rows changed.
+    func replaceSealedKeys(_ changes: [SealedKeyChange]) async throws -> Int
 
     /// Registers a device on first sight and returns the registered record: the one passed in, or the one stored
     /// earlier (whose keys win, so the caller compares them).
@@ -152,6 +158,34 @@ public enum FirstPlayResult: Sendable, Hashable {
     case replayed
     /// No lease with that ID held by that device.
     case unknownLease
+}
+
+/// Where a page of ``KeyServerStore/contentKeys(after:limit:)`` starts: after this asset's key.
+public struct ContentKeyPosition: Sendable, Hashable {
+    public var assetID: String
+    public var keyID: String
+
+    public init(assetID: String, keyID: String) {
+        self.assetID = assetID
+        self.keyID = keyID
+    }
+
+    /// The position of `record`, to continue after it.
+    public init(after record: ContentKeyRecord) {
+        self.init(assetID: record.assetID, keyID: record.keyID)
+    }
+}
+
+/// A content key re-sealed: the row as read, and the same key sealed anew (same asset ID and key ID).
+public struct SealedKeyChange: Sendable, Hashable {
+    public var old: ContentKeyRecord
+    public var new: ContentKeyRecord
+
+    public init(old: ContentKeyRecord, new: ContentKeyRecord) {
+        precondition(old.assetID == new.assetID && old.keyID == new.keyID, "a re-sealed key stays in its row")
+        self.old = old
+        self.new = new
+    }
 }
 
 /// An asset known to the key server.

@@ -65,12 +65,12 @@ public enum KeyServerStoreMigration {
     public static func copy(from dataDirectory: KeyServerDataDirectory, to url: String) async throws -> Report {
         let sqlitePath = dataDirectory.path(of: KeyServerDataDirectory.databaseFile)
         guard FileManager.default.fileExists(atPath: sqlitePath) else { throw KeyServerSetupError.notInitialized(dataDirectory.path) }
-        let sealer = try ContentKeySealer(masterKey: dataDirectory.loadMasterKey())
+        let keys = try MasterKeyRing(directory: dataDirectory)
         let source = try SQLiteKeyServerStore(path: sqlitePath)
         let target = try PostgresKeyServerStore(url: url, operationTimeout: .seconds(3_600))
         do {
             try await target.migrate()
-            let report = try await target.copyIn(from: source, sealer: sealer)
+            let report = try await target.copyIn(from: source, keys: keys)
             await target.close()
             return report
         } catch {
@@ -102,7 +102,7 @@ extension SQLiteKeyServerStore {
 }
 
 extension PostgresKeyServerStore {
-    func copyIn(from source: SQLiteKeyServerStore, sealer: ContentKeySealer) async throws -> KeyServerStoreMigration.Report {
+    func copyIn(from source: SQLiteKeyServerStore, keys: MasterKeyRing) async throws -> KeyServerStoreMigration.Report {
         try await reachable { [self] in
             try await client.withTransaction(logger: logger) { connection in
                 let existing =
@@ -164,7 +164,7 @@ extension PostgresKeyServerStore {
                     let (assetID, keyID, nonce, sealed) = try row.decode((String, String, ByteBuffer, ByteBuffer).self)
                     let copiedRecord = ContentKeyRecord(assetID: assetID, keyID: keyID, nonce: Array(buffer: nonce), sealedKey: Array(buffer: sealed))
                     let original = try await source.contentKeys(assetID: assetID, keyIDs: [keyID]).first
-                    guard let original, let expected = try? sealer.open(original), let found = try? sealer.open(copiedRecord), expected == found
+                    guard let original, let expected = try? keys.open(original), let found = try? keys.open(copiedRecord), expected == found
                     else {
                         throw KeyServerSetupError(
                             .migrationMismatch,

@@ -73,6 +73,11 @@ public final class PostgresKeyServerStore: KeyServerStore {
 
     deinit { runner.cancel() }
 
+    /// `url` with any password removed, for messages.
+    static func redacted(_ url: String) -> String {
+        (try? configuration(from: url).display) ?? "the PostgreSQL database"
+    }
+
     /// Closes the pool's connections.
     public func close() async {
         runner.cancel()
@@ -393,6 +398,52 @@ public final class PostgresKeyServerStore: KeyServerStore {
                     nonce: Array(nonce.readableBytesView),
                     sealedKey: Array(sealed.readableBytesView)
                 )
+            }
+        }
+    }
+
+    public func contentKeys(after position: ContentKeyPosition?, limit: Int) async throws -> [ContentKeyRecord] {
+        try await reachable { [self] in
+            let rows =
+                if let position {
+                    try await client.query(
+                        """
+                        SELECT asset_id, key_id, nonce, sealed_key FROM content_key
+                        WHERE (asset_id, key_id) > (\(position.assetID), \(position.keyID)) ORDER BY asset_id, key_id LIMIT \(limit)
+                        """,
+                        logger: logger
+                    ).collect()
+                } else {
+                    try await client.query(
+                        "SELECT asset_id, key_id, nonce, sealed_key FROM content_key ORDER BY asset_id, key_id LIMIT \(limit)",
+                        logger: logger
+                    ).collect()
+                }
+            return try rows.map { row in
+                let (assetID, keyID, nonce, sealed) = try row.decode((String, String, ByteBuffer, ByteBuffer).self)
+                return ContentKeyRecord(assetID: assetID, keyID: keyID, nonce: Array(buffer: nonce), sealedKey: Array(buffer: sealed))
+            }
+        }
+    }
+
+    public func replaceSealedKeys(_ changes: [SealedKeyChange]) async throws -> Int {
+        guard !changes.isEmpty else { return 0 }
+        return try await reachable { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                var changed = 0
+                for change in changes {
+                    let rows = try await connection.query(
+                        """
+                        UPDATE content_key SET nonce = \(ByteBuffer(bytes: change.new.nonce)), sealed_key = \(ByteBuffer(bytes: change.new.sealedKey))
+                        WHERE asset_id = \(change.old.assetID) AND key_id = \(change.old.keyID)
+                          AND nonce = \(ByteBuffer(bytes: change.old.nonce)) AND sealed_key = \(ByteBuffer(bytes: change.old.sealedKey))
+                        RETURNING key_id
+                        """,
+                        logger: logger
+                    ).collect()
+                    changed += rows.count
+                }
+                return changed
             }
         }
     }

@@ -151,6 +151,57 @@ public struct SQLiteKeyServerStore: KeyServerStore {
         }
     }
 
+    public func contentKeys(after position: ContentKeyPosition?, limit: Int) async throws -> [ContentKeyRecord] {
+        try await pool.read { db in
+            let rows =
+                if let position {
+                    try Row.fetchAll(
+                        db.cachedStatement(
+                            sql: """
+                                SELECT asset_id, key_id, nonce, sealed_key FROM content_key WHERE (asset_id, key_id) > (?, ?)
+                                ORDER BY asset_id, key_id LIMIT ?
+                                """
+                        ),
+                        arguments: [position.assetID, position.keyID, limit]
+                    )
+                } else {
+                    try Row.fetchAll(
+                        db.cachedStatement(sql: "SELECT asset_id, key_id, nonce, sealed_key FROM content_key ORDER BY asset_id, key_id LIMIT ?"),
+                        arguments: [limit]
+                    )
+                }
+            return rows.map { row in
+                ContentKeyRecord(
+                    assetID: row["asset_id"],
+                    keyID: row["key_id"],
+                    nonce: [UInt8](row["nonce"] as Data),
+                    sealedKey: [UInt8](row["sealed_key"] as Data)
+                )
+            }
+        }
+    }
+
+    public func replaceSealedKeys(_ changes: [SealedKeyChange]) async throws -> Int {
+        guard !changes.isEmpty else { return 0 }
+        return try await pool.write { db in
+            var changed = 0
+            for change in changes {
+                try db.execute(
+                    sql: """
+                        UPDATE content_key SET nonce = ?, sealed_key = ?
+                        WHERE asset_id = ? AND key_id = ? AND nonce = ? AND sealed_key = ?
+                        """,
+                    arguments: [
+                        Data(change.new.nonce), Data(change.new.sealedKey), change.old.assetID, change.old.keyID, Data(change.old.nonce),
+                        Data(change.old.sealedKey),
+                    ]
+                )
+                changed += db.changesCount
+            }
+            return changed
+        }
+    }
+
     // MARK: Devices
 
     public func registerDevice(_ device: DeviceRecord) async throws -> DeviceRecord {
