@@ -56,13 +56,20 @@ public final class ChildProcess: Sendable {
         var waiters: [CheckedContinuation<Termination, Never>] = []
     }
 
-    private init(processIdentifier: Int32) {
+    /// Whether the child's whole process group is killed when the child exits (``launch``'s `endsProcessGroupOnExit`).
+    private let endsProcessGroupOnExit: Bool
+
+    private init(processIdentifier: Int32, endsProcessGroupOnExit: Bool) {
         self.processIdentifier = processIdentifier
+        self.endsProcessGroupOnExit = endsProcessGroupOnExit
     }
 
     /// Starts `executable` (a path; use `/usr/bin/env` to look a program up on `PATH`) with `arguments`.
     ///
-    /// - Parameter environment: the child's whole environment; nil passes Stowage's own.
+    /// - Parameters:
+    ///   - environment: the child's whole environment; nil passes Stowage's own.
+    ///   - endsProcessGroupOnExit: when the child exits, SIGKILL what is left of its process group (what a shell line
+    ///     left in the background, holding the child's output pipe open).
     /// - Throws: ``ChildProcessError`` when the program cannot be started (missing, not executable).
     public static func launch(
         _ executable: String,
@@ -70,7 +77,8 @@ public final class ChildProcess: Sendable {
         environment: [String: String]? = nil,
         standardInput: Stream = .null,
         standardOutput: Stream = .inherit,
-        standardError: Stream = .inherit
+        standardError: Stream = .inherit,
+        endsProcessGroupOnExit: Bool = false
     ) throws(ChildProcessError) -> ChildProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -122,7 +130,7 @@ public final class ChildProcess: Sendable {
             }
         }
         guard result == 0 else { throw ChildProcessError(executable: executable, errorNumber: result) }
-        let child = ChildProcess(processIdentifier: pid)
+        let child = ChildProcess(processIdentifier: pid, endsProcessGroupOnExit: endsProcessGroupOnExit)
         child.startReaper()
         return child
     }
@@ -138,6 +146,14 @@ public final class ChildProcess: Sendable {
     public func send(_ signal: Int32) {
         state.withLock { state in
             if state.termination == nil { _ = kill(processIdentifier, signal) }
+        }
+    }
+
+    /// Sends `signal` to the child's process group (its own, made at launch): the child and whatever it started, such as
+    /// the commands of a shell line. Only while the child has not exited, so the group is still the child's.
+    public func sendToProcessGroup(_ signal: Int32) {
+        state.withLock { state in
+            if state.termination == nil { _ = kill(-processIdentifier, signal) }
         }
     }
 
@@ -188,6 +204,8 @@ public final class ChildProcess: Sendable {
             ? .exited(information._sifields._sigchld.si_status) : .signalled(information._sifields._sigchld.si_status)
         let waiters = state.withLock { state in
             state.termination = ended
+            // The exited child still holds its identifier, and with it the group's: what it left running goes too.
+            if endsProcessGroupOnExit { _ = kill(-processIdentifier, SIGKILL) }
             var status: Int32 = 0
             while waitpid(processIdentifier, &status, 0) < 0, errno == EINTR {}
             defer { state.waiters = [] }

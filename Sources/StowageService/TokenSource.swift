@@ -9,6 +9,8 @@ import StowageLibrary
 struct TokenSource: Sendable {
     let library: OfflineLibrary
     let command: String?
+    /// How long the command may run; then it and everything it started are killed and no token is given.
+    var timeout: Duration = .seconds(30)
 
     func token(for lease: StoredLease) async -> String? {
         if let command { return await run(command, lease) }
@@ -20,6 +22,11 @@ struct TokenSource: Sendable {
         environment["STOWAGE_ASSET_ID"] = lease.assetId
         environment["STOWAGE_LEASE_ID"] = lease.leaseId
         environment["STOWAGE_KEY_SERVER"] = lease.keyServer
+        return await Self.firstLine(of: command, environment: environment, timeout: timeout)
+    }
+
+    /// The first line `command` (run by `/bin/sh -c`) writes, if it exits 0 within `timeout`; nil otherwise.
+    static func firstLine(of command: String, environment: [String: String], timeout: Duration) async -> String? {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { return nil }
         // Children started elsewhere close every inherited descriptor anyway (ChildProcess); this is for exec.
@@ -31,7 +38,9 @@ struct TokenSource: Sendable {
                 ["-c", command],
                 environment: environment,
                 standardOutput: .descriptor(ends[1]),
-                standardError: .null
+                standardError: .null,
+                // What the line leaves in the background would hold the pipe open, and the read with it.
+                endsProcessGroupOnExit: true
             )
         } catch {
             close(ends[0])
@@ -39,12 +48,12 @@ struct TokenSource: Sendable {
             return nil
         }
         close(ends[1])
-        // A token is a line; a command that writes more than 64 KiB or runs past 30 s is not giving one.
+        // A token is a line; a command that writes more than 64 KiB or runs past the timeout is not giving one.
         let reader = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
         let output = Task.detached { reader.readData(ofLength: 64 << 10) }
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(30))
-            child.send(SIGKILL)
+        let watchdog = Task { [timeout] in
+            try await Task.sleep(for: timeout)
+            child.sendToProcessGroup(SIGKILL)  // the shell and what it runs (`sleep 60; echo token`)
         }
         let ended = await child.waitForExit()
         watchdog.cancel()

@@ -82,4 +82,64 @@ struct ChildProcessTests {
             #expect(error.message.contains("/nonexistent/player") && error.message.contains("No such file"))
         }
     }
+
+    /// Whether `pid` is alive: present and not a zombie (a killed orphan may stay a zombie where PID 1 does not reap).
+    static func isAlive(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return !stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+    }
+
+    /// Polls (up to 5 s) until `pid` is gone.
+    static func waitUntilGone(_ pid: Int32) async throws -> Bool {
+        for _ in 0..<100 {
+            if !isAlive(pid) { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    @Test("endsProcessGroupOnExit kills what a shell line left in the background; sendToProcessGroup reaches the shell's children")
+    func processGroups() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func pid(in name: String) async throws -> Int32 {
+            for _ in 0..<100 {
+                if let text = try? String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8),
+                    let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+                {
+                    return pid
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            throw POSIXError(.ENOENT)
+        }
+
+        // The shell exits at once, leaving `sleep` behind: killed with the group.
+        let leaving = try ChildProcess.launch(
+            "/bin/sh",
+            ["-c", "sleep 300 & echo $! > '\(directory.path)/left'"],
+            standardOutput: .null,
+            endsProcessGroupOnExit: true
+        )
+        #expect(await leaving.waitForExit() == .exited(0))
+        let left = try await pid(in: "left")
+        #expect(try await Self.waitUntilGone(left), "the background sleep \(left) outlived its shell")
+
+        // Without the option the background process is left alone (as a shell would leave it).
+        let kept = try ChildProcess.launch("/bin/sh", ["-c", "sleep 300 & echo $! > '\(directory.path)/kept'"], standardOutput: .null)
+        #expect(await kept.waitForExit() == .exited(0))
+        let keptPID = try await pid(in: "kept")
+        #expect(Self.isAlive(keptPID))
+        kill(keptPID, SIGKILL)
+
+        // A shell waiting on its child: signalling the group ends both.
+        let waiting = try ChildProcess.launch("/bin/sh", ["-c", "sleep 300 & echo $! > '\(directory.path)/waited'; wait"], standardOutput: .null)
+        let waited = try await pid(in: "waited")
+        waiting.sendToProcessGroup(SIGKILL)
+        #expect(await waiting.waitForExit() == .signalled(SIGKILL))
+        #expect(try await Self.waitUntilGone(waited))
+    }
 }
