@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Stowage needs on a fresh Debian machine, only where it is missing: the Swift toolchain is assumed
-# (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config, ffmpeg, the sqlite3 shell, mpv, VLC and
-# PostgreSQL.
+# (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config, ffmpeg, the sqlite3 shell, mpv, VLC,
+# PostgreSQL and nginx.
 # Sourced by scripts/test.sh and scripts/demo.sh; safe to run twice.
 set -euo pipefail
 
@@ -20,6 +20,8 @@ stowage_ensure_deps() {
     dpkg -s vlc-plugin-base >/dev/null 2>&1 || missing+=(vlc-plugin-base)
     # The fleet key server's store, tested against a real server (scripts/postgres.sh).
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+    # A TLS-terminating proxy in front of key servers and origins (TLSTests, KeyServerFleetTests).
+    [ -x /usr/sbin/nginx ] || missing+=(nginx)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "==> installing ${missing[*]} (apt)"
         local sudo=""

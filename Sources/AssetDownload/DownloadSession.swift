@@ -46,6 +46,8 @@ public final class DownloadSession: Sendable {
         /// Whether a failure that may pass by itself (``DownloadError/isTransient``) pauses the task with its reason
         /// instead of failing it: a service resumes such tasks when the condition passes.
         public var pausesOnTransientFailure: Bool
+        /// The CAs trusted for HTTPS origins and key servers: the system's, plus `STOWAGE_CA_FILE` by default.
+        public var trust: TLSTrust
 
         public init(
             name: String = "default",
@@ -58,7 +60,8 @@ public final class DownloadSession: Sendable {
             storageMargin: Int64 = 32 << 20,
             storageWaitSeconds: Double = 0,
             bandwidth: TokenBucket? = nil,
-            pausesOnTransientFailure: Bool = false
+            pausesOnTransientFailure: Bool = false,
+            trust: TLSTrust = .fromEnvironment()
         ) {
             self.name = name
             self.retry = retry
@@ -71,6 +74,7 @@ public final class DownloadSession: Sendable {
             self.storageWaitSeconds = storageWaitSeconds
             self.bandwidth = bandwidth
             self.pausesOnTransientFailure = pausesOnTransientFailure
+            self.trust = trust
         }
     }
 
@@ -105,6 +109,7 @@ public final class DownloadSession: Sendable {
         // refused connection to a mistyped port).
         http.connectionPool.retryConnectionEstablishment = false
         http.httpVersion = .http1Only
+        try configuration.trust.apply(to: &http)
         // Socket reads of up to 256 KiB instead of NIO's 64 KiB: a segment body crosses from the event loop to the
         // writing task in a quarter of the chunks (each a wake-up, a write(2) and a hash update). Larger reads buy
         // little more and cost resident memory: every connection holds one read buffer.
@@ -119,6 +124,7 @@ public final class DownloadSession: Sendable {
         keys.timeout = .init(connect: .seconds(configuration.connectTimeout), read: .seconds(max(30, configuration.readTimeout)))
         keys.redirectConfiguration = .follow(max: 3, allowCycles: false)
         keys.connectionPool.retryConnectionEstablishment = false
+        try configuration.trust.apply(to: &keys)
         self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton, configuration: keys)
     }
 

@@ -1,17 +1,25 @@
 public import AssetDownload
 import AsyncHTTPClient
 import Foundation
-import KeyDelivery
+public import KeyDelivery
 
 extension OfflineLibrary {
     /// Loads, parses and resolves a playlist (a path or an http(s) URL) without touching any data directory; with
     /// `deep`, every media playlist a multivariant playlist names too (`stowage inspect`).
     ///
-    /// - Parameter headers: extra request headers, sent only to the playlist's host.
-    /// - Throws: ``AssetDownload/PlaylistLoadError``.
-    public static func inspect(_ location: String, headers: [(String, String)] = [], deep: Bool = false) async throws -> PlaylistInspection {
+    /// - Parameters:
+    ///   - headers: extra request headers, sent only to the playlist's host.
+    ///   - trust: the CAs trusted for an https playlist.
+    /// - Throws: ``AssetDownload/PlaylistLoadError``, ``KeyDelivery/TLSTrustError``.
+    public static func inspect(
+        _ location: String,
+        headers: [(String, String)] = [],
+        deep: Bool = false,
+        trust: TLSTrust = .fromEnvironment()
+    ) async throws -> PlaylistInspection {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
         configuration.connectionPool.retryConnectionEstablishment = false
+        try trust.apply(to: &configuration)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let scoped = ScopedHeaders(headers, playlistURL: PlaylistLoader.url(of: location))
         do {

@@ -60,6 +60,7 @@ public final class OfflineLibrary: Sendable {
         self.downloads = try DownloadSession(dataDirectory: dataDirectory, configuration: downloads, clock: clock, machineID: machineID)
         var keys = HTTPClient.Configuration()
         keys.connectionPool.retryConnectionEstablishment = false  // a key server that is down is reported, not waited on
+        try downloads.trust.apply(to: &keys)
         self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton, configuration: keys)
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KeyDelivery
 import Logging
 import ServiceLifecycle
 import StowageCore
@@ -31,6 +32,20 @@ extension CommandOutput {
 }
 
 /// `--json` for commands that print a short report: the report, or the error, as JSON on standard output.
+/// `--ca-file`: the commands that reach HTTPS origins or key servers.
+struct TLSOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "A PEM file of CA certificates to trust besides the system's, for https origins and key servers.",
+            discussion: "Defaults to STOWAGE_CA_FILE (which every command and the download service honour).",
+            valueName: "file"
+        )
+    )
+    var caFile: String?
+
+    var trust: TLSTrust { caFile.map { TLSTrust(caFile: $0) } ?? .fromEnvironment() }
+}
+
 struct OutputOptions: ParsableArguments {
     @Flag(help: "Print the result, or the error, as JSON on standard output.")
     var json = false

@@ -22,9 +22,11 @@ struct DownloadRunOptions: ParsableArguments {
     @Option(help: "Cap the download rate at this many bytes per second (e.g. 1M, 500K); unlimited when left out.")
     var limitRate: String?
 
+    @OptionGroup var tls: TLSOptions
+
     /// The download session's configuration these options give.
     func configuration() throws -> DownloadSession.Configuration {
-        var configuration = DownloadSession.Configuration()
+        var configuration = DownloadSession.Configuration(trust: tls.trust)
         configuration.storageMargin = try ByteQuantity.parse(keepFree, option: "--keep-free")
         if let limitRate {
             let rate = try ByteQuantity.parse(limitRate, option: "--limit-rate")

@@ -27,6 +27,8 @@ struct InspectCommand: AsyncParsableCommand {
     @Flag(help: "Print the full parsed model as JSON instead of a summary.")
     var json = false
 
+    @OptionGroup var tls: TLSOptions
+
     @Option(name: .customLong("header"), help: "An extra HTTP request header, 'Name: value' (repeatable).")
     var headers: [String] = []
 
@@ -42,7 +44,7 @@ struct InspectCommand: AsyncParsableCommand {
         }
         let result: Result<PlaylistInspection, any Error>
         do {
-            result = .success(try await OfflineLibrary.inspect(playlist, headers: headerPairs, deep: deep))
+            result = .success(try await OfflineLibrary.inspect(playlist, headers: headerPairs, deep: deep, trust: tls.trust))
         } catch {
             result = .failure(error)
         }

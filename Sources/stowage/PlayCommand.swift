@@ -34,6 +34,8 @@ struct PlayCommand: AsyncParsableCommand {
     @Option(help: "ffplay, mpv, vlc, ffmpeg-null (decode to nowhere) or none (print the URL and serve until Ctrl-C).")
     var player = "none"
 
+    @OptionGroup var tls: TLSOptions
+
     @Option(help: "The port on 127.0.0.1; 0 picks a free one.")
     var port = 0
 
@@ -64,7 +66,7 @@ struct PlayCommand: AsyncParsableCommand {
         let library: OfflineLibrary
         let playback: PlaybackHandle
         do {
-            library = try OfflineLibrary()
+            library = try OfflineLibrary(downloads: DownloadSession.Configuration(trust: tls.trust))
             playback = try await library.play(
                 assetId: assetId,
                 player: PlaybackPlayer(rawValue: player),

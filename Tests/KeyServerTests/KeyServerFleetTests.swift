@@ -183,6 +183,81 @@ struct KeyServerFleetTests {
         }
     }
 
+    @Test("two instances behind nginx with a throwaway CA's certificate: limits hold across them over TLS; a client without the CA refuses")
+    func fleetBehindATLSLoadBalancer() async throws {
+        guard let server = StoreKind.postgresURL else { return }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
+        let dataDirectory = work + "/keys"
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try await TestDatabase.with(server) { database in
+            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            let keyID = KeyServerFixture.movieKeyIDs[0]
+            let added = try await Self.keyserver(
+                [
+                    "add-asset", "movie-1", "--key-id", keyID, "--key", KeyServerFixture.movieKeys[0], "--data-dir", dataDirectory, "--database",
+                    database,
+                ]
+            )
+            #expect(added.status == 0, "\(added.output)")
+            let instances = [try await Self.start(dataDirectory, database: database), try await Self.start(dataDirectory, database: database)]
+            let authority = try await TestCertificateAuthority.make(in: work + "/ca")
+            let proxy = try await TLSProxy.start(certificate: authority, routes: ["/": instances.map(\.baseURL)], in: work + "/nginx")
+            var trusting = HTTPClient.Configuration()
+            try TLSTrust(caFile: authority.caFile).apply(to: &trusting)
+            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: trusting)
+            let stranger = HTTPClient(eventLoopGroupProvider: .singleton)
+            do {
+                let client = LiveClient(http: http, baseURL: proxy.baseURL)
+                let token = try await KeyServerDataDirectory(path: dataDirectory).makeToken(subject: "alice", assets: ["movie-1"], ttl: 3_600)
+                let serverKey = try await client.serverKey()
+                // Eight devices of one account, one after another, alternating between the instances; 3 are allowed.
+                var granted = 0
+                var limited = 0
+                for _ in 0..<8 {
+                    let device = try TestDevice()
+                    let reply = try await client.requestKeys(try device.keyRequest(asset: "movie-1", keyIDs: [keyID]), token: token)
+                    if reply.status == 200 {
+                        let payload = try PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: serverKey)
+                        #expect(try device.unwrapKeys(of: payload)[keyID] == SecretBytes(Hex.decode(KeyServerFixture.movieKeys[0])!))
+                        granted += 1
+                    } else if reply.errorCode == "device_limit_reached" {
+                        limited += 1
+                    }
+                }
+                #expect(granted == 3 && limited == 5, "granted \(granted), limited \(limited)")
+                // Both instances answered key requests.
+                let keyLines = proxy.accessLog().split(separator: "\n").filter { $0.hasPrefix("POST /v1/keys") }
+                for instance in instances {
+                    let port = String(instance.baseURL.split(separator: ":").last ?? "")
+                    #expect(keyLines.contains { $0.hasSuffix(":\(port)") }, "\(keyLines)")
+                }
+
+                // A client that does not trust the CA refuses the connection, and says what to do.
+                do {
+                    _ = try await LiveClient(http: stranger, baseURL: proxy.baseURL).get("/v1/server-key")
+                    Issue.record("a client without the test CA accepted its certificate")
+                } catch {
+                    #expect(NetworkErrorText.isUntrustedCertificate(error), "\(error)")
+                    let text = NetworkErrorText.describe(error)
+                    #expect(text.contains("not trusted") && text.contains("--ca-file"), "\(text)")
+                }
+            } catch {
+                try await http.shutdown()
+                try await stranger.shutdown()
+                await proxy.stop()
+                throw error
+            }
+            try await http.shutdown()
+            try await stranger.shutdown()
+            await proxy.stop()
+            for instance in instances { instance.process.interrupt() }
+            for instance in instances {
+                let ended = try await instance.process.waitForExit(timeout: .seconds(30))
+                #expect(ended.status == 0 && !ended.timedOut, "\(String(decoding: ended.standardError, as: UTF8.self))")
+            }
+        }
+    }
+
     @Test("readyz follows the database (ready, schema_outdated, database_unavailable) while healthz stays up")
     func readinessFollowsTheDatabase() async throws {
         guard let server = StoreKind.postgresURL else { return }

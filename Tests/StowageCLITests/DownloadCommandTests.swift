@@ -12,8 +12,8 @@ import Glibc
 @Suite("stowage download / resume as a user runs them")
 struct DownloadCommandTests {
     /// Starts `stowage` with `STOWAGE_HOME` set, output discarded to files.
-    static func launch(_ arguments: [String], home: URL, log: URL) throws -> ChildProcess {
-        var environment = ProcessInfo.processInfo.environment
+    static func launch(_ arguments: [String], home: URL, log: URL, environment extra: [String: String] = [:]) throws -> ChildProcess {
+        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         environment["STOWAGE_HOME"] = home.path
         // O_APPEND: every run adds to the transcript.
         let fd = open(log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
@@ -152,9 +152,14 @@ struct LibraryCommandTests {
     }
 
     /// Runs `stowage` to completion with `STOWAGE_HOME` set; returns status and standard output.
-    static func run(_ arguments: [String], home: URL, timeout: TimeInterval = 120) async throws -> (status: Int32, output: String) {
+    static func run(
+        _ arguments: [String],
+        home: URL,
+        environment: [String: String] = [:],
+        timeout: TimeInterval = 120
+    ) async throws -> (status: Int32, output: String) {
         let output = home.deletingLastPathComponent().appendingPathComponent("out-\(UUID().uuidString).txt")
-        let process = try DownloadCommandTests.launch(arguments, home: home, log: output)
+        let process = try DownloadCommandTests.launch(arguments, home: home, log: output, environment: environment)
         let ended = await DownloadCommandTests.wait(process, timeout: timeout)
         return (ended.status, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
     }

@@ -380,6 +380,10 @@ struct FileFetcher: Sendable {
             return TransferFailure(kind: .networkDown, domain: "network", code: "network_down", comment: text)
         }
         if error is CancellationError { return TransferFailure(kind: .retryable, domain: "transfer", code: "cancelled", comment: text) }
+        // A certificate this machine does not trust stays untrusted: fail at once rather than retry.
+        if NetworkErrorText.isUntrustedCertificate(error) {
+            return TransferFailure(kind: .local, domain: "tls", code: "untrusted_certificate", comment: text)
+        }
         return TransferFailure(kind: .retryable, domain: "network", code: "network_error", comment: text)
     }
 }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOSSL
 import StowageCore
 
 #if canImport(Glibc)
@@ -18,6 +19,7 @@ public enum NetworkErrorText {
     public static func describe(_ error: any Error) -> String {
         if let error = error as? any StowageError { return error.message }
         if let error = error as? HTTPClientError { return describe(error) }
+        if let trust = certificateFailure(error) { return trust }
         if let errno = errnoCode(of: error) { return describe(errno: errno) }
         if error is CancellationError { return "the request was cancelled" }
         let text = String(describing: error).lowercased()
@@ -31,6 +33,27 @@ public enum NetworkErrorText {
             return "the secure (TLS) connection failed: the server's certificate or protocol was not accepted"
         }
         return "the network request failed (\(type(of: error)))"
+    }
+
+    /// Whether the server's TLS certificate was refused: not signed by a CA this machine trusts (the system's store and
+    /// ``TLSTrust/caFile``), expired, or issued for another host name. Retrying cannot help.
+    public static func isUntrustedCertificate(_ error: any Error) -> Bool {
+        certificateFailure(error) != nil
+    }
+
+    private static func certificateFailure(_ error: any Error) -> String? {
+        let advice = "if your own CA signed it, name that CA's PEM file with --ca-file (or STOWAGE_CA_FILE)"
+        if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
+            return "the server's TLS certificate was issued for another host name; use the name the certificate names"
+        }
+        let text = String(describing: error)
+        if text.contains("failedToValidateHostname") {
+            return "the server's TLS certificate was issued for another host name; use the name the certificate names"
+        }
+        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+            return "the server's TLS certificate is not trusted (not signed by a CA this machine trusts, or expired); \(advice)"
+        }
+        return nil
     }
 
     /// Whether the error means the host cannot be reached at all (refused, unreachable, no route, connect timeout):

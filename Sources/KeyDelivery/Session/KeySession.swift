@@ -344,6 +344,9 @@ public struct KeySession: Sendable {
             status = Int(response.status.code)
             bytes = Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView)
         } catch {
+            if NetworkErrorText.isUntrustedCertificate(error) {
+                throw KeySessionError.untrustedCertificate(base, detail: NetworkErrorText.describe(error))
+            }
             throw KeySessionError.unreachable(NetworkErrorText.describe(error))
         }
         guard status == 200 else {

@@ -41,6 +41,11 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
         )
     }
 
+    /// The key server's TLS certificate was refused (``NetworkErrorText/isUntrustedCertificate(_:)``).
+    public static func untrustedCertificate(_ serverURL: String, detail: String) -> Self {
+        Self(code: "untrusted_certificate", message: "the key server \(serverURL) cannot be trusted: \(detail)")
+    }
+
     /// A key server the user did not configure: advertised by a playlist on another host, or without TLS.
     public static func untrustedKeyServer(_ url: String, reason: String) -> Self {
         Self(
