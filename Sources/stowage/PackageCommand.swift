@@ -3,7 +3,8 @@ import Foundation
 import KeyServer
 import Packaging
 
-/// `stowage package CLEAR_PLAYLIST --asset-id ID --method sample-aes|aes-128 --out DIR --keyserver-data-dir DIR`
+/// `stowage package CLEAR_PLAYLIST --asset-id ID --method sample-aes|aes-128 --out DIR --keyserver-data-dir DIR
+/// [--keyserver-database URL]`
 struct PackageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "package",
@@ -31,6 +32,14 @@ struct PackageCommand: AsyncParsableCommand {
     @Option(help: "The key server's data directory (from `stowage keyserver init`).")
     var keyserverDataDir: String
 
+    @Option(
+        help: ArgumentHelp(
+            "The key server's PostgreSQL database, for a fleet (postgres://USER@HOST[:PORT]/DATABASE).",
+            discussion: "Defaults to STOWAGE_KEYSERVER_DATABASE; without either, keyserver.sqlite in --keyserver-data-dir."
+        )
+    )
+    var keyserverDatabase: String?
+
     @Option(help: "Rotate to a new key every N segments (not with SAMPLE-AES fMP4).")
     var rotateEvery: Int?
 
@@ -41,7 +50,8 @@ struct PackageCommand: AsyncParsableCommand {
         guard let method = ContentPackager.Method(rawValue: method.lowercased()) else {
             CommandOutput.fail(code: "invalid_argument", message: "--method must be sample-aes or aes-128", json: false)
         }
-        let directory = KeyServerDataDirectory(path: keyserverDataDir)
+        let database = keyserverDatabase ?? ProcessInfo.processInfo.environment["STOWAGE_KEYSERVER_DATABASE"]
+        let directory = KeyServerDataDirectory(path: keyserverDataDir, database: database?.isEmpty == false ? database : nil)
         guard FileManager.default.fileExists(atPath: directory.path(of: KeyServerDataDirectory.configurationFile)) else {
             CommandOutput.fail(
                 code: "missing_data_dir",

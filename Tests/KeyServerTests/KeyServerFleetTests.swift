@@ -258,6 +258,42 @@ struct KeyServerFleetTests {
         }
     }
 
+    @Test("package --keyserver-database registers its keys in PostgreSQL, where a run instance hands them out")
+    func packageRegistersKeysInTheFleetDatabase() async throws {
+        guard let server = StoreKind.postgresURL else { return }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
+        let dataDirectory = work + "/keys"
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        try await TestDatabase.with(server) { database in
+            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            let packaged = try await ProcessRunner.run(
+                try StowageExecutable.url(),
+                [
+                    "package", PackagingTests.tsClear.appendingPathComponent("master.m3u8").path, "--asset-id", "show-1", "--method", "sample-aes",
+                    "--out", work + "/protected", "--keyserver-data-dir", dataDirectory, "--keyserver-database", database, "--rotate-every", "2",
+                ]
+            )
+            let output = String(decoding: packaged.standardOutput + packaged.standardError, as: UTF8.self)
+            #expect(packaged.status == 0, "\(output)")
+            let keyIDs =
+                try #require(output.split(separator: "\n").first { $0.hasPrefix("registered ") }).split(separator: ":").last?
+                .split(separator: " ").map(String.init) ?? []
+            #expect(keyIDs.count >= 2, "\(output)")
+            #expect(!FileManager.default.fileExists(atPath: dataDirectory + "/keyserver.sqlite"))
+
+            let instance = try await Self.start(dataDirectory, database: database)
+            try await Self.serving(instance) { http in
+                let client = LiveClient(http: http, baseURL: instance.baseURL)
+                let token = try await KeyServerDataDirectory(path: dataDirectory).makeToken(subject: "alice", assets: ["show-1"], ttl: 3_600)
+                let device = try TestDevice()
+                let reply = try await client.requestKeys(try device.keyRequest(asset: "show-1", keyIDs: keyIDs), token: token)
+                #expect(reply.status == 200, "\(reply.status) \(reply.errorCode ?? "")")
+                let payload = try PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: try await client.serverKey())
+                #expect(Set(try device.unwrapKeys(of: payload).keys) == Set(keyIDs))
+            }
+        }
+    }
+
     @Test("readyz follows the database (ready, schema_outdated, database_unavailable) while healthz stays up")
     func readinessFollowsTheDatabase() async throws {
         guard let server = StoreKind.postgresURL else { return }
