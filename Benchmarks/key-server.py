@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import json
 import os
+import ssl
 import time
 
 from cryptography.hazmat.primitives import hashes, serialization
@@ -85,8 +86,15 @@ async def read_response(reader):
     return status, body
 
 
+TLS = None  # an ssl.SSLContext for https URLs
+
+
+async def connect(host, port):
+    return await asyncio.open_connection(host, port, ssl=TLS)
+
+
 async def run_connection(host, port, requests, latencies, statuses, keep_body):
-    reader, writer = await asyncio.open_connection(host, port)
+    reader, writer = await connect(host, port)
     body = None
     for request in requests:
         start = time.perf_counter()
@@ -128,7 +136,8 @@ def percentile(sorted_values, fraction):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", required=True, help="the key server's base URL, http://127.0.0.1:PORT")
+    parser.add_argument("--url", required=True, help="the key server's base URL, http(s)://127.0.0.1:PORT")
+    parser.add_argument("--ca-file", help="the CA that signed an https server's certificate")
     parser.add_argument("--data-dir", required=True, help="its data directory (for token-secret)")
     parser.add_argument("--asset", required=True)
     parser.add_argument("--key-id", required=True)
@@ -138,7 +147,10 @@ def main():
     parser.add_argument("--devices", type=int, default=64)
     args = parser.parse_args()
 
-    host, port = args.url.removeprefix("http://").rstrip("/").split(":")
+    global TLS
+    if args.url.startswith("https://"):
+        TLS = ssl.create_default_context(cafile=args.ca_file)
+    host, port = args.url.removeprefix("https://").removeprefix("http://").rstrip("/").split(":")
     port = int(port)
     with open(os.path.join(args.data_dir, "token-secret"), "rb") as file:
         secret = file.read()
@@ -154,7 +166,7 @@ def main():
         _, _, warm_statuses = await send_all(host, port, warmup, min(args.concurrency, len(warmup)), keep_body=sample)
         if warm_statuses.get(200) != len(warmup):
             raise SystemExit(f"warm-up failed: {warm_statuses}")
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await connect(host, port)
         writer.write(f"GET /v1/server-key HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
         _, body = await read_response(reader)
         writer.close()

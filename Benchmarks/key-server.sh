@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Benchmarks the key server on loopback with its SQLite store: requests per second and p50/p99 latency of
-# POST /v1/keys (token check, device signature, replay cache, device limit, lease, audit, key wrapping, payload
-# signature), with Benchmarks/key-server.py as the load generator. Needs swift, and python3 with the `cryptography`
-# package (installed with pip if missing). Target: at least 2,000 requests/s with p99 under 50 ms.
+# Benchmarks the key server on loopback: requests per second and p50/p99 latency of POST /v1/keys (token check,
+# device signature, replay window, device limit, lease, audit, key wrapping, payload signature), with
+# Benchmarks/key-server.py as the load generator, in three layouts measured in one run:
+#   sqlite           one `stowage keyserver run` on its data directory's SQLite file
+#   postgres         one instance on PostgreSQL (a throwaway cluster, durable: fsync and synchronous commit on)
+#   postgres-3-nginx three instances on that database behind nginx with TLS (deploy/nginx-keyserver.conf, a throwaway
+#                    CA made with openssl), the fleet layout of docs/deploy.md
+# Prints one JSON object per layout, then a Markdown table. Needs swift, python3 with `cryptography` (installed with
+# pip if missing), PostgreSQL and nginx from Debian (scripts/ensure-deps.sh). Target: at least 2,000 requests/s with
+# p99 under 50 ms on SQLite.
 # Environment: STOWAGE_BIN (a built `stowage`, default: release build of this package), REQUESTS (20000),
-# CONCURRENCY (32), DEVICES (64).
+# CONCURRENCY (32), DEVICES (64), LAYOUTS ("sqlite postgres postgres-3-nginx").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -c "import cryptography" 2>/dev/null || pip install -q cryptography
@@ -12,22 +18,27 @@ if [ -z "${STOWAGE_BIN:-}" ]; then
     swift build -c release --product stowage >/dev/null
     STOWAGE_BIN="$(swift build -c release --show-bin-path)/stowage"
 fi
+LAYOUTS="${LAYOUTS:-sqlite postgres postgres-3-nginx}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/stowage-keyserver-bench.XXXXXX")"
-SERVER_PID=""
+PIDS=()
 cleanup() {
-    if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    PIDS=()
+    if declare -F stowage_stop_postgres >/dev/null; then stowage_stop_postgres; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-DATA="$WORK/data"
 KEY_ID=000102030405060708090a0b0c0d0e0f
 KEY=00112233445566778899aabbccddeeff
-"$STOWAGE_BIN" keyserver init --data-dir "$DATA" >/dev/null
-# Load, not abuse: lift the per-account, per-device and per-source rate limits (every request comes from 127.0.0.1)
-# so the benchmark measures issuance.
-python3 - "$DATA/config.json" <<'PY'
+
+# A data directory (with --database URL when given), the rate limits lifted (load, not abuse: every request comes from
+# 127.0.0.1, so the per-source limit would measure itself), one asset.
+prepare() {
+    local data="$1"; shift
+    "$STOWAGE_BIN" keyserver init --data-dir "$data" "$@" >/dev/null
+    python3 - "$data/config.json" <<'PY'
 import json, sys
 path = sys.argv[1]
 config = json.load(open(path))
@@ -35,17 +46,101 @@ config["rateLimit"] = {"requestsPerSecond": 1000000, "burst": 1000000}
 config["sourceRateLimit"] = {"requestsPerSecond": 1000000, "burst": 1000000}
 json.dump(config, open(path, "w"), indent=2)
 PY
-"$STOWAGE_BIN" keyserver add-asset bench-movie --key-id "$KEY_ID" --key "$KEY" --data-dir "$DATA" >/dev/null
+    "$STOWAGE_BIN" keyserver add-asset bench-movie --key-id "$KEY_ID" --key "$KEY" --data-dir "$data" "$@" >/dev/null
+}
 
-"$STOWAGE_BIN" keyserver run --data-dir "$DATA" --port 0 >"$WORK/server.out" 2>"$WORK/server.err" &
-SERVER_PID=$!
-URL=""
-for _ in $(seq 1 100); do
-    URL="$(sed -n 's/^listening on //p' "$WORK/server.out")"
-    [ -n "$URL" ] && break
-    sleep 0.1
+# Starts `stowage keyserver run` and prints its base URL once it listens.
+start_instance() {
+    local data="$1" log="$2"; shift 2
+    "$STOWAGE_BIN" keyserver run --data-dir "$data" --port 0 "$@" >"$log.out" 2>"$log.err" &
+    PIDS+=($!)
+    local url=""
+    for _ in $(seq 1 100); do
+        url="$(sed -n 's/^listening on //p' "$log.out")"
+        [ -n "$url" ] && break
+        sleep 0.1
+    done
+    [ -n "$url" ] || { echo "error: the key server did not start" >&2; cat "$log.err" >&2; exit 1; }
+    echo "$url"
+}
+
+measure() {
+    local layout="$1" url="$2" data="$3"; shift 3
+    python3 Benchmarks/key-server.py --url "$url" --data-dir "$data" --asset bench-movie --key-id "$KEY_ID" --key "$KEY" \
+        --requests "${REQUESTS:-20000}" --concurrency "${CONCURRENCY:-32}" --devices "${DEVICES:-64}" "$@" >"$WORK/$layout.json"
+    echo "$layout: $(tr -d '\n' <"$WORK/$layout.json" | tr -s ' ')"
+}
+
+stop_instances() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    PIDS=()
+}
+
+for layout in $LAYOUTS; do
+    case "$layout" in
+    sqlite)
+        prepare "$WORK/sqlite"
+        url="$(start_instance "$WORK/sqlite" "$WORK/sqlite-server")"
+        measure sqlite "$url" "$WORK/sqlite"
+        stop_instances
+        ;;
+    postgres | postgres-3-nginx)
+        if [ -z "${STOWAGE_TEST_POSTGRES:-}" ]; then
+            # shellcheck source=../scripts/postgres.sh
+            source scripts/postgres.sh
+            STOWAGE_PG_DURABLE=1 stowage_start_postgres >/dev/null
+            trap cleanup EXIT  # postgres.sh set its own; cleanup stops the cluster too
+        fi
+        name="bench_$(echo "$layout" | tr -d '-')_$$"
+        database="${STOWAGE_TEST_POSTGRES%/postgres*}/$name?sslmode=disable"
+        psql "${STOWAGE_TEST_POSTGRES%%\?*}" -qc "CREATE DATABASE $name" >/dev/null
+        data="$WORK/$layout"
+        prepare "$data" --database "$database"
+        if [ "$layout" = postgres ]; then
+            url="$(start_instance "$data" "$WORK/pg-server" --database "$database")"
+            measure postgres "$url" "$data"
+        else
+            upstreams=()
+            for index in 1 2 3; do upstreams+=("$(start_instance "$data" "$WORK/pg-server-$index" --database "$database")"); done
+            ca="$WORK/ca"
+            mkdir -p "$ca" "$WORK/nginx"
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$ca/ca.key" -out "$ca/ca.pem" \
+                -days 2 -subj "/CN=Stowage benchmark CA (throwaway)" 2>/dev/null
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$ca/server.key" -out "$ca/server.csr" \
+                -subj "/CN=127.0.0.1" 2>/dev/null
+            printf 'subjectAltName = IP:127.0.0.1\n' >"$ca/ext"
+            openssl x509 -req -in "$ca/server.csr" -CA "$ca/ca.pem" -CAkey "$ca/ca.key" -CAcreateserial -days 2 \
+                -extfile "$ca/ext" -out "$ca/server.pem" 2>/dev/null
+            port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+            servers=""
+            for upstream in "${upstreams[@]}"; do servers+="server ${upstream#http://} max_fails=1 fail_timeout=5s; "; done
+            # The deployment file as it is, its placeholders filled (comment lines left alone).
+            sed -e "/^[[:space:]]*#/!{s|@PREFIX@|$WORK/nginx|g; s|@LISTEN@|127.0.0.1:$port|g; s|@CERTIFICATE_KEY@|$ca/server.key|g;" \
+                -e "s|@CERTIFICATE@|$ca/server.pem|g; s|@UPSTREAM_SERVERS@|$servers|g}" deploy/nginx-keyserver.conf >"$WORK/nginx/nginx.conf"
+            globals="daemon off;"
+            [ "$(id -u)" -eq 0 ] && globals="daemon off; user root;"
+            /usr/sbin/nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" -g "$globals" &
+            PIDS+=($!)
+            for _ in $(seq 1 100); do
+                python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break
+                sleep 0.1
+            done
+            measure postgres-3-nginx "https://127.0.0.1:$port" "$data" --ca-file "$ca/ca.pem"
+        fi
+        stop_instances
+        ;;
+    *) echo "error: unknown layout $layout (sqlite, postgres, postgres-3-nginx)" >&2; exit 2 ;;
+    esac
 done
-[ -n "$URL" ] || { echo "error: the key server did not start" >&2; cat "$WORK/server.err" >&2; exit 1; }
 
-python3 Benchmarks/key-server.py --url "$URL" --data-dir "$DATA" --asset bench-movie --key-id "$KEY_ID" --key "$KEY" \
-    --requests "${REQUESTS:-20000}" --concurrency "${CONCURRENCY:-32}" --devices "${DEVICES:-64}"
+echo
+echo "| layout | requests/s | p50 ms | p99 ms | requests | concurrency |"
+echo "|---|---:|---:|---:|---:|---:|"
+for layout in $LAYOUTS; do
+    python3 - "$WORK/$layout.json" "$layout" <<'PY'
+import json, sys
+result = json.load(open(sys.argv[1]))
+latency = result["latency_ms"]
+print(f"| {sys.argv[2]} | {result['requests_per_second']:,.0f} | {latency['p50']} | {latency['p99']} | {result['requests']} | {result['concurrency']} |")
+PY
+done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a throwaway PostgreSQL cluster for the test suite (the fleet key server's store): initdb in a temporary
 # folder, the server on 127.0.0.1 at a free port with trust authentication for the role `stowage` and fsync off (the
-# data is thrown away), stopped and removed when the calling shell exits. Exports STOWAGE_TEST_POSTGRES, the URL the
+# data is thrown away; STOWAGE_PG_DURABLE=1 keeps PostgreSQL's durable defaults, for benchmarks), stopped and removed when the calling shell exits. Exports STOWAGE_TEST_POSTGRES, the URL the
 # tests create their databases through. Sourced by scripts/test.sh; PostgreSQL comes from Debian (ensure-deps.sh).
 set -euo pipefail
 
@@ -19,8 +19,10 @@ stowage_start_postgres() {
     local port
     port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     "${run[@]}" "$bin/initdb" -D "$STOWAGE_PG_DIR/data" -U stowage --auth=trust -E UTF8 >/dev/null
+    local durability="-c fsync=off -c synchronous_commit=off"
+    [ "${STOWAGE_PG_DURABLE:-0}" = 1 ] && durability=""
     "${run[@]}" "$bin/pg_ctl" -D "$STOWAGE_PG_DIR/data" -l "$STOWAGE_PG_DIR/server.log" -w -t 60 \
-        -o "-p $port -k $STOWAGE_PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=300" \
+        -o "-p $port -k $STOWAGE_PG_DIR -c listen_addresses=127.0.0.1 $durability -c max_connections=300" \
         start >/dev/null
     STOWAGE_PG_CTL=("${run[@]}" "$bin/pg_ctl")
     trap stowage_stop_postgres EXIT

@@ -183,8 +183,10 @@ struct KeyServerFleetTests {
         }
     }
 
-    @Test("two instances behind nginx with a throwaway CA's certificate: limits hold across them over TLS; a client without the CA refuses")
-    func fleetBehindATLSLoadBalancer() async throws {
+    @Test(
+        "three instances behind nginx (deploy/nginx-keyserver.conf, a throwaway CA): 50 devices race for 3 slots, a replay across instances, renew on one and release on another, one instance killed under load"
+    )
+    func fleetBehindNginx() async throws {
         guard let server = StoreKind.postgresURL else { return }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
         let dataDirectory = work + "/keys"
@@ -192,6 +194,7 @@ struct KeyServerFleetTests {
         try await TestDatabase.with(server) { database in
             #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
             let keyID = KeyServerFixture.movieKeyIDs[0]
+            let contentKey = SecretBytes(Hex.decode(KeyServerFixture.movieKeys[0])!)
             let added = try await Self.keyserver(
                 [
                     "add-asset", "movie-1", "--key-id", keyID, "--key", KeyServerFixture.movieKeys[0], "--data-dir", dataDirectory, "--database",
@@ -199,38 +202,105 @@ struct KeyServerFleetTests {
                 ]
             )
             #expect(added.status == 0, "\(added.output)")
-            let instances = [try await Self.start(dataDirectory, database: database), try await Self.start(dataDirectory, database: database)]
+            let directory = KeyServerDataDirectory(path: dataDirectory, database: database)
+            var configuration = try directory.loadConfiguration()
+            // 50 devices from one address (nginx's) in one burst: not what the source limit is for.
+            configuration.sourceRateLimit = .init(requestsPerSecond: 1_000, burst: 1_000)
+            try KeyServerFixture.write(configuration, to: directory)
+            var instances: [Instance] = []
+            for _ in 0..<3 { instances.append(try await Self.start(dataDirectory, database: database)) }
             let authority = try await TestCertificateAuthority.make(in: work + "/ca")
-            let proxy = try await TLSProxy.start(certificate: authority, routes: ["/": instances.map(\.baseURL)], in: work + "/nginx")
+            let proxy = try await TLSProxy.start(certificate: authority, upstreams: instances.map(\.baseURL), in: work + "/nginx")
             var trusting = HTTPClient.Configuration()
             try TLSTrust(caFile: authority.caFile).apply(to: &trusting)
             let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: trusting)
             let stranger = HTTPClient(eventLoopGroupProvider: .singleton)
             do {
-                let client = LiveClient(http: http, baseURL: proxy.baseURL)
-                let token = try await KeyServerDataDirectory(path: dataDirectory).makeToken(subject: "alice", assets: ["movie-1"], ttl: 3_600)
-                let serverKey = try await client.serverKey()
-                // Eight devices of one account, one after another, alternating between the instances; 3 are allowed.
-                var granted = 0
-                var limited = 0
-                for _ in 0..<8 {
-                    let device = try TestDevice()
-                    let reply = try await client.requestKeys(try device.keyRequest(asset: "movie-1", keyIDs: [keyID]), token: token)
-                    if reply.status == 200 {
-                        let payload = try PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: serverKey)
-                        #expect(try device.unwrapKeys(of: payload)[keyID] == SecretBytes(Hex.decode(KeyServerFixture.movieKeys[0])!))
-                        granted += 1
-                    } else if reply.errorCode == "device_limit_reached" {
-                        limited += 1
+                let balanced = LiveClient(http: http, baseURL: proxy.baseURL)
+                let direct = instances.map { LiveClient(http: http, baseURL: $0.baseURL) }
+                let serverKey = try await balanced.serverKey()
+                let token = try await directory.makeToken(subject: "alice", assets: ["movie-1"], ttl: 3_600)
+
+                // 50 new devices of one account at once through the balancer; the default policy allows 3.
+                let devices = try (0..<50).map { _ in try TestDevice() }
+                let replies = try await withThrowingTaskGroup(of: (TestDevice, LiveClient.Reply).self) { group in
+                    for device in devices {
+                        group.addTask {
+                            (device, try await balanced.requestKeys(try device.keyRequest(asset: "movie-1", keyIDs: [keyID]), token: token))
+                        }
                     }
+                    return try await group.reduce(into: []) { $0.append($1) }
                 }
-                #expect(granted == 3 && limited == 5, "granted \(granted), limited \(limited)")
-                // Both instances answered key requests.
-                let keyLines = proxy.accessLog().split(separator: "\n").filter { $0.hasPrefix("POST /v1/keys") }
+                let granted = replies.filter { $0.1.status == 200 }
+                #expect(granted.count == 3, "\(replies.map { "\($0.1.status) \($0.1.errorCode ?? "")" })")
+                #expect(replies.filter { $0.1.errorCode == "device_limit_reached" }.count == 47)
+                var leaseIDs: [String] = []
+                for (device, reply) in granted {
+                    let payload = try PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: serverKey)
+                    #expect(try device.unwrapKeys(of: payload)[keyID] == contentKey)
+                    leaseIDs.append(payload.lease.leaseId)
+                }
+                // Every instance took part.
+                let keyLines = proxy.accessLog().split(separator: "\n").filter { $0.contains("\"POST /v1/keys") }
                 for instance in instances {
-                    let port = String(instance.baseURL.split(separator: ":").last ?? "")
-                    #expect(keyLines.contains { $0.hasSuffix(":\(port)") }, "\(keyLines)")
+                    let address = String(instance.baseURL.dropFirst("http://".count))
+                    #expect(keyLines.contains { $0.contains(" \(address) ") }, "\(keyLines.prefix(5))")
                 }
+
+                // One signed request replayed to another instance: 409 replayed_request.
+                let holder = try #require(granted.first).0
+                let request = try holder.keyRequest(asset: "movie-1", keyIDs: [keyID])
+                #expect(try await direct[0].requestKeys(request, token: token).status == 200)
+                let replay = try await direct[1].requestKeys(request, token: token)
+                #expect(replay.status == 409 && replay.errorCode == "replayed_request", "\(replay.status) \(replay.errorCode ?? "")")
+
+                // Renewed on one instance, released on another: released, and a renewal on the third is refused.
+                let leaseID = leaseIDs[0]
+                let owner = try #require(
+                    granted.first {
+                        (try? PayloadSigning.verify(try $0.1.decode(SignedPayload.self), serverKey: serverKey))?.lease.leaseId == leaseID
+                    }
+                ).0
+                let renewed = try await direct[0].renew(leaseID, try owner.renewRequest(leaseID: leaseID), token: token)
+                #expect(renewed.status == 200, "\(renewed.status) \(renewed.errorCode ?? "")")
+                let released = try await direct[1].release(leaseID, try owner.releaseRequest(leaseID: leaseID))
+                #expect(released.status == 200, "\(released.status) \(released.errorCode ?? "")")
+                let late = try await direct[2].renew(leaseID, try owner.renewRequest(leaseID: leaseID), token: token)
+                #expect(late.status != 200, "a released lease was renewed")
+                let store = try await directory.connect()
+                #expect(try await store.lease(id: leaseID)?.releasedAt != nil)
+
+                // Under load from 40 accounts, one instance is killed; what was answered 200 is stored, and the others
+                // keep answering through the balancer.
+                let loadToken = { (account: Int) in try await directory.makeToken(subject: "load-\(account)", assets: ["movie-1"], ttl: 3_600) }
+                let load = try await withThrowingTaskGroup(of: (status: Int, leaseID: String?).self) { group in
+                    for account in 0..<40 {
+                        if account == 12 { instances[2].process.kill() }
+                        let device = try TestDevice()
+                        let accountToken = try await loadToken(account)
+                        group.addTask {
+                            let reply = try await balanced.requestKeys(try device.keyRequest(asset: "movie-1", keyIDs: [keyID]), token: accountToken)
+                            let lease =
+                                reply.status == 200
+                                ? (try? PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: serverKey))?.lease.leaseId : nil
+                            return (reply.status, lease)
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                let committed = load.compactMap(\.leaseID)
+                #expect(committed.count >= 30, "\(load.map(\.status))")
+                for lease in committed { #expect(try await store.lease(id: lease) != nil, "lease \(lease) was answered but not stored") }
+                // After the kill, every request is answered by the two left.
+                for account in 40..<50 {
+                    let device = try TestDevice()
+                    let reply = try await balanced.requestKeys(
+                        try device.keyRequest(asset: "movie-1", keyIDs: [keyID]),
+                        token: try await loadToken(account)
+                    )
+                    #expect(reply.status == 200, "\(reply.status) \(reply.errorCode ?? "")")
+                }
+                await store.close()
 
                 // A client that does not trust the CA refuses the connection, and says what to do.
                 do {
@@ -245,17 +315,29 @@ struct KeyServerFleetTests {
                 try await http.shutdown()
                 try await stranger.shutdown()
                 await proxy.stop()
+                for instance in instances { instance.process.kill() }
                 throw error
             }
             try await http.shutdown()
             try await stranger.shutdown()
             await proxy.stop()
-            for instance in instances { instance.process.interrupt() }
-            for instance in instances {
+            for instance in instances.prefix(2) { instance.process.interrupt() }
+            for instance in instances.prefix(2) {
                 let ended = try await instance.process.waitForExit(timeout: .seconds(30))
                 #expect(ended.status == 0 && !ended.timedOut, "\(String(decoding: ended.standardError, as: UTF8.self))")
             }
+            _ = try? await instances[2].process.waitForExit(timeout: .seconds(10))
         }
+    }
+
+    @Test("docs/deploy.md shows deploy/nginx-keyserver.conf as it is (the file the fleet test runs)")
+    func deployDocumentShowsTheTestedConfiguration() throws {
+        let configuration = try String(contentsOf: TLSProxy.keyServerTemplate, encoding: .utf8)
+        let document = try String(
+            contentsOf: TLSProxy.keyServerTemplate.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/deploy.md"),
+            encoding: .utf8
+        )
+        #expect(document.contains("```nginx\n" + configuration + "```"))
     }
 
     @Test("package --keyserver-database registers its keys in PostgreSQL, where a run instance hands them out")

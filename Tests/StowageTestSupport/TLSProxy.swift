@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -54,9 +54,82 @@ public final class TLSProxy: Sendable {
     /// `https://127.0.0.1:PORT`
     public var baseURL: String { "https://127.0.0.1:\(port)" }
 
+    /// The repository's `deploy/nginx-keyserver.conf` (docs/deploy.md), the configuration the fleet tests run.
+    public static let keyServerTemplate = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("deploy/nginx-keyserver.conf")
+
+    /// Starts nginx on a configuration template with `@PREFIX@`, `@LISTEN@`, `@CERTIFICATE@`, `@CERTIFICATE_KEY@` and
+    /// `@UPSTREAM_SERVERS@` placeholders (``keyServerTemplate``), its upstream the `upstreams` (`http://HOST:PORT`).
+    public static func start(
+        template: URL = keyServerTemplate,
+        certificate: TestCertificateAuthority,
+        upstreams: [String],
+        in directory: String
+    ) async throws -> TLSProxy {
+        let text = try String(contentsOf: template, encoding: .utf8)
+        let servers = upstreams.map { "server \($0.replacingOccurrences(of: "http://", with: "")) max_fails=1 fail_timeout=5s;" }
+        return try await launch(in: directory) { port in
+            // The placeholders of directives; the comments that explain them stay as they are.
+            text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+                guard !line.trimmingCharacters(in: .whitespaces).hasPrefix("#") else { return String(line) }
+                return line.replacingOccurrences(of: "@PREFIX@", with: directory)
+                    .replacingOccurrences(of: "@LISTEN@", with: "127.0.0.1:\(port)")
+                    .replacingOccurrences(of: "@CERTIFICATE_KEY@", with: certificate.keyFile)
+                    .replacingOccurrences(of: "@CERTIFICATE@", with: certificate.certificateFile)
+                    .replacingOccurrences(of: "@UPSTREAM_SERVERS@", with: servers.joined(separator: "\n        "))
+            }.joined(separator: "\n")
+        }
+    }
+
     /// Starts nginx with `certificate`, sending each request whose path starts with a key of `routes` to that key's
     /// upstream base URLs (`http://127.0.0.1:PORT`); longest prefix wins, as nginx's locations do.
     public static func start(certificate: TestCertificateAuthority, routes: [String: [String]], in directory: String) async throws -> TLSProxy {
+        var upstreams = ""
+        var locations = ""
+        for (index, (prefix, servers)) in routes.sorted(by: { $0.key < $1.key }).enumerated() {
+            upstreams += "    upstream backend\(index) {\n"
+            for server in servers { upstreams += "        server \(server.replacingOccurrences(of: "http://", with: ""));\n" }
+            upstreams += "    }\n"
+            locations += """
+                        location \(prefix) {
+                            proxy_pass http://backend\(index);
+                            proxy_http_version 1.1;
+                            proxy_set_header Connection "";
+                            proxy_buffering off;
+                        }
+
+                """
+        }
+        return try await launch(in: directory) { port in
+            """
+            worker_processes 1;
+            pid \(directory)/nginx.pid;
+            error_log \(directory)/error.log warn;
+            events { worker_connections 256; }
+            http {
+                log_format upstreams '$request $status $upstream_addr';
+                access_log \(directory)/access.log upstreams;
+                client_body_temp_path \(directory)/body;
+                proxy_temp_path \(directory)/proxy;
+                fastcgi_temp_path \(directory)/fastcgi;
+                uwsgi_temp_path \(directory)/uwsgi;
+                scgi_temp_path \(directory)/scgi;
+            \(upstreams)
+                server {
+                    listen 127.0.0.1:\(port) ssl;
+                    ssl_certificate \(certificate.certificateFile);
+                    ssl_certificate_key \(certificate.keyFile);
+            \(locations)
+                }
+            }
+
+            """
+        }
+    }
+
+    /// Runs nginx in the foreground on the configuration `configuration(port)` gives, on a free port.
+    private static func launch(in directory: String, _ configuration: (Int) -> String) async throws -> TLSProxy {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for _ in 0..<5 {
             // nginx cannot report a port the OS chose: take a free one and hand it over (another process may win it
@@ -64,51 +137,13 @@ public final class TLSProxy: Sendable {
             let held = try HeldPort()
             let port = held.port
             held.release()
-            var upstreams = ""
-            var locations = ""
-            for (index, (prefix, servers)) in routes.sorted(by: { $0.key < $1.key }).enumerated() {
-                upstreams += "    upstream backend\(index) {\n"
-                for server in servers { upstreams += "        server \(server.replacingOccurrences(of: "http://", with: ""));\n" }
-                upstreams += "    }\n"
-                locations += """
-                            location \(prefix) {
-                                proxy_pass http://backend\(index);
-                                proxy_http_version 1.1;
-                                proxy_set_header Connection "";
-                                proxy_buffering off;
-                            }
-
-                    """
-            }
-            let configuration = """
-                worker_processes 1;
-                daemon off;
-                pid \(directory)/nginx.pid;
-                error_log \(directory)/error.log warn;
-                events { worker_connections 256; }
-                http {
-                    log_format upstreams '$request $status $upstream_addr';
-                    access_log \(directory)/access.log upstreams;
-                    client_body_temp_path \(directory)/body;
-                    proxy_temp_path \(directory)/proxy;
-                    fastcgi_temp_path \(directory)/fastcgi;
-                    uwsgi_temp_path \(directory)/uwsgi;
-                    scgi_temp_path \(directory)/scgi;
-                \(upstreams)
-                    server {
-                        listen 127.0.0.1:\(port) ssl;
-                        ssl_certificate \(certificate.certificateFile);
-                        ssl_certificate_key \(certificate.keyFile);
-                \(locations)
-                    }
-                }
-
-                """
             let file = (directory as NSString).appendingPathComponent("nginx.conf")
-            try (getuid() == 0 ? "user root;\n" + configuration : configuration).write(toFile: file, atomically: true, encoding: .utf8)
+            try configuration(port).write(toFile: file, atomically: true, encoding: .utf8)
+            // In the foreground, and as root when the tests run as root (workers otherwise drop to nobody).
+            let globals = getuid() == 0 ? "daemon off; user root;" : "daemon off;"
             let process = try ProcessRunner.start(
                 URL(fileURLWithPath: "/usr/sbin/nginx"),
-                ["-p", directory, "-c", file, "-e", directory + "/error.log"]
+                ["-p", directory, "-c", file, "-e", directory + "/error.log", "-g", globals]
             )
             // Up once it accepts connections; gone when the port was taken.
             for _ in 0..<200 where process.isRunning {
@@ -135,7 +170,7 @@ public final class TLSProxy: Sendable {
         _ = try? await process.waitForExit(timeout: .seconds(20))
     }
 
-    /// What nginx logged, a line per request: `METHOD PATH PROTOCOL STATUS UPSTREAM_ADDRESS`.
+    /// What nginx logged, a line per request, naming the upstream address that answered.
     public func accessLog() -> String {
         (try? String(contentsOfFile: directory + "/access.log", encoding: .utf8)) ?? ""
     }
