@@ -31,6 +31,9 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
     public var maxTokenLifetime: Int64
     /// Whether a token may list `["*"]` (every asset) instead of the assets it sells.
     public var allowWildcardAssets: Bool
+    /// The addresses of load balancers whose `X-Forwarded-For` names the client for `sourceRateLimit` (the address
+    /// nearest the server that is not one of them); empty: the connection's address counts, the header is ignored.
+    public var trustedProxies: [String] = []
 
     /// A token bucket: `burst` requests at once, refilled at `requestsPerSecond`.
     public struct RateLimit: Sendable, Codable, Hashable {
@@ -65,6 +68,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case defaultPolicy, policies, rateLimit, sourceRateLimit, maxRequestBytes, tokenAudience, maxTokenLifetime, allowWildcardAssets
+        case trustedProxies
     }
 
     /// Everything but `defaultPolicy`, `policies` and `tokenAudience` may be left out (5 requests per second with
@@ -87,6 +91,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         tokenAudience = audience
         maxTokenLifetime = try container.decodeIfPresent(Int64.self, forKey: .maxTokenLifetime) ?? defaults.maxTokenLifetime
         allowWildcardAssets = try container.decodeIfPresent(Bool.self, forKey: .allowWildcardAssets) ?? false
+        trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies) ?? []
     }
 
     /// The policy called `name`, or the default policy when `name` is nil.
@@ -109,5 +114,8 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         guard !tokenAudience.isEmpty else { throw invalid("tokenAudience must not be empty") }
         guard maxTokenLifetime > 0 else { throw invalid("maxTokenLifetime must be positive") }
         guard maxRequestBytes >= 1_024 else { throw invalid("maxRequestBytes must be at least 1024") }
+        for address in trustedProxies where !ForwardedSource.isIPAddress(address) {
+            throw invalid("trustedProxies: \"\(address)\" is not an IP address (write each balancer's address, e.g. \"10.0.0.5\")")
+        }
     }
 }

@@ -16,6 +16,7 @@ enum KeyServerRoutes {
         router.add(middleware: ProtocolErrorMiddleware(logger: service.logger))
         OperationsRoutes.add(to: router, service: service, metrics: metrics)
         let limit = service.configuration.maxRequestBytes
+        let proxies = Set(service.configuration.trustedProxies)
 
         router.post("v1/keys") { request, context -> Response in
             let body = try await readBody(request, limit: limit, operation: "keys", service: service)
@@ -23,7 +24,7 @@ enum KeyServerRoutes {
                 body: body,
                 signature: request.headers[signatureHeader],
                 authorization: request.headers[.authorization],
-                source: context.sourceKey
+                source: context.sourceKey(request, trustedProxies: proxies)
             )
             return jsonResponse(PayloadSigning.responseBody(signed))
         }
@@ -34,7 +35,7 @@ enum KeyServerRoutes {
                 body: body,
                 signature: request.headers[signatureHeader],
                 authorization: request.headers[.authorization],
-                source: context.sourceKey
+                source: context.sourceKey(request, trustedProxies: proxies)
             )
             return jsonResponse(PayloadSigning.responseBody(signed))
         }
@@ -44,7 +45,7 @@ enum KeyServerRoutes {
                 leaseID: try context.parameters.require("leaseID"),
                 body: body,
                 signature: request.headers[signatureHeader],
-                source: context.sourceKey
+                source: context.sourceKey(request, trustedProxies: proxies)
             )
             return try json(answer)
         }
@@ -54,7 +55,7 @@ enum KeyServerRoutes {
                 leaseID: try context.parameters.require("leaseID"),
                 body: body,
                 signature: request.headers[signatureHeader],
-                source: context.sourceKey
+                source: context.sourceKey(request, trustedProxies: proxies)
             )
             return try json(ReleaseResponse(released: true))
         }
@@ -66,7 +67,7 @@ enum KeyServerRoutes {
                 assetID: try context.parameters.require("assetID"),
                 keyID: try context.parameters.require("keyID"),
                 authorization: request.headers[.authorization],
-                source: context.sourceKey
+                source: context.sourceKey(request, trustedProxies: proxies)
             )
             return Response(
                 status: .ok,
