@@ -26,6 +26,21 @@ struct KeyServerFleetTests {
         return (result.status, String(decoding: result.standardOutput + result.standardError, as: UTF8.self))
     }
 
+    /// `stowage keyserver init --database`, and with `addingMovie` `add-asset movie-1` with the fixture's first movie key.
+    static func initialize(_ dataDirectory: String, database: String, addingMovie: Bool = false) async throws {
+        let initialized = try await keyserver(["init", "--data-dir", dataDirectory, "--database", database])
+        try #require(initialized.status == 0, "\(initialized.output)")
+        guard addingMovie else { return }
+        let added = try await keyserver(
+            [
+                "add-asset", "movie-1", "--key-id", KeyServerFixture.movieKeyIDs[0], "--key", KeyServerFixture.movieKeys[0], "--data-dir",
+                dataDirectory,
+            ]
+                + ["--database", database]
+        )
+        try #require(added.status == 0, "\(added.output)")
+    }
+
     /// A running `stowage keyserver run` and the URL it printed.
     struct Instance {
         let process: RunningProcess
@@ -149,15 +164,8 @@ struct KeyServerFleetTests {
             try? FileManager.default.removeItem(atPath: otherDirectory)
         }
         try await TestDatabase.with(server) { database in
-            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            try await Self.initialize(dataDirectory, database: database, addingMovie: true)
             let keyID = KeyServerFixture.movieKeyIDs[0]
-            let added = try await Self.keyserver(
-                [
-                    "add-asset", "movie-1", "--key-id", keyID, "--key", KeyServerFixture.movieKeys[0], "--data-dir", dataDirectory, "--database",
-                    database,
-                ]
-            )
-            #expect(added.status == 0, "\(added.output)")
             // The other instance's copy of the directory, deployed before the rotation.
             try FileManager.default.copyItem(atPath: dataDirectory, toPath: otherDirectory)
             let instance = try await Self.start(otherDirectory, database: database)
@@ -192,16 +200,9 @@ struct KeyServerFleetTests {
         let dataDirectory = work + "/keys"
         defer { try? FileManager.default.removeItem(atPath: work) }
         try await TestDatabase.with(server) { database in
-            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            try await Self.initialize(dataDirectory, database: database, addingMovie: true)
             let keyID = KeyServerFixture.movieKeyIDs[0]
             let contentKey = SecretBytes(Hex.decode(KeyServerFixture.movieKeys[0])!)
-            let added = try await Self.keyserver(
-                [
-                    "add-asset", "movie-1", "--key-id", keyID, "--key", KeyServerFixture.movieKeys[0], "--data-dir", dataDirectory, "--database",
-                    database,
-                ]
-            )
-            #expect(added.status == 0, "\(added.output)")
             let directory = KeyServerDataDirectory(path: dataDirectory, database: database)
             var configuration = try directory.loadConfiguration()
             // 50 devices from one address (nginx's) in one burst: not what the source limit is for.
@@ -347,7 +348,7 @@ struct KeyServerFleetTests {
         let dataDirectory = work + "/keys"
         defer { try? FileManager.default.removeItem(atPath: work) }
         try await TestDatabase.with(server) { database in
-            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            try await Self.initialize(dataDirectory, database: database)
             let packaged = try await ProcessRunner.run(
                 try StowageExecutable.url(),
                 [
@@ -382,7 +383,7 @@ struct KeyServerFleetTests {
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
         try await TestDatabase.with(server) { database in
-            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            try await Self.initialize(dataDirectory, database: database)
             let instance = try await Self.start(dataDirectory, database: database)
             try await Self.serving(instance) { http in
                 func get(_ path: String) async throws -> (status: Int, body: String) {
@@ -557,7 +558,7 @@ struct KeyServerFleetTests {
             #expect(empty.output.contains("schema_outdated"), "\(empty.output)")
             #expect(empty.output.contains("stowage keyserver init --database"), "\(empty.output)")
             // What the message says to run makes the next start work.
-            #expect(try await Self.keyserver(["init", "--data-dir", dataDirectory, "--database", database]).status == 0)
+            try await Self.initialize(dataDirectory, database: database)
             let instance = try await Self.start(dataDirectory, database: database)
             instance.process.interrupt()
             #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)

@@ -76,6 +76,20 @@ struct MasterKeyRotationTests {
         }
     }
 
+    /// A server freshly started on `directory` hands out every asset's keys.
+    static func expectServed(by directory: KeyServerDataDirectory) async throws {
+        let server = try await KeyServerApplication(dataDirectory: directory)
+        let device = try TestDevice()
+        let token = try await directory.makeToken(subject: "alice", assets: ["*"], ttl: 3_600)
+        do {
+            try await serving(server) { client in try await expectEveryKey(from: client, server: server, device: device, token: token) }
+        } catch {
+            await server.close()
+            throw error
+        }
+        await server.close()
+    }
+
     /// Every stored row, page by page.
     static func allRows(_ directory: KeyServerDataDirectory) async throws -> [ContentKeyRecord] {
         try await directory.withStore { store in
@@ -165,13 +179,7 @@ struct MasterKeyRotationTests {
             await second.close()
 
             // Fresh servers too: on the rotated directory, and on the copy that holds the new key as master-key.next.
-            for fresh in [directory, kind == .sqlite ? directory : other] {
-                let server = try await KeyServerApplication(dataDirectory: fresh)
-                try await Self.serving(server) { client in
-                    try await Self.expectEveryKey(from: client, server: server, device: device, token: token)
-                }
-                await server.close()
-            }
+            for fresh in [directory, kind == .sqlite ? directory : other] { try await Self.expectServed(by: fresh) }
             // The old master key is in no file of the rotated directory.
             let oldBytes = oldKey.withUnsafeBytes { Array($0) }
             for file in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
@@ -200,13 +208,7 @@ struct MasterKeyRotationTests {
             #expect(rename(directory.path(of: "master-key.next"), directory.path(of: "master-key")) == 0)
 
             // A server started now opens rows under either key.
-            let server = try await KeyServerApplication(dataDirectory: directory)
-            let device = try TestDevice()
-            let token = try await directory.makeToken(subject: "alice", assets: ["*"], ttl: 3_600)
-            try await Self.serving(server) { client in
-                try await Self.expectEveryKey(from: client, server: server, device: device, token: token)
-            }
-            await server.close()
+            try await Self.expectServed(by: directory)
 
             let report = try await directory.rotateMasterKey(batchSize: 6)
             #expect(report.finishedEarlierRotation)
@@ -250,13 +252,7 @@ struct MasterKeyRotationTests {
             #expect(Self.exists(directory, KeyServerDataDirectory.nextMasterKeyFile))
             #expect(!Self.exists(directory, KeyServerDataDirectory.oldMasterKeyFile))
             // Every other key still opens (under one key or the other) for a server.
-            let server = try await KeyServerApplication(dataDirectory: directory)
-            let device = try TestDevice()
-            let token = try await directory.makeToken(subject: "alice", assets: ["*"], ttl: 3_600)
-            try await Self.serving(server) { client in
-                try await Self.expectEveryKey(from: client, server: server, device: device, token: token)
-            }
-            await server.close()
+            try await Self.expectServed(by: directory)
         }
     }
 

@@ -52,6 +52,8 @@ struct TLSTests {
         let refused = try await download(source, home: strangerHome, [])
         #expect(refused.status != 0)
         #expect(refused.output.contains("not trusted") && refused.output.contains("--ca-file"), "\(refused.output)")
+        // Its own code, not a network error a download service would wait out.
+        #expect(refused.output.contains("[untrusted_certificate]") && !refused.output.contains("check the URL and the network"), "\(refused.output)")
         // The key server over https, the playlist over plain loopback http: refused with its own code, no keys stored.
         let keyRefused = try await download(fixture.sourceURL(origin), home: strangerHome, [])
         #expect(keyRefused.status != 0)

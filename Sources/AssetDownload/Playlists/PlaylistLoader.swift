@@ -106,6 +106,7 @@ public struct PlaylistLoader: Sendable {
             _ = error
             throw .tooLarge(url: url)
         } catch {
+            if NetworkErrorText.isUntrustedCertificate(error) { throw .untrustedCertificate(url: url, reason: NetworkErrorText.describe(error)) }
             throw .network(url: url, reason: NetworkErrorText.describe(error), hostUnreachable: NetworkErrorText.isNetworkDown(error))
         }
     }
@@ -117,6 +118,8 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
     case httpStatus(url: URL, status: Int)
     /// `hostUnreachable`: the host could not be reached at all (refused, no route, connect timeout).
     case network(url: URL, reason: String, hostUnreachable: Bool)
+    /// The server's TLS certificate was refused: it does not pass by itself, so it is not a network error to wait out.
+    case untrustedCertificate(url: URL, reason: String)
     case tooLarge(url: URL)
     case invalidPlaylist(url: URL, PlaylistError)
     /// A URI that is neither http(s) nor (from a local playlist) a local file, or a local file named by a remote one.
@@ -128,6 +131,7 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
         case .unreadable: "playlist_unreadable"
         case .httpStatus: "playlist_http_status"
         case .network: "playlist_network_error"
+        case .untrustedCertificate: "untrusted_certificate"
         case .tooLarge: "playlist_too_large"
         case .unsupportedScheme: "unsupported_uri"
         case .invalidPlaylist(_, let error): error.code
@@ -139,6 +143,7 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
         case .unreadable(let url, let reason): "cannot read \(url.path): \(reason); give an http(s) URL or the path of a playlist on this machine"
         case .httpStatus(let url, let status): "\(url.absoluteString) answered HTTP \(status); check the URL and any required headers"
         case .network(let url, let reason, _): "cannot fetch \(url.absoluteString): \(reason); check the URL and the network"
+        case .untrustedCertificate(let url, let reason): "cannot fetch \(url.absoluteString): \(reason)"
         case .tooLarge(let url):
             "\(url.absoluteString) is larger than \(PlaylistParser.maximumSize >> 20) MiB; it is not a playlist Stowage will read"
         case .invalidPlaylist(let url, let error): "\(url.absoluteString) is not a valid playlist: \(error.message)"
