@@ -49,7 +49,8 @@ PY
     "$STOWAGE_BIN" keyserver add-asset bench-movie --key-id "$KEY_ID" --key "$KEY" --data-dir "$data" "$@" >/dev/null
 }
 
-# Starts `stowage keyserver run` and prints its base URL once it listens.
+# Starts `stowage keyserver run` and sets INSTANCE_URL once it listens (not in a command substitution: its subshell
+# would keep the PID from cleanup).
 start_instance() {
     local data="$1" log="$2"; shift 2
     "$STOWAGE_BIN" keyserver run --data-dir "$data" --port 0 "$@" >"$log.out" 2>"$log.err" &
@@ -61,7 +62,7 @@ start_instance() {
         sleep 0.1
     done
     [ -n "$url" ] || { echo "error: the key server did not start" >&2; cat "$log.err" >&2; exit 1; }
-    echo "$url"
+    INSTANCE_URL="$url"
 }
 
 measure() {
@@ -80,8 +81,8 @@ for layout in $LAYOUTS; do
     case "$layout" in
     sqlite)
         prepare "$WORK/sqlite"
-        url="$(start_instance "$WORK/sqlite" "$WORK/sqlite-server")"
-        measure sqlite "$url" "$WORK/sqlite"
+        start_instance "$WORK/sqlite" "$WORK/sqlite-server"
+        measure sqlite "$INSTANCE_URL" "$WORK/sqlite"
         stop_instances
         ;;
     postgres | postgres-3-nginx)
@@ -97,11 +98,14 @@ for layout in $LAYOUTS; do
         data="$WORK/$layout"
         prepare "$data" --database "$database"
         if [ "$layout" = postgres ]; then
-            url="$(start_instance "$data" "$WORK/pg-server" --database "$database")"
-            measure postgres "$url" "$data"
+            start_instance "$data" "$WORK/pg-server" --database "$database"
+            measure postgres "$INSTANCE_URL" "$data"
         else
             upstreams=()
-            for index in 1 2 3; do upstreams+=("$(start_instance "$data" "$WORK/pg-server-$index" --database "$database")"); done
+            for index in 1 2 3; do
+                start_instance "$data" "$WORK/pg-server-$index" --database "$database"
+                upstreams+=("$INSTANCE_URL")
+            done
             ca="$WORK/ca"
             mkdir -p "$ca" "$WORK/nginx"
             openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$ca/ca.key" -out "$ca/ca.pem" \
