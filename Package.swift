@@ -210,7 +210,9 @@ let package = Package(
         // A real key server and origin serving an asset packaged from a clear fixture, for download tests.
         .target(
             name: "DownloadTestSupport",
-            dependencies: ["Packaging", "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "StowageCrypto"],
+            dependencies: [
+                "Packaging", "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "StowageCrypto", "StowageTestSupport",
+            ],
             path: "Tests/DownloadTestSupport",
             swiftSettings: swiftSettings
         ),

@@ -6,6 +6,7 @@ public import OfflinePackage
 public import OriginServer
 public import Packaging
 import StowageCrypto
+import StowageTestSupport
 public import Testing
 
 /// A real key server and a real origin over loopback, serving an asset packaged from a clear fixture with
@@ -99,6 +100,15 @@ public struct DownloadFixture: Sendable {
         try await keyServer.makeToken(subject: "alice", assets: ["*"], ttl: 86_400, clock: serverClock)
     }
 
+    /// Runs `body` while `ports` (those a ``withServers(conditions:seed:log:keyServerPort:originPort:_:)`` used) refuse
+    /// connections, as a server that is down does: each is held bound and not listening, so no other test's server
+    /// takes it before the servers come back on it.
+    public func whileDown<T>(ports: [Int], _ body: () async throws -> T) async throws -> T {
+        let held = try ports.map { try HeldPort(port: $0) }
+        defer { for port in held { port.release() } }
+        return try await body()
+    }
+
     /// Runs the key server and the origin on 127.0.0.1 while `body` runs, then stops both.
     /// - Parameters:
     ///   - keyServerPort: the key server's port; 0 picks a free one (give the same port again to bring a key server
@@ -114,17 +124,32 @@ public struct DownloadFixture: Sendable {
     ) async throws -> T {
         let server = try await KeyServerApplication(dataDirectory: keyServer, clock: serverClock)
         let (keyAddresses, keyContinuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
-        let keyTask = Task { try await server.run(port: keyServerPort) { keyContinuation.yield($0) } }
+        // Each stream ends with its server's task, so a server that cannot bind (its port taken) fails the call with
+        // its error instead of leaving it waiting for an address.
+        let keyTask = Task {
+            defer { keyContinuation.finish() }
+            try await server.run(port: keyServerPort) { keyContinuation.yield($0) }
+        }
         let origin = Origin(configuration: .init(root: originRoot.path, port: originPort, conditions: conditions, seed: seed, requestLog: log))
         let (originAddresses, originContinuation) = AsyncStream.makeStream(of: Origin.Address.self)
-        let originTask = Task { try await origin.run { originContinuation.yield($0) } }
+        let originTask = Task {
+            defer { originContinuation.finish() }
+            try await origin.run { originContinuation.yield($0) }
+        }
         defer {
             keyTask.cancel()
             originTask.cancel()
         }
         var keyIterator = keyAddresses.makeAsyncIterator()
         var originIterator = originAddresses.makeAsyncIterator()
-        guard let keyAddress = await keyIterator.next(), let originAddress = await originIterator.next() else { throw CancellationError() }
+        guard let keyAddress = await keyIterator.next() else {
+            try await keyTask.value
+            throw CancellationError()
+        }
+        guard let originAddress = await originIterator.next() else {
+            try await originTask.value
+            throw CancellationError()
+        }
         let result: Result<T, any Error>
         do {
             result = .success(try await body(originAddress.baseURL, keyAddress.baseURL))

@@ -122,11 +122,13 @@ struct LeaseUpkeepTests {
         let lease = try #require(try service.library.leases().first)
         try await withService(service) { client in
             // Deleted offline: keys erased, release queued, the key server unreachable.
-            _ = try await client.delete(assetId: fixture.assetId)
-            let offline = try await client.upkeepLeases()
-            #expect(offline.released.isEmpty)
-            #expect(offline.stillQueued[lease.leaseId] != nil)
-            #expect(try service.library.leases().first?.pendingRelease == true)
+            try await fixture.whileDown(ports: [keyServerPort]) {
+                _ = try await client.delete(assetId: fixture.assetId)
+                let offline = try await client.upkeepLeases()
+                #expect(offline.released.isEmpty)
+                #expect(offline.stillQueued[lease.leaseId] != nil)
+                #expect(try service.library.leases().first?.pendingRelease == true)
+            }
 
             try await fixture.withServers(keyServerPort: keyServerPort) { _, _ in
                 let online = try await client.upkeepLeases()

@@ -125,11 +125,13 @@ struct PlayWhileDownloadingTests {
         }
 
         // Paused, and the origin is gone: 404 saying what the source did.
-        let unreachable = try await library.play(assetId: fixture.assetId)
-        let missing = try await Self.fetch(unreachable.address.sessionURL.appendingPathComponent(last.path))
-        await unreachable.stop()
-        #expect(missing.status == 404)
-        #expect(missing.body.contains("segment_not_downloaded") && missing.body.contains("its source could not provide it"), "\(missing.body)")
+        try await fixture.whileDown(ports: [try #require(origin.port), try #require(keyServer.port)]) {
+            let unreachable = try await library.play(assetId: fixture.assetId)
+            let missing = try await Self.fetch(unreachable.address.sessionURL.appendingPathComponent(last.path))
+            await unreachable.stop()
+            #expect(missing.status == 404)
+            #expect(missing.body.contains("segment_not_downloaded") && missing.body.contains("its source could not provide it"), "\(missing.body)")
+        }
         let errors = try String(contentsOf: fixture.package.errorLogURL, encoding: .utf8)
         #expect(errors.contains("segment_downloading") && errors.contains("segment_not_downloaded"))
 

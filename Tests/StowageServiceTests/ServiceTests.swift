@@ -189,16 +189,18 @@ struct ServiceTests {
         }
         let service = try DownloadService.open(dataDirectory: fixture.clientDirectory, configuration: Self.configuration())
         try await withService(service) { client in
-            // Both servers are down (their ports closed): the task waits and retries instead of failing.
-            _ = try await client.submit(request)
-            var waited: ServiceDownload?
-            for _ in 0..<150 where waited == nil {
-                let status = try await client.download(assetId: fixture.assetId)
-                #expect(status.state != "failed")
-                if status.waiting { waited = status } else { try await Task.sleep(for: .milliseconds(100)) }
+            // Both servers are down (their ports refuse connections): the task waits and retries instead of failing.
+            try await fixture.whileDown(ports: [ports.0, ports.1]) {
+                _ = try await client.submit(request)
+                var waited: ServiceDownload?
+                for _ in 0..<150 where waited == nil {
+                    let status = try await client.download(assetId: fixture.assetId)
+                    #expect(status.state != "failed")
+                    if status.waiting { waited = status } else { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                let waiting = try #require(waited)
+                #expect(DownloadError.isTransient(code: waiting.reason?.code ?? ""), "\(String(describing: waiting.reason))")
             }
-            let waiting = try #require(waited)
-            #expect(DownloadError.isTransient(code: waiting.reason?.code ?? ""), "\(String(describing: waiting.reason))")
             // Back where the request says they are: the next retry completes the download.
             try await fixture.withServers(keyServerPort: ports.1, originPort: ports.0) { origin, _ in
                 #expect(try await attach(client, fixture.assetId).last?.event == .finished)
