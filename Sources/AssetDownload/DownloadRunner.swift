@@ -109,6 +109,14 @@ struct DownloadRunner: Sendable {
                 try store.updateRequest(record.request, at: now)
             }
             try checkSpace(for: manifest, completed: existing == nil ? [:] : try store.completedFiles(assetId), package: package)
+            // Keys written into the playlists are sealed in the key store before the manifest, which names them only by
+            // reference, is written: a manifest on disk can always get its inline keys from the store.
+            if !plan.inlineKeys.isEmpty {
+                let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
+                for (reference, key) in plan.inlineKeys.sorted(by: { $0.key < $1.key }) {
+                    try keyStore.storeIdentityKey(key, uri: reference, assetId: assetId, expiresAt: nil, at: now)
+                }
+            }
             // Playlists first, the manifest last: a manifest on disk means its playlists are there.
             do {
                 try FileManager.default.createDirectory(at: package.url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -253,11 +261,11 @@ struct DownloadRunner: Sendable {
 
     private func acquireKeys(manifest: PackageManifest, request: DownloadRequest) async throws {
         let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
-        let entries = manifest.keys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
-        let needsServer = manifest.keys.contains { $0.kind == .skd }
         var fetch = IdentityKeyFetcher.Configuration()
         fetch.headers = request.scopedHeaders
-        if needsServer {
+        let skdKeys = manifest.keys.filter { $0.kind == .skd }
+        var leaseId: String?
+        if !skdKeys.isEmpty {
             let chosen = try session.keyServer(for: request)
             guard let server = chosen else {
                 throw DownloadError.keys(
@@ -274,18 +282,29 @@ struct DownloadRunner: Sendable {
                 serverURL: server,
                 token: request.token
             )
-            let acquisition = try await keys.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch)
-            events.yield(.keysAcquired(leaseId: acquisition.leaseId, keys: manifest.keys.count))
-        } else {
-            let fetcher = IdentityKeyFetcher(http: session.keyHTTP, store: keyStore, clock: session.clock, configuration: fetch)
-            for key in manifest.keys {
-                guard let url = URL(string: key.uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
-                    throw DownloadError.unsupportedURI(key.uri)
-                }
-                _ = try await fetcher.key(for: url, assetId: assetId)
-            }
-            events.yield(.keysAcquired(leaseId: nil, keys: manifest.keys.count))
+            let entries = skdKeys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
+            leaseId = try await keys.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch).leaseId
         }
+        // Identity keys one by one, each checked against the length its METHOD takes.
+        let fetcher = IdentityKeyFetcher(http: session.keyHTTP, store: keyStore, clock: session.clock, configuration: fetch)
+        for key in manifest.keys where key.kind == .identity {
+            if InlineKeyURI.isReference(key.uri) {
+                // Stored when the download was planned; only a hand-edited key store lacks it.
+                guard (try? keyStore.identityKey(uri: key.uri, at: now)) != nil else {
+                    throw DownloadError.keys(
+                        code: "inline_key_missing",
+                        message:
+                            "the key store no longer holds the inline key \(key.keyId) of asset \(assetId); delete the asset and download it again"
+                    )
+                }
+                continue
+            }
+            guard let url = URL(string: key.uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                throw DownloadError.unsupportedURI(key.uri)
+            }
+            _ = try await fetcher.key(for: url, assetId: assetId, lengths: key.allowedLengths)
+        }
+        events.yield(.keysAcquired(leaseId: leaseId, keys: manifest.keys.count))
     }
 
     // MARK: - Space

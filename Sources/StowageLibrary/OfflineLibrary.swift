@@ -252,7 +252,8 @@ extension OfflineLibrary {
             request: request,
             leaseAsset: authorization.manifest.keys.lazy.compactMap { try? PlaylistKeySelection.parseSKD($0.uri).assetId }.first
                 ?? authorization.assetId,
-            onlineKeys: plan.keys
+            onlineKeys: plan.keys,
+            inlineKeys: plan.inlineKeys
         )
         return OnlineRenditions(
             plan: plan,

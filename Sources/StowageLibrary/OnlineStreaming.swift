@@ -38,6 +38,8 @@ actor OnlineKeys {
     let leaseAsset: String
     /// The online renditions' keys the package's lease does not hold.
     let onlineKeys: [PackageKey]
+    /// The online renditions' keys their playlists carry inline, by reference.
+    let inlineKeys: [String: SecretBytes]
     private var streaming: Task<[String: SecretBytes], any Error>?
 
     init(
@@ -48,7 +50,8 @@ actor OnlineKeys {
         clock: any KeyDelivery.Clock,
         request: DownloadRequest?,
         leaseAsset: String,
-        onlineKeys: [PackageKey]
+        onlineKeys: [PackageKey],
+        inlineKeys: [String: SecretBytes]
     ) {
         self.downloads = downloads
         self.keyStore = keyStore
@@ -58,18 +61,28 @@ actor OnlineKeys {
         self.request = request
         self.leaseAsset = leaseAsset
         self.onlineKeys = onlineKeys
+        self.inlineKeys = inlineKeys
     }
 
     func key(_ key: PackageKey) async throws -> SecretBytes {
         switch key.kind {
         case .identity:
+            if InlineKeyURI.isReference(key.uri) {
+                guard let inline = inlineKeys[key.uri] else {
+                    throw KeySessionError.invalidRequest("the source's playlist no longer carries the inline key \(key.keyId)")
+                }
+                return inline
+            }
             guard let url = URL(string: key.uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
                 throw KeySessionError.invalidRequest("the key URI \(key.uri) is not an http(s) URL")
             }
             var configuration = IdentityKeyFetcher.Configuration()
             configuration.headers = request?.scopedHeaders ?? .none
             configuration.maxAttempts = 2
-            return try await IdentityKeyFetcher(http: http, store: keyStore, clock: clock, configuration: configuration).fetchUnstored(url)
+            return try await IdentityKeyFetcher(http: http, store: keyStore, clock: clock, configuration: configuration).fetchUnstored(
+                url,
+                lengths: key.allowedLengths
+            )
         case .skd:
             let (asset, _) = try PlaylistKeySelection.parseSKD(key.uri)
             guard asset == leaseAsset else {

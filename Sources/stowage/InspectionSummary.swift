@@ -132,7 +132,8 @@ struct InspectionSummary {
     /// A key's method, format, URI and IV; a session key has no media sequence to take an IV from.
     private func describe(_ key: EncryptionKey, inSegments: Bool = true) -> String {
         var parts = ["\(key.method)", "keyformat \(key.effectiveKeyFormat)"]
-        if let uri = key.uri { parts.append(uri) }
+        // A data: URI is the key itself: named, not shown.
+        if let uri = key.uri { parts.append(uri.lowercased().hasPrefix("data:") ? "inline key (data: URI, not shown)" : uri) }
         if let iv = key.iv {
             parts.append("IV 0x\(iv)")
         } else if inSegments {

@@ -47,6 +47,56 @@ struct PlaylistDecryptionTests {
         #expect(try !FileManager.default.contentsOfDirectory(atPath: out.path).contains { $0.hasSuffix(".partial") })
     }
 
+    /// ffmpeg's AES-128 segments with the key written into the playlist as a data: URI, base64 and percent-encoded.
+    @Test(arguments: [
+        "data:text/plain;base64,YY4MhQ2BSQZGFJGtlwif6g==", "data:;base64,YY4MhQ2BSQZGFJGtlwif6g",
+        "data:application/octet-stream,%61%8e%0c%85%0d%81%49%06%46%14%91%ad%97%08%9f%ea",
+    ])
+    func inlineKeys(uri: String) throws {
+        let source = try Self.temporaryDirectory()
+        let out = try Self.temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: source)
+            try? FileManager.default.removeItem(at: out)
+        }
+        let fixture = Self.media.appendingPathComponent("ts-aes128-iv")
+        for name in ["seg_0.ts", "seg_1.ts", "seg_2.ts"] {
+            try FileManager.default.copyItem(at: fixture.appendingPathComponent(name), to: source.appendingPathComponent(name))
+        }
+        let playlist = try String(contentsOf: fixture.appendingPathComponent("index.m3u8"), encoding: .utf8)
+            .replacingOccurrences(of: "URI=\"aes128.test.key\"", with: "URI=\"\(uri)\"")
+        #expect(playlist.contains(uri))
+        try Data(playlist.utf8).write(to: source.appendingPathComponent("index.m3u8"))
+        let report = try PlaylistDecryption().decrypt(playlistAt: source.appendingPathComponent("index.m3u8"), to: out)
+        #expect(report.segments == 3)
+        for name in ["seg_0.ts", "seg_1.ts", "seg_2.ts"] {
+            #expect(try Self.bytes(out.appendingPathComponent(name)) == Self.bytes(Self.media.appendingPathComponent("ts-clear/\(name)")))
+        }
+    }
+
+    @Test func anInlineKeyOfTheWrongLengthIsRefusedWithoutShowingIt() throws {
+        let source = try Self.temporaryDirectory()
+        let out = try Self.temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: source)
+            try? FileManager.default.removeItem(at: out)
+        }
+        try FileManager.default.copyItem(
+            at: Self.media.appendingPathComponent("ts-aes128-iv/seg_0.ts"),
+            to: source.appendingPathComponent("seg_0.ts")
+        )
+        let uri = "data:;base64,YY4MhQ2BSQZGFJGtlwif6g=="
+        try Data(
+            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-256,URI=\"\(uri)\"\n#EXTINF:2,\nseg_0.ts\n#EXT-X-ENDLIST\n".utf8
+        ).write(to: source.appendingPathComponent("index.m3u8"))
+        let error = #expect(throws: PlaylistDecryptionError.self) {
+            try PlaylistDecryption().decrypt(playlistAt: source.appendingPathComponent("index.m3u8"), to: out)
+        }
+        #expect(error?.code == "invalid_inline_key")
+        #expect(error?.description.contains("holds 16 bytes; this key's method takes 32 bytes") == true)
+        #expect(error?.description.contains("YY4M") == false)
+    }
+
     @Test func encryptedInitSectionAndKeyRotationInFragmentedMP4() throws {
         let out = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: out) }

@@ -10,8 +10,9 @@ struct DownloadPlan: Sendable {
     var manifest: PackageManifest
     /// Local playlist text by path relative to the package.
     var playlists: [String: String]
-    /// EXT-X-KEY / EXT-X-SESSION-KEY entries with absolute URIs, in order of appearance.
-    var keyEntries: [EncryptionKey]
+    /// Keys the playlists carry inline (`data:` URIs), by the reference the manifest names them with: to be stored
+    /// sealed before the manifest is written.
+    var inlineKeys: [String: SecretBytes]
     /// The key server advertised by EXT-X-SESSION-DATA `com.stowage.key-server`, if any.
     var advertisedKeyServer: URL?
 }
@@ -158,14 +159,13 @@ struct DownloadPlanner: Sendable {
                 if let uri = key.uri, let absolute = PlaylistURI.resolve(uri, against: top.url) { key.uri = absolute.absoluteString }
                 return key
             }
-            builder.keyEntries.append(contentsOf: localMultivariant.sessionKeys.filter { $0.method != .none })
             localMultivariant.sessionKeys = localMultivariant.sessionKeys.compactMap { builder.localKey($0) }
         }
         manifest = builder.manifest
         manifest.updatedAt = now
         var playlists = builder.playlists
         playlists[manifest.multivariantPlaylist] = PlaylistWriter.write(.multivariant(localMultivariant), options: .init(omitDefinitions: true))
-        return DownloadPlan(manifest: manifest, playlists: playlists, keyEntries: builder.keyEntries, advertisedKeyServer: advertised)
+        return DownloadPlan(manifest: manifest, playlists: playlists, inlineKeys: builder.inlineKeys, advertisedKeyServer: advertised)
     }
 
     // MARK: - Selection
@@ -225,7 +225,8 @@ struct DownloadPlanner: Sendable {
 struct PlanBuilder {
     var manifest: PackageManifest
     var playlists: [String: String] = [:]
-    var keyEntries: [EncryptionKey] = []
+    /// Keys the playlists carry inline (`data:` URIs), by the reference the manifest names them with.
+    var inlineKeys: [String: SecretBytes] = [:]
 
     init(manifest: PackageManifest) {
         self.manifest = manifest
@@ -250,20 +251,45 @@ struct PlanBuilder {
     /// Nil for entries whose key format Stowage does not use (dropped from local playlists).
     mutating func localKey(_ key: EncryptionKey) -> EncryptionKey? {
         guard key.method != .none else { return key }
-        guard let uri = key.uri, let packageKey = Self.packageKey(for: key, uri: uri) else { return nil }
+        // Keys of segments were checked when the rendition was added; a session key that is not usable is left out.
+        guard let uri = key.uri, let packageKey = try? packageKey(for: key, uri: uri) else { return nil }
         if manifest.key(id: packageKey.keyId) == nil { manifest.keys.append(packageKey) }
         var local = key
         local.uri = packageKey.localURI
         return local
     }
 
-    static func packageKey(for key: EncryptionKey, uri: String) -> PackageKey? {
+    /// The package's entry for a key line: skd keys by their key ID, identity keys by a digest of their URI. A key
+    /// written into the playlist as a `data:` URI is decoded here and kept in ``inlineKeys`` (memory only, stored
+    /// sealed by the download); the manifest names it by its ``InlineKeyURI/reference(for:)``. Nil for key formats
+    /// Stowage does not use.
+    ///
+    /// - Throws: ``DownloadError`` `invalid_inline_key` for a `data:` URI that is not a key of the method's length.
+    mutating func packageKey(for key: EncryptionKey, uri: String) throws(DownloadError) -> PackageKey? {
+        let length = key.method == .aes256 || key.method == .aes256CTR ? 32 : 16
         switch key.effectiveKeyFormat {
         case PlaylistKeySelection.skdKeyFormat:
             guard let (_, keyId) = try? PlaylistKeySelection.parseSKD(uri) else { return nil }
-            return PackageKey(keyId: keyId, kind: .skd, uri: uri, keyFormat: key.effectiveKeyFormat)
+            return PackageKey(keyId: keyId, kind: .skd, uri: uri, keyFormat: key.effectiveKeyFormat, keyLength: length == 16 ? nil : length)
         case EncryptionKey.identityKeyFormat:
-            return PackageKey(keyId: PackageKeyring.identityKeyID(uri: uri), kind: .identity, uri: uri, keyFormat: key.effectiveKeyFormat)
+            var name = uri
+            if InlineKeyURI.isInline(uri) {
+                let bytes: SecretBytes
+                do {
+                    bytes = try InlineKeyURI.decode(uri, allowedLengths: [length])
+                } catch {
+                    throw DownloadError.keys(code: error.code, message: error.message)
+                }
+                name = InlineKeyURI.reference(for: bytes)
+                inlineKeys[name] = bytes
+            }
+            return PackageKey(
+                keyId: PackageKeyring.identityKeyID(uri: name),
+                kind: .identity,
+                uri: name,
+                keyFormat: key.effectiveKeyFormat,
+                keyLength: length == 16 ? nil : length
+            )
         default:
             return nil
         }
@@ -335,7 +361,7 @@ struct PlanBuilder {
                     var key: PackageSegmentKey?
                     if let chosen = Self.chosenKey(map.keys), Self.isWholeFile(chosen.method),
                         let uri = chosen.url?.absoluteString ?? Optional(chosen.uri),
-                        let packageKey = Self.packageKey(for: EncryptionKey(method: chosen.method, uri: uri, keyFormat: chosen.keyFormat), uri: uri)
+                        let packageKey = try packageKey(for: EncryptionKey(method: chosen.method, uri: uri, keyFormat: chosen.keyFormat), uri: uri)
                     {
                         key = PackageSegmentKey(method: chosen.method.rawValue, keyId: packageKey.keyId, iv: Hex.encode(chosen.iv))
                     }
@@ -360,7 +386,7 @@ struct PlanBuilder {
                 var key: PackageSegmentKey?
                 if let chosen = Self.chosenKey(segment.keys) {
                     let uri = chosen.url?.absoluteString ?? chosen.uri
-                    if let packageKey = Self.packageKey(for: EncryptionKey(method: chosen.method, uri: uri, keyFormat: chosen.keyFormat), uri: uri) {
+                    if let packageKey = try packageKey(for: EncryptionKey(method: chosen.method, uri: uri, keyFormat: chosen.keyFormat), uri: uri) {
                         key = PackageSegmentKey(method: chosen.method.rawValue, keyId: packageKey.keyId, iv: Hex.encode(chosen.iv))
                     }
                 }
@@ -382,12 +408,6 @@ struct PlanBuilder {
                     file: file
                 )
             )
-        }
-        // Keys named by the playlist, made absolute, to be obtained before any segment.
-        for key in media.distinctKeys where key.method != .none {
-            var absolute = key
-            if let uri = key.uri, let resolvedURL = PlaylistURI.resolve(uri, against: url) { absolute.uri = resolvedURL.absoluteString }
-            keyEntries.append(absolute)
         }
         playlists[rendition.playlist] = localMediaPlaylist(media, url: url, segmentNames: segmentNames, initNames: initNames, initIndex: initIndex)
         manifest.renditions.append(rendition)

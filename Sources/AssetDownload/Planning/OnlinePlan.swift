@@ -157,7 +157,8 @@ extension DownloadPlanner {
             renditions: online,
             keys: newKeys,
             playlists: playlists,
-            multivariantPlaylist: PlaylistWriter.write(.multivariant(served), options: .init(omitDefinitions: true))
+            multivariantPlaylist: PlaylistWriter.write(.multivariant(served), options: .init(omitDefinitions: true)),
+            inlineKeys: builder.inlineKeys.filter { reference, _ in newKeys.contains { $0.uri == reference } }
         )
     }
 }

@@ -61,12 +61,18 @@ public struct IdentityKeyFetcher: Sendable {
     /// The key of `url` for `assetId`: from the store when it holds an unexpired key for the URI, else fetched and
     /// stored sealed.
     ///
+    /// - Parameter lengths: the key lengths the playlist's METHOD takes (`[16]` for AES-128 and SAMPLE-AES, `[32]` for
+    ///   AES-256); nil: 16, or 16 and 32 with ``Configuration/allowsAES256``.
+    ///
     /// - Throws: ``KeySessionError`` `identity_key_fetch_failed` (HTTP error), `identity_key_unreachable`,
     ///   `invalid_identity_key` (wrong body length); ``KeyStoreError`` / ``LeaseError`` from the store.
-    public func key(for url: URL, assetId: String) async throws -> (key: SecretBytes, fromCache: Bool) {
+    public func key(for url: URL, assetId: String, lengths: [Int]? = nil) async throws -> (key: SecretBytes, fromCache: Bool) {
         let uri = url.absoluteString
+        let allowed = lengths ?? defaultLengths
         do {
-            return (try store.identityKey(uri: uri, at: clock.now), true)
+            let stored = try store.identityKey(uri: uri, at: clock.now)
+            // A key stored for another method of the same URI is fetched again rather than used at the wrong length.
+            if allowed.contains(stored.count) { return (stored, true) }
         } catch let error as KeyStoreError
             where [
                 KeyStoreError.identityKeyNotFound(uri: uri).code, KeyStoreError.identityKeyExpired(uri: uri, expiresAt: 0).code,
@@ -75,7 +81,7 @@ public struct IdentityKeyFetcher: Sendable {
         {
             // Not stored, expired or damaged: fetch it again.
         }
-        let key = try await fetch(uri)
+        let key = try await fetch(uri, allowed: allowed)
         let now = clock.now
         try store.storeIdentityKey(key, uri: uri, assetId: assetId, expiresAt: configuration.lifetimeSeconds.map { now + $0 }, at: now)
         return (key, false)
@@ -85,13 +91,14 @@ public struct IdentityKeyFetcher: Sendable {
     /// from or written to the store.
     ///
     /// - Throws: ``KeySessionError`` `identity_key_fetch_failed`, `identity_key_unreachable`, `invalid_identity_key`.
-    public func fetchUnstored(_ url: URL) async throws -> SecretBytes {
-        try await fetch(url.absoluteString)
+    public func fetchUnstored(_ url: URL, lengths: [Int]? = nil) async throws -> SecretBytes {
+        try await fetch(url.absoluteString, allowed: lengths ?? defaultLengths)
     }
 
-    /// GETs `uri` with retries; returns the checked key.
-    func fetch(_ uri: String) async throws -> SecretBytes {
-        let allowed = configuration.allowsAES256 ? [16, 32] : [16]
+    private var defaultLengths: [Int] { configuration.allowsAES256 ? [16, 32] : [16] }
+
+    /// GETs `uri` with retries; returns the key, checked to be one of the `allowed` lengths.
+    func fetch(_ uri: String, allowed: [Int]) async throws -> SecretBytes {
         var backoff = configuration.initialBackoffSeconds
         var attempt = 1
         while true {

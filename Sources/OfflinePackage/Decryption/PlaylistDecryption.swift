@@ -1,5 +1,6 @@
 public import Foundation
 public import HLS
+import KeyDelivery
 public import MediaCrypto
 public import StowageCore
 public import StowageCrypto
@@ -216,6 +217,14 @@ public struct PlaylistDecryption {
             guard explicit.count == method.keyLength else { throw .keyLength(uri: key.uri, expected: method.keyLength, found: explicit.count) }
             return explicit
         }
+        if InlineKeyURI.isInline(key.uri) {
+            // The playlist carries the key itself; errors name it only as an inline key.
+            do {
+                return try InlineKeyURI.decode(key.uri, allowedLengths: [method.keyLength])
+            } catch {
+                throw .inlineKey(error.message)
+            }
+        }
         guard let url = key.url, url.isFileURL else { throw .missingKey(uri: key.uri) }
         let raw: Data
         do {
@@ -306,6 +315,7 @@ public enum PlaylistDecryptionError: Error, Sendable, CustomStringConvertible {
     case notLocal(uri: String)
     case missingKey(uri: String)
     case keyLength(uri: String, expected: Int, found: Int)
+    case inlineKey(String)
     case unsupportedMethod(String, segment: String)
     case segment(SegmentCryptoError)
     case output(path: String, reason: String)
@@ -319,6 +329,7 @@ public enum PlaylistDecryptionError: Error, Sendable, CustomStringConvertible {
         case .notLocal: "not_local"
         case .missingKey: "missing_key"
         case .keyLength: "wrong_key_length"
+        case .inlineKey: "invalid_inline_key"
         case .unsupportedMethod: "unsupported_method"
         case .segment(let error): error.code
         case .output: "output_failed"
@@ -333,6 +344,7 @@ public enum PlaylistDecryptionError: Error, Sendable, CustomStringConvertible {
         case .notLocal(let uri): "\(uri) is not a local file; `stowage decrypt` works on a playlist and segments on disk"
         case .missingKey(let uri): "no key for \(uri): pass --key HEX or --key-file FILE, or put the key file where the URI points"
         case .keyLength(let uri, let expected, let found): "the key for \(uri) has \(found) bytes; this method needs \(expected)"
+        case .inlineKey(let message): message
         case .unsupportedMethod(let method, let segment): "segment \(segment) uses METHOD=\(method), which Stowage does not decrypt"
         case .segment(let error): error.description
         case .output(let path, let reason): "cannot write \(path): \(reason)"

@@ -1,3 +1,5 @@
+public import StowageCrypto
+
 /// What the source offers beyond a package, planned for streaming beside it (`stowage play` while online): the
 /// variants and renditions the package does not hold, described exactly as a download would describe them (files,
 /// keys, local playlists), but named `online-...` (``PackageSourceRendition/onlineId``) and never written to disk.
@@ -18,11 +20,21 @@ public struct OnlinePlan: Sendable {
     /// the package's playlists and the online ones at theirs, with EXT-X-SESSION-DATA ``sessionDataID`` listing the
     /// online rendition IDs.
     public var multivariantPlaylist: String
+    /// The bytes of ``keys`` the source's playlists carry inline (`data:` URIs), by the reference
+    /// ``PackageKey/uri`` names them with; memory only, like every key of an online rendition.
+    public var inlineKeys: [String: SecretBytes]
 
-    public init(renditions: [PackageRendition], keys: [PackageKey], playlists: [String: String], multivariantPlaylist: String) {
+    public init(
+        renditions: [PackageRendition],
+        keys: [PackageKey],
+        playlists: [String: String],
+        multivariantPlaylist: String,
+        inlineKeys: [String: SecretBytes] = [:]
+    ) {
         self.renditions = renditions
         self.keys = keys
         self.playlists = playlists
         self.multivariantPlaylist = multivariantPlaylist
+        self.inlineKeys = inlineKeys
     }
 }

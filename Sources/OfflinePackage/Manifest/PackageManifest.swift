@@ -78,16 +78,23 @@ public struct PackageKey: Codable, Sendable, Hashable {
     /// 32 lowercase hex digits: the skd key ID, or the first 16 bytes of SHA-256 of an identity key's absolute URI.
     public var keyId: String
     public var kind: Kind
-    /// The key URI as resolved against its playlist.
+    /// The key URI as resolved against its playlist; for a key written into the playlist as a `data:` URI, the
+    /// reference that names it instead (`stowage-inline-key:...`, see `InlineKeyURI`), so no manifest holds a key.
     public var uri: String
     public var keyFormat: String
+    /// The key's length in bytes: 32 for AES-256 methods; nil (manifests written before AES-256) means 16.
+    public var keyLength: Int?
 
-    public init(keyId: String, kind: Kind, uri: String, keyFormat: String) {
+    public init(keyId: String, kind: Kind, uri: String, keyFormat: String, keyLength: Int? = nil) {
         self.keyId = keyId
         self.kind = kind
         self.uri = uri
         self.keyFormat = keyFormat
+        self.keyLength = keyLength
     }
+
+    /// The lengths the key may have: `[keyLength]`, or `[16]`.
+    public var allowedLengths: [Int] { [keyLength ?? 16] }
 
     /// The URI local playlists use for this key.
     public var localURI: String { "stowage-key://\(keyId)" }
