@@ -233,7 +233,7 @@ let package = Package(
             name: "StowageServiceTests",
             dependencies: [
                 "StowageTestSupport", "DownloadTestSupport", "StowageService", "StowageLibrary", "StowageCore",
-                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "Playback", "StowageCrypto",
+                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "Playback", "StowageCrypto", "HLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

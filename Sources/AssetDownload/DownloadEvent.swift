@@ -7,6 +7,9 @@ public enum DownloadEvent: Sendable {
     case willDownload(to: URL)
     /// The media selections resolved from the multivariant playlist: the variant and the renditions.
     case resolvedMediaSelections([PackageRendition])
+    /// The source's playlists deviate from RFC 8216bis in ways players accept; each deviation and how it was read
+    /// (also kept in the manifest). Sent after ``resolvedMediaSelections(_:)`` when there are any.
+    case playlistWarnings([PackagePlaylistWarning])
     /// The keys were obtained and stored (lease ID when a key server issued one).
     case keysAcquired(leaseId: String?, keys: Int)
     case progress(DownloadProgress)

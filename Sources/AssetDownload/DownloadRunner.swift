@@ -133,6 +133,7 @@ struct DownloadRunner: Sendable {
         }
         events.yield(.willDownload(to: package.url))
         events.yield(.resolvedMediaSelections(manifest.renditions))
+        if let warnings = manifest.playlistWarnings, !warnings.isEmpty { events.yield(.playlistWarnings(warnings)) }
 
         if !record.keysAcquired, !manifest.keys.isEmpty {
             try await acquireKeys(manifest: manifest, request: record.request)

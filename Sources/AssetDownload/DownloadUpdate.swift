@@ -1,5 +1,5 @@
 import Foundation
-import OfflinePackage
+public import OfflinePackage
 public import StowageCore
 
 /// A ``DownloadEvent`` as data: what `stowage download --json` prints one per line and what the download service
@@ -12,7 +12,8 @@ public import StowageCore
 public struct DownloadUpdate: Codable, Sendable, Hashable {
     /// What happened (the event's name).
     public enum Kind: String, Codable, Sendable, Hashable {
-        case willDownload, resolvedMediaSelections, keysAcquired, progress, mediaSelectionCompleted, paused, resumed, finished, failed
+        case willDownload, resolvedMediaSelections, playlistWarnings, keysAcquired, progress, mediaSelectionCompleted, paused, resumed, finished,
+            failed
         /// A service holds the task in its queue (its place is ``DownloadUpdate/position``).
         case queued
         /// A service waits for a condition before it runs the task again (``DownloadUpdate/reason`` says which).
@@ -39,6 +40,8 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
     public var location: String?
     /// `resolvedMediaSelections`.
     public var mediaSelections: [MediaSelection]?
+    /// `playlistWarnings`: each deviation from RFC 8216bis the source's playlists make, and how it was read.
+    public var warnings: [PackagePlaylistWarning]?
     /// `keysAcquired`: the lease (nil for identity keys) and the number of keys.
     public var leaseId: String?
     public var keys: Int?
@@ -84,6 +87,9 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
                     files: $0.files.count
                 )
             }
+        case .playlistWarnings(let list):
+            self.init(asset: assetId, event: .playlistWarnings)
+            warnings = list
         case .keysAcquired(let lease, let count):
             self.init(asset: assetId, event: .keysAcquired)
             leaseId = lease

@@ -123,7 +123,7 @@ public struct PlaylistWarning: Hashable, Sendable, Codable, CustomStringConverti
         self.message = message
     }
 
-    public var description: String { "line \(line): \(message)" }
+    public var description: String { line > 0 ? "line \(line): \(message)" : message }
 }
 
 extension PlaylistError: StowageError {

@@ -10,12 +10,15 @@ extension OfflineLibrary {
     /// - Parameters:
     ///   - headers: extra request headers, sent only to the playlist's host.
     ///   - trust: the CAs trusted for an https playlist.
+    ///   - strict: refuse every deviation from RFC 8216bis, as a validator does, instead of reading the playlist as
+    ///     players do and reporting each deviation as a warning.
     /// - Throws: ``AssetDownload/PlaylistLoadError``, ``KeyDelivery/TLSTrustError``.
     public static func inspect(
         _ location: String,
         headers: [(String, String)] = [],
         deep: Bool = false,
-        trust: TLSTrust = .fromEnvironment()
+        trust: TLSTrust = .fromEnvironment(),
+        strict: Bool = false
     ) async throws -> PlaylistInspection {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
         configuration.connectionPool.retryConnectionEstablishment = false
@@ -23,7 +26,7 @@ extension OfflineLibrary {
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let scoped = ScopedHeaders(headers, playlistURL: PlaylistLoader.url(of: location))
         do {
-            let inspection = try await PlaylistLoader(client: client, headers: scoped).inspect(location, deep: deep)
+            let inspection = try await PlaylistLoader(client: client, headers: scoped, strict: strict).inspect(location, deep: deep)
             try? await client.shutdown()
             return inspection
         } catch {

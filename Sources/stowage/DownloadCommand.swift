@@ -381,6 +381,11 @@ final class ProgressDisplay {
                 let detail = [selection.language, selection.resolution, selection.bandwidth.map { "\($0 / 1000) kbit/s" }].compactMap { $0 }
                 say("  \(selection.id): \(selection.kind) \(selection.name) \(detail.joined(separator: ", ")), \(selection.files) files")
             }
+        case .playlistWarnings:
+            let warnings = update.warnings ?? []
+            say("  playlists: \(warnings.count) deviation(s) from RFC 8216bis, read as players read them:")
+            for warning in warnings.prefix(20) { say("    warning: \(warning)") }
+            if warnings.count > 20 { say("    ... and \(warnings.count - 20) more in the package's manifest.json") }
         case .keysAcquired: say("keys: \(update.keys ?? 0) obtained and stored\(update.leaseId.map { " (lease \($0))" } ?? "")")
         case .progress: draw(update)
         case .mediaSelectionCompleted: if !isTerminal { say("  \(update.id ?? "?") complete") }

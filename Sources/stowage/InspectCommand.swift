@@ -10,10 +10,15 @@ struct InspectCommand: AsyncParsableCommand {
         commandName: "inspect",
         abstract: "Summarize an HLS playlist: variants, renditions, keys, segments, encryption and warnings.",
         discussion: """
+            Playlists are read as players read them: a deviation from RFC 8216bis that ffmpeg, hls.js or AVPlayer
+            accept (no EXT-X-TARGETDURATION, BANDWIDTH written as a decimal, an IV without 0x, ...) is listed under
+            Warnings with its line; --strict refuses the first one instead, as a validator does.
             Examples:
               stowage inspect Fixtures/playlists/multivariant.m3u8 --deep
               stowage inspect http://127.0.0.1:8080/master.m3u8 --json
-            Exit status: 0 when the playlist parsed, 1 when it is invalid or cannot be fetched.
+              stowage inspect Fixtures/playlists/lenient/no-target-duration.m3u8 --strict
+            Exit status: 0 when the playlist parsed, 1 when it is invalid (under --strict: not valid RFC 8216bis) or
+            cannot be fetched.
             The JSON form is documented in docs/inspect-json.md.
             """
     )
@@ -26,6 +31,9 @@ struct InspectCommand: AsyncParsableCommand {
 
     @Flag(help: "Print the full parsed model as JSON instead of a summary.")
     var json = false
+
+    @Flag(help: "Refuse any deviation from RFC 8216bis instead of reading it as players do with a warning.")
+    var strict = false
 
     @OptionGroup var tls: TLSOptions
 
@@ -44,7 +52,7 @@ struct InspectCommand: AsyncParsableCommand {
         }
         let result: Result<PlaylistInspection, any Error>
         do {
-            result = .success(try await OfflineLibrary.inspect(playlist, headers: headerPairs, deep: deep, trust: tls.trust))
+            result = .success(try await OfflineLibrary.inspect(playlist, headers: headerPairs, deep: deep, trust: tls.trust, strict: strict))
         } catch {
             result = .failure(error)
         }

@@ -348,6 +348,36 @@ struct ErrorTests {
         }
     }
 
+    /// What a lenient parse (the default) must accept, as players do, each with a warning on the line strict parsing
+    /// names.
+    static let tolerated: Set<String> = [
+        "a second #EXTM3U", "missing EXT-X-TARGETDURATION", "an empty playlist has no target duration", "duplicate EXT-X-MEDIA-SEQUENCE",
+        "duplicate EXT-X-VERSION", "negative EXT-X-MEDIA-SEQUENCE", "bad EXT-X-PLAYLIST-TYPE", "EXTINF without URI at the end",
+        "duplicate EXT-X-TARGETDURATION", "EXTINF followed by EXTINF", "EXTINF with a negative duration", "URI line without EXTINF",
+        "EXT-X-STREAM-INF without URI at the end", "URI line after a complete variant", "METHOD=NONE with a URI", "IV without 0x",
+        "missing BANDWIDTH", "mixed playlist kinds: a media tag in a multivariant playlist",
+        "mixed playlist kinds: a multivariant tag in a media playlist", "mixed playlist kinds: EXT-X-KEY after EXT-X-STREAM-INF",
+        "EXT-X-KEY with an unquoted URI", "EXT-X-PROGRAM-DATE-TIME without time zone", "EXT-X-MEDIA without NAME",
+        "EXT-X-MEDIA with a bad DEFAULT", "duplicate EXT-X-START",
+    ]
+
+    @Test("read leniently, each bad playlist either fails the same way or parses with a warning on that line", arguments: cases)
+    func lenient(testCase: Case) throws {
+        let text = m3u8(testCase.lines)
+        do {
+            let parsed = try PlaylistParser.parse(text)
+            #expect(Self.tolerated.contains(testCase.name), "tolerated but not expected to be: \(parsed.warnings)")
+            #expect(parsed.warnings.contains { $0.line == testCase.line }, "no warning on line \(testCase.line): \(parsed.warnings)")
+            // What was read is a valid playlist: written out, it parses strictly.
+            let written = PlaylistWriter.write(parsed.playlist)
+            #expect(throws: Never.self, "\(written)") { try PlaylistParser.parse(written, strict: true) }
+        } catch {
+            #expect(!Self.tolerated.contains(testCase.name), "\(error)")
+            #expect(error.code == testCase.code)
+            #expect(error.line == testCase.line)
+        }
+    }
+
     @Test("bytes that are not UTF-8")
     func notUTF8() {
         let bytes = Array("#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,caf".utf8) + [0xE9] + Array("\na.ts\n".utf8)

@@ -89,10 +89,11 @@ func expectPlaylistError(
     line: Int,
     url: URL? = nil,
     importedVariables: [String: String] = [:],
+    strict: Bool = true,
     sourceLocation: SourceLocation = #_sourceLocation
 ) -> PlaylistError? {
     do {
-        let parsed = try PlaylistParser.parse(text, url: url, importedVariables: importedVariables)
+        let parsed = try PlaylistParser.parse(text, url: url, importedVariables: importedVariables, strict: strict)
         Issue.record("expected \(code) at line \(line), but it parsed: \(parsed.playlist)", sourceLocation: sourceLocation)
         return nil
     } catch {

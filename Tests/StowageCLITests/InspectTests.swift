@@ -31,6 +31,21 @@ struct InspectTests {
         }
     }
 
+    @Test("inspect reads a playlist as players do and lists each deviation; --strict refuses it as a validator does")
+    func lenientAndStrict() async throws {
+        let path = Self.playlists.appendingPathComponent("lenient/float-bandwidth.m3u8").path
+        let lenient = try await TestSupport.runStowage(["inspect", path])
+        #expect(lenient.status == 0, "\(lenient.standardError)")
+        #expect(lenient.standardOutput.contains("Warnings (2):"))
+        #expect(lenient.standardOutput.contains("line 2: BANDWIDTH should be a decimal integer; read BANDWIDTH=800000.0 as 800000"))
+        let strict = try await TestSupport.runStowage(["inspect", "--strict", path])
+        #expect(strict.status == 1)
+        #expect(strict.standardError.contains("line 2: attribute BANDWIDTH: expected a decimal integer, found 800000.0"))
+        #expect(strict.standardError.contains("[invalid_attribute_value]"))
+        let json = try await TestSupport.runStowage(["inspect", "--json", path])
+        #expect(json.standardOutput.contains("\"warnings\""))
+    }
+
     @Test func relativeURIsResolveAgainstTheURLAfterRedirects() async throws {
         let router = Router()
         router.get("moved/master.m3u8") { _, _ -> Response in

@@ -36,6 +36,7 @@ struct DownloadPlanner: Sendable {
         let top = try await loader.load(url)
         var manifest = existing ?? PackageManifest(assetId: assetId, title: title, sourceURL: top.url.absoluteString, createdAt: now)
         var builder = PlanBuilder(manifest: manifest)
+        builder.noteWarnings(of: top)
         var localMultivariant: MultivariantPlaylist
         var advertised: URL?
 
@@ -72,6 +73,7 @@ struct DownloadPlanner: Sendable {
             if existing == nil {
                 guard let variantURL = PlaylistURI.resolve(variant.uri, against: top.url) else { throw DownloadError.unsupportedURI(variant.uri) }
                 let loaded = try await loader.load(variantURL, importedVariables: variables, referrer: top.url)
+                builder.noteWarnings(of: loaded)
                 guard case .media(let media) = loaded.parsed.playlist else {
                     throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(variantURL) is not a media playlist")
                 }
@@ -91,6 +93,7 @@ struct DownloadPlanner: Sendable {
                 guard let uri = rendition.uri, let renditionURL = PlaylistURI.resolve(uri, against: top.url) else { continue }
                 if builder.manifest.renditions.contains(where: { $0.sourceURL == renditionURL.absoluteString }) { continue }
                 let loaded = try await loader.load(renditionURL, importedVariables: variables, referrer: top.url)
+                builder.noteWarnings(of: loaded)
                 guard case .media(let media) = loaded.parsed.playlist else {
                     throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(renditionURL) is not a media playlist")
                 }
@@ -230,6 +233,15 @@ struct PlanBuilder {
 
     init(manifest: PackageManifest) {
         self.manifest = manifest
+    }
+
+    /// Records a loaded playlist's warnings in the manifest, once per playlist (a replan of the same source adds none).
+    mutating func noteWarnings(of loaded: LoadedPlaylist) {
+        let playlist = loaded.url.absoluteString
+        var warnings = manifest.playlistWarnings ?? []
+        guard !loaded.parsed.warnings.isEmpty, !warnings.contains(where: { $0.playlist == playlist }) else { return }
+        warnings += loaded.parsed.warnings.map { PackagePlaylistWarning(playlist: playlist, line: $0.line, message: $0.message) }
+        manifest.playlistWarnings = warnings
     }
 
     func uniqueID(_ base: String) -> String {

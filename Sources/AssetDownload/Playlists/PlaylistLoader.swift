@@ -20,15 +20,19 @@ public struct PlaylistLoader: Sendable {
     private let client: HTTPClient
     private let headers: ScopedHeaders
     private let timeout: TimeAmount
+    private let strict: Bool
 
     /// - Parameters:
     ///   - client: the HTTP client; the caller owns it and shuts it down.
     ///   - headers: extra request headers (authorization, cookies), sent only to the hosts they are scoped to.
     ///   - timeout: bound on the whole transfer of one playlist.
-    public init(client: HTTPClient, headers: ScopedHeaders = .none, timeoutSeconds: Int64 = 30) {
+    ///   - strict: refuse any deviation from RFC 8216bis (`inspect --strict`) instead of reading it as players do,
+    ///     with a warning.
+    public init(client: HTTPClient, headers: ScopedHeaders = .none, timeoutSeconds: Int64 = 30, strict: Bool = false) {
         self.client = client
         self.headers = headers
         self.timeout = .seconds(timeoutSeconds)
+        self.strict = strict
     }
 
     /// Whether a URI that a playlist at `referrer` names may be fetched: `http(s)` always; `file:` only when the
@@ -63,7 +67,7 @@ public struct PlaylistLoader: Sendable {
         if let referrer, !Self.isFetchable(url, referrer: referrer) { throw .unsupportedScheme(url: url) }
         let (bytes, finalURL) = try await fetch(url)
         do {
-            let parsed = try PlaylistParser.parse(bytes, url: finalURL, importedVariables: importedVariables)
+            let parsed = try PlaylistParser.parse(bytes, url: finalURL, importedVariables: importedVariables, strict: strict)
             return LoadedPlaylist(url: finalURL, parsed: parsed)
         } catch {
             throw .invalidPlaylist(url: finalURL, error)

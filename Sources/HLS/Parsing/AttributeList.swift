@@ -19,17 +19,39 @@ public struct Attribute: Hashable, Sendable, Codable {
     public var rendered: String { isQuoted ? "\(name)=\"\(value)\"" : "\(name)=\(value)" }
 }
 
+/// Where a lenient parse collects what it tolerated; shared by the parser and the attribute lists it reads.
+final class ToleranceLog {
+    /// Nil: strict (every deviation is an error); else lenient, collecting a warning for each deviation accepted.
+    private(set) var warnings: [PlaylistWarning]?
+
+    init(strict: Bool) {
+        warnings = strict ? nil : []
+    }
+
+    var isStrict: Bool { warnings == nil }
+
+    /// A deviation from RFC 8216bis that players accept: in strict mode `error` is thrown, else `message` is noted
+    /// against `line` and parsing goes on.
+    func tolerate(_ error: PlaylistError, line: Int, _ message: String) throws(PlaylistError) {
+        guard warnings != nil else { throw error }
+        warnings?.append(PlaylistWarning(line: line, message: message))
+    }
+}
+
 /// An attribute list read from a tag, with typed accessors that report errors against the tag's line.
 struct AttributeList {
     private(set) var attributes: [Attribute]
     let line: Int
     let text: String
+    /// Where values of the wrong form that players still read are noted (lenient) or refused (strict).
+    let tolerance: ToleranceLog
 
     /// Parses `NAME=VALUE,...`. Quoted strings may contain commas and `=`; whitespace around pairs is
     /// tolerated because real packagers write it.
-    init(parsing input: Substring, line: Int, text: String) throws(PlaylistError) {
+    init(parsing input: Substring, line: Int, text: String, tolerance: ToleranceLog = ToleranceLog(strict: true)) throws(PlaylistError) {
         self.line = line
         self.text = text
+        self.tolerance = tolerance
         // Scanned by Unicode scalar, not by Character: every delimiter is ASCII, and a Character can swallow one
         // (U+0600 followed by "," is a single grapheme cluster), which would move attribute boundaries.
         let scalars = input.unicodeScalars
@@ -124,7 +146,15 @@ struct AttributeList {
 
     mutating func quotedString(_ name: String) throws(PlaylistError) -> String? {
         guard let attribute = raw(name) else { return nil }
-        guard attribute.isQuoted else { throw invalid(name, "expected a quoted string") }
+        if !attribute.isQuoted {
+            // A value holding a quote cannot become a quoted string: it stays an error.
+            guard !attribute.value.contains("\"") else { throw invalid(name, "expected a quoted string") }
+            try tolerance.tolerate(
+                invalid(name, "expected a quoted string"),
+                line: line,
+                "\(name) should be a quoted string; read the unquoted value \(attribute.value) as one"
+            )
+        }
         return attribute.value
     }
 
@@ -145,9 +175,14 @@ struct AttributeList {
 
     mutating func integer(_ name: String) throws(PlaylistError) -> Int? {
         guard let attribute = raw(name) else { return nil }
-        guard let value = Int(attribute.value), value >= 0 else {
-            throw invalid(name, "expected a decimal integer, found \(attribute.value)")
-        }
+        if !attribute.isQuoted, let value = Int(attribute.value), value >= 0 { return value }
+        let error = invalid(name, "expected a decimal integer, found \(attribute.value)")
+        // Players read a quoted number, or a decimal such as BANDWIDTH=1500000.0, as the integer it stands for.
+        guard !tolerance.isStrict, let decimal = Double(attribute.value), decimal.isFinite, decimal >= 0, decimal < 1e15,
+            attribute.value.allSatisfy(isDecimalCharacter)
+        else { throw error }
+        let value = Int(decimal.rounded())
+        try tolerance.tolerate(error, line: line, "\(name) should be a decimal integer; read \(attribute.rendered) as \(value)")
         return value
     }
 
@@ -162,6 +197,13 @@ struct AttributeList {
         else {
             throw invalid(name, "expected a decimal number, found \(attribute.value)")
         }
+        if attribute.isQuoted {
+            try tolerance.tolerate(
+                invalid(name, "expected a decimal number, found a quoted string"),
+                line: line,
+                "\(name) should be an unquoted number; read \(attribute.rendered) as \(attribute.value)"
+            )
+        }
         return value
     }
 
@@ -170,15 +212,25 @@ struct AttributeList {
         switch attribute.value {
         case "YES": return true
         case "NO": return false
-        default: throw invalid(name, "expected YES or NO, found \(attribute.value)")
+        default:
+            let error = invalid(name, "expected YES or NO, found \(attribute.value)")
+            let word = attribute.value.uppercased()
+            guard ["YES", "NO", "TRUE", "FALSE"].contains(word) else { throw error }
+            let value = word == "YES" || word == "TRUE"
+            try tolerance.tolerate(error, line: line, "\(name) should be YES or NO; read \(attribute.value) as \(value ? "YES" : "NO")")
+            return value
         }
     }
 
     mutating func resolution(_ name: String) throws(PlaylistError) -> Resolution? {
         guard let attribute = raw(name) else { return nil }
-        let parts = attribute.value.split(separator: "x", omittingEmptySubsequences: false)
-        guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width >= 0, height >= 0 else {
-            throw invalid(name, "expected WIDTHxHEIGHT, found \(attribute.value)")
+        let error = invalid(name, "expected WIDTHxHEIGHT, found \(attribute.value)")
+        // Lenient: an upper-case X or a multiplication sign between the numbers.
+        let separators: Set<Character> = tolerance.isStrict ? ["x"] : ["x", "X", "×"]
+        let parts = attribute.value.split(omittingEmptySubsequences: false, whereSeparator: { separators.contains($0) })
+        guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width >= 0, height >= 0 else { throw error }
+        if !attribute.value.contains("x") || attribute.isQuoted {
+            try tolerance.tolerate(error, line: line, "\(name) should be WIDTHxHEIGHT unquoted; read \(attribute.rendered) as \(width)x\(height)")
         }
         return Resolution(width: width, height: height)
     }
@@ -187,10 +239,17 @@ struct AttributeList {
     mutating func hexadecimal(_ name: String) throws(PlaylistError) -> String? {
         guard let attribute = raw(name) else { return nil }
         let value = attribute.value
-        guard value.hasPrefix("0x") || value.hasPrefix("0X") else { throw invalid(name, "expected 0x followed by hex digits") }
-        let digits = value.dropFirst(2)
         // `isHexDigit` also accepts full-width digits, which `EncryptionKey.ivBytes` cannot read.
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isHexDigit }) else { throw invalid(name, "invalid hex digits in \(value)") }
+        func isHex(_ digits: Substring) -> Bool { !digits.isEmpty && digits.allSatisfy({ $0.isASCII && $0.isHexDigit }) }
+        guard value.hasPrefix("0x") || value.hasPrefix("0X") else {
+            // Lenient: bare hex digits, which ffmpeg and hls.js read as the same value.
+            let error = invalid(name, "expected 0x followed by hex digits")
+            guard !tolerance.isStrict, isHex(Substring(value)) else { throw error }
+            try tolerance.tolerate(error, line: line, "\(name) should start with 0x; read \(value) as 0x\(value)")
+            return value
+        }
+        let digits = value.dropFirst(2)
+        guard isHex(digits) else { throw invalid(name, "invalid hex digits in \(value)") }
         return String(digits)
     }
 }

@@ -11,6 +11,12 @@ public struct ParsedPlaylist: Hashable, Sendable {
 /// The parser is a single pass over the lines with no backtracking, so its time is linear in the input; it never
 /// traps on any input (every failure is a ``PlaylistError`` naming the line).
 ///
+/// By default it reads playlists the way players do: a deviation from RFC 8216bis that ffmpeg, hls.js or AVPlayer
+/// accept (a media playlist without EXT-X-TARGETDURATION, `BANDWIDTH=1500000.0`, an IV without `0x`, an EXT-X-KEY in a
+/// multivariant playlist, `#EXTINF:-1 tvg-id=...`, a blank line before `#EXTM3U`, backslashes in URIs, ...) is read
+/// as they read it and reported as a ``PlaylistWarning`` with its line. With `strict: true` each of those is the
+/// ``PlaylistError`` it was, as a validator wants.
+///
 /// ```swift
 /// let parsed = try PlaylistParser.parse(text, url: URL(string: "https://example.com/master.m3u8"))
 /// if case .multivariant(let playlist) = parsed.playlist { print(playlist.variants.count) }
@@ -23,11 +29,12 @@ public enum PlaylistParser {
     public static func parse(
         _ bytes: some Collection<UInt8>,
         url: URL? = nil,
-        importedVariables: [String: String] = [:]
+        importedVariables: [String: String] = [:],
+        strict: Bool = false
     ) throws(PlaylistError) -> ParsedPlaylist {
         guard bytes.count <= maximumSize else { throw .tooLarge("the playlist is over \(maximumSize >> 20) MiB") }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
-        return try parse(text, url: url, importedVariables: importedVariables)
+        return try parse(text, url: url, importedVariables: importedVariables, strict: strict)
     }
 
     /// Parses playlist text.
@@ -36,29 +43,42 @@ public enum PlaylistParser {
     ///   - url: where the playlist was loaded from (after redirects); used for EXT-X-DEFINE QUERYPARAM.
     ///   - importedVariables: the variables of the multivariant playlist that named this media playlist, for
     ///     EXT-X-DEFINE IMPORT (see ``Playlist/variables``).
+    ///   - strict: refuse every deviation from RFC 8216bis instead of reading it as players do with a warning.
     /// - Throws: ``PlaylistError`` with the line number and text of the first problem.
     public static func parse(
         _ text: String,
         url: URL? = nil,
-        importedVariables: [String: String] = [:]
+        importedVariables: [String: String] = [:],
+        strict: Bool = false
     ) throws(PlaylistError) -> ParsedPlaylist {
         guard text.utf8.count <= maximumSize else { throw .tooLarge("the playlist is over \(maximumSize >> 20) MiB") }
-        var state = ParserState(url: url, importedVariables: importedVariables)
         var body = Substring(text)
-        if body.first == "\u{FEFF}" { body = body.dropFirst() }
+        let tolerance = ToleranceLog(strict: strict)
+        var state = ParserState(url: url, importedVariables: importedVariables, tolerance: tolerance)
+        if body.first == "\u{FEFF}" {
+            body = body.dropFirst()
+            state.warn(1, "the playlist starts with a UTF-8 byte order mark, which RFC 8216bis 4.1 forbids; skipped")
+        }
+        // RFC 8216bis 4.1: lines end with LF or CRLF; Swift reads CRLF as one Character. A lone CR (old Mac line
+        // ends) separates lines too, as players read it.
+        let lines = body.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
+        if !strict { state.expectedKind = ParserState.kindByScan(lines) }
         var lineNumber = 0
-        // RFC 8216bis 4.1: lines end with LF or CRLF; Swift reads CRLF as one Character, so both are separators.
-        for rawLine in body.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
+        var sawHeader = false
+        for rawLine in lines {
             lineNumber += 1
             let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
-            if lineNumber == 1 {
+            if !sawHeader {
+                if line.isEmpty, !strict { continue }
                 guard line.hasPrefix("#EXTM3U") else { throw .notAPlaylist(String(line.prefix(80))) }
+                if lineNumber > 1 { state.warn(lineNumber, "#EXTM3U should be the first line; \(lineNumber - 1) blank line(s) before it skipped") }
+                sawHeader = true
                 continue
             }
             if line.isEmpty { continue }
             try state.consume(line: line, number: lineNumber)
         }
-        guard lineNumber > 0 else { throw .notAPlaylist("") }
+        guard sawHeader else { throw .notAPlaylist("") }
         return try state.finish()
     }
 }
@@ -80,6 +100,11 @@ private enum Kind { case media, multivariant }
 private struct ParserState {
     let url: URL?
     let importedVariables: [String: String]
+    /// Strict or lenient, and the deviations a lenient parse accepted.
+    let tolerance: ToleranceLog
+    /// Lenient parses decide the kind from the whole text first (``kindByScan(_:)``), so a stray tag of the other kind
+    /// is dropped with a warning instead of making the playlist both.
+    var expectedKind: Kind?
 
     var kind: Kind?
     var warnings: [PlaylistWarning] = []
@@ -108,9 +133,28 @@ private struct ParserState {
     var keysInEffect: [String: EncryptionKey] = [:]
     static let maximumKeyFormats = 16
 
-    init(url: URL?, importedVariables: [String: String]) {
+    init(url: URL?, importedVariables: [String: String], tolerance: ToleranceLog) {
         self.url = url
         self.importedVariables = importedVariables
+        self.tolerance = tolerance
+    }
+
+    /// The kind a playlist's lines make it: media when it has EXTINF lines and no EXT-X-STREAM-INF, multivariant when
+    /// the reverse; nil when it has both or neither (decided by the first tag, as in strict parsing).
+    static func kindByScan(_ lines: [Substring]) -> Kind? {
+        var extinf = false
+        var streamInf = false
+        for line in lines {
+            let trimmed = line.drop { $0 == " " || $0 == "\t" }
+            if trimmed.hasPrefix("#EXTINF") { extinf = true }
+            if trimmed.hasPrefix("#EXT-X-STREAM-INF") { streamInf = true }
+        }
+        return extinf == streamInf ? nil : extinf ? .media : .multivariant
+    }
+
+    /// A deviation players accept: thrown when strict, else a warning.
+    func tolerate(_ error: PlaylistError, _ line: Int, _ message: String) throws(PlaylistError) {
+        try tolerance.tolerate(error, line: line, message)
     }
 
     mutating func consume(line: String, number: Int) throws(PlaylistError) {
@@ -130,16 +174,16 @@ private struct ParserState {
         let colon = scalars.firstIndex(of: ":")
         let name = String(colon.map { scalars[..<$0] } ?? scalars[...])
         let value = colon.map { Substring(scalars[scalars.index(after: $0)...]) } ?? ""
-        try noteKind(of: name, line: number, text: line)
+        guard try noteKind(of: name, line: number, text: line) else { return }
         // RFC 8216bis 4.4.6.2: the URI line follows EXT-X-STREAM-INF; unknown tags in between are tolerated.
         if let pendingVariant, multivariantOnlyTags.contains(name) || name == "EXT-X-DEFINE" {
             throw .missingURI(after: "EXT-X-STREAM-INF", line: pendingVariant.line, text: pendingVariant.text)
         }
         switch name {
         case "EXTM3U":
-            throw .duplicateTag(line: number, text: line)
+            try tolerate(.duplicateTag(line: number, text: line), number, "#EXTM3U appears again; ignored")
         case "EXT-X-VERSION":
-            try once(name, number, line)
+            guard try once(name, number, line) else { return }
             guard let value = Int(value), value > 0 else {
                 throw .malformedTag(line: number, text: line, reason: "expected a positive decimal integer")
             }
@@ -147,7 +191,7 @@ private struct ParserState {
         case "EXT-X-INDEPENDENT-SEGMENTS":
             independentSegments = true
         case "EXT-X-START":
-            try once(name, number, line)
+            guard try once(name, number, line) else { return }
             var attributes = try self.attributes(value, number, line)
             guard let offset = try attributes.decimal("TIME-OFFSET", allowNegative: true) else {
                 throw .missingAttribute("TIME-OFFSET", line: number, text: line)
@@ -189,7 +233,7 @@ private struct ParserState {
             }
             multivariant.sessionKeys.append(key)
         case "EXT-X-CONTENT-STEERING":
-            try once(name, number, line)
+            guard try once(name, number, line) else { return }
             var attributes = try self.attributes(value, number, line)
             multivariant.contentSteering = ContentSteering(
                 serverURI: try attributes.requiredQuotedString("SERVER-URI"),
@@ -200,7 +244,7 @@ private struct ParserState {
 
         // Media playlist tags.
         case "EXT-X-TARGETDURATION":
-            try once(name, number, line)
+            guard try once(name, number, line) else { return }
             if let integer = Int(value), integer >= 0 {
                 targetDuration = integer
             } else if let decimal = Double(value), decimal.isFinite, decimal >= 0, decimal < 1e9 {
@@ -210,30 +254,42 @@ private struct ParserState {
                 throw .malformedTag(line: number, text: line, reason: "expected a decimal integer")
             }
         case "EXT-X-MEDIA-SEQUENCE":
-            try once(name, number, line)
-            media.mediaSequence = try integer(value, number, line)
+            guard try once(name, number, line) else { return }
+            media.mediaSequence = try sequenceNumber(name, value, number, line)
         case "EXT-X-DISCONTINUITY-SEQUENCE":
-            try once(name, number, line)
-            media.discontinuitySequence = try integer(value, number, line)
+            guard try once(name, number, line) else { return }
+            media.discontinuitySequence = try sequenceNumber(name, value, number, line)
         case "EXT-X-ENDLIST":
             media.endList = true
         case "EXT-X-PLAYLIST-TYPE":
-            try once(name, number, line)
-            guard let type = PlaylistType(rawValue: String(value)) else {
-                throw .malformedTag(line: number, text: line, reason: "expected EVENT or VOD")
+            guard try once(name, number, line) else { return }
+            if let type = PlaylistType(rawValue: String(value).uppercased()) {
+                if type.rawValue != value {
+                    try tolerate(
+                        .malformedTag(line: number, text: line, reason: "expected EVENT or VOD"),
+                        number,
+                        "EXT-X-PLAYLIST-TYPE should be upper case; read \(value) as \(type.rawValue)"
+                    )
+                }
+                media.playlistType = type
+            } else {
+                try tolerate(
+                    .malformedTag(line: number, text: line, reason: "expected EVENT or VOD"),
+                    number,
+                    "EXT-X-PLAYLIST-TYPE \(value) is neither EVENT nor VOD; ignored (the playlist is read as live until EXT-X-ENDLIST)"
+                )
             }
-            media.playlistType = type
         case "EXT-X-I-FRAMES-ONLY":
             media.iFramesOnly = true
         case "EXT-X-PART-INF":
-            try once(name, number, line)
+            guard try once(name, number, line) else { return }
             var attributes = try self.attributes(value, number, line)
             guard let target = try attributes.decimal("PART-TARGET") else {
                 throw .missingAttribute("PART-TARGET", line: number, text: line)
             }
             media.partTarget = target
         case "EXT-X-SERVER-CONTROL":
-            try once(name, number, line)
+            guard try once(name, number, line) else { return }
             var attributes = try self.attributes(value, number, line)
             var control = ServerControl(
                 canSkipUntil: try attributes.decimal("CAN-SKIP-UNTIL"),
@@ -246,7 +302,11 @@ private struct ParserState {
             media.serverControl = control
         case "EXTINF":
             if let pendingInf {
-                throw .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text)
+                try tolerate(
+                    .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text),
+                    pendingInf.line,
+                    "EXTINF is not followed by a URI line; this entry is ignored"
+                )
             }
             pendingInf = try extinf(value, number, line)
         case "EXT-X-BYTERANGE":
@@ -294,10 +354,14 @@ private struct ParserState {
             }
             pendingTags.append(.map(MediaInitializationSection(uri: uri, byteRange: range, otherAttributes: attributes.unconsumed)))
         case "EXT-X-PROGRAM-DATE-TIME":
-            guard ProgramDateTime.parse(String(value)) != nil else {
-                throw .malformedTag(line: number, text: line, reason: "expected an ISO 8601 date-time with a time zone")
+            var date = String(value)
+            if ProgramDateTime.parse(date) == nil {
+                let error = PlaylistError.malformedTag(line: number, text: line, reason: "expected an ISO 8601 date-time with a time zone")
+                guard !tolerance.isStrict, ProgramDateTime.parse(date + "Z") != nil else { throw error }
+                try tolerate(error, number, "EXT-X-PROGRAM-DATE-TIME has no time zone; read as UTC")
+                date += "Z"
             }
-            pendingTags.append(.programDateTime(String(value)))
+            pendingTags.append(.programDateTime(date))
         case "EXT-X-DATERANGE":
             pendingTags.append(.dateRange(try dateRange(value, number, line)))
         case "EXT-X-GAP":
@@ -327,7 +391,7 @@ private struct ParserState {
                 )
             )
         case "EXT-X-SKIP":
-            try once(name, number, line)
+            guard try once(name, number, line) else { return }
             guard media.segments.isEmpty, pendingInf == nil else {
                 throw .malformedTag(line: number, text: line, reason: "EXT-X-SKIP must come before the first segment")
             }
@@ -375,10 +439,21 @@ private struct ParserState {
         }
     }
 
-    mutating func noteKind(of tag: String, line: Int, text: String) throws(PlaylistError) {
+    /// Notes the playlist kind a tag implies; false when a lenient parse drops the tag because it belongs to the other
+    /// kind.
+    mutating func noteKind(of tag: String, line: Int, text: String) throws(PlaylistError) -> Bool {
         let tagKind: Kind? =
             multivariantOnlyTags.contains(tag) ? .multivariant : mediaOnlyTags.contains(tag) ? .media : nil
-        guard let tagKind else { return }
+        guard let tagKind else { return true }
+        if let expectedKind, expectedKind != tagKind {
+            let kinds = expectedKind == .media ? ("multivariant", "media") : ("media", "multivariant")
+            try tolerate(
+                .mixedPlaylistKinds(line: line, text: text),
+                line,
+                "\(tag) belongs in \(kinds.0) playlists and this is a \(kinds.1) playlist; the tag is ignored, as players ignore it"
+            )
+            return false
+        }
         if let kind, kind != tagKind { throw .mixedPlaylistKinds(line: line, text: text) }
         if kind == nil, tagKind == .multivariant {
             // Comments and unknown tags seen so far belong to the multivariant playlist.
@@ -386,10 +461,17 @@ private struct ParserState {
             pendingTags = []
         }
         kind = tagKind
+        return true
     }
 
-    mutating func once(_ tag: String, _ line: Int, _ text: String) throws(PlaylistError) {
-        guard seenOnce.insert(tag).inserted else { throw .duplicateTag(line: line, text: text) }
+    /// Whether this is the first `tag` of the playlist; a repeat is an error when strict, else ignored (the first
+    /// one holds) with a warning.
+    mutating func once(_ tag: String, _ line: Int, _ text: String) throws(PlaylistError) -> Bool {
+        guard seenOnce.insert(tag).inserted else {
+            try tolerate(.duplicateTag(line: line, text: text), line, "\(tag) appears again; the first one holds and this one is ignored")
+            return false
+        }
+        return true
     }
 
     mutating func warn(_ line: Int, _ message: String) {
@@ -411,6 +493,20 @@ private struct ParserState {
         return range
     }
 
+    /// EXT-X-MEDIA-SEQUENCE or EXT-X-DISCONTINUITY-SEQUENCE: a decimal integer; a negative one (which players read
+    /// without complaint) is read as 0 when lenient.
+    func sequenceNumber(_ tag: String, _ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> Int {
+        if let negative = Int(value.trimmingSpaces()), negative < 0 {
+            try tolerate(
+                .malformedTag(line: line, text: text, reason: "expected a decimal integer"),
+                line,
+                "\(tag) is negative (\(negative)); read as 0"
+            )
+            return 0
+        }
+        return try integer(value, line, text)
+    }
+
     func integer(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> Int {
         guard let integer = Int(value), integer >= 0 else {
             throw .malformedTag(line: line, text: text, reason: "expected a decimal integer")
@@ -419,7 +515,7 @@ private struct ParserState {
     }
 
     func attributes(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> AttributeList {
-        var list = try AttributeList(parsing: value, line: line, text: text)
+        var list = try AttributeList(parsing: value, line: line, text: text, tolerance: tolerance)
         try list.substituteVariables { (value) throws(PlaylistError) in try substitute(value, line, text) }
         return list
     }
@@ -452,7 +548,7 @@ private struct ParserState {
     }
 
     mutating func define(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) {
-        var attributes = try AttributeList(parsing: value, line: line, text: text)
+        var attributes = try AttributeList(parsing: value, line: line, text: text, tolerance: tolerance)
         let definition: VariableDefinition
         if let name = try attributes.quotedString("NAME") {
             let value = try attributes.requiredQuotedString("VALUE")
@@ -509,7 +605,12 @@ private struct ParserState {
         let versions = try attributes.quotedString("KEYFORMATVERSIONS")
         if method == .none {
             if uri != nil || iv != nil {
-                throw .invalidAttributeValue("METHOD", line: line, text: text, reason: "with METHOD=NONE, URI and IV must not be present")
+                try tolerate(
+                    .invalidAttributeValue("METHOD", line: line, text: text, reason: "with METHOD=NONE, URI and IV must not be present"),
+                    line,
+                    "METHOD=NONE with a URI or IV: the segments are clear and the URI and IV are ignored"
+                )
+                return EncryptionKey(method: .none)
             }
         } else if uri == nil {
             throw .missingAttribute("URI", line: line, text: text)
@@ -539,7 +640,7 @@ private struct ParserState {
             groupID: try attributes.requiredQuotedString("GROUP-ID"),
             language: try attributes.quotedString("LANGUAGE"),
             associatedLanguage: try attributes.quotedString("ASSOC-LANGUAGE"),
-            name: try attributes.requiredQuotedString("NAME"),
+            name: try renditionName(&attributes, line, text),
             stableRenditionID: try attributes.quotedString("STABLE-RENDITION-ID"),
             isDefault: try attributes.boolean("DEFAULT"),
             autoselect: try attributes.boolean("AUTOSELECT"),
@@ -561,10 +662,19 @@ private struct ParserState {
         return rendition
     }
 
+    /// NAME of EXT-X-MEDIA, required; when lenient a rendition without one is named by its LANGUAGE or GROUP-ID.
+    func renditionName(_ attributes: inout AttributeList, _ line: Int, _ text: String) throws(PlaylistError) -> String {
+        if let name = try attributes.quotedString("NAME") { return name }
+        var copy = attributes
+        let fallback = (try? copy.quotedString("LANGUAGE")) ?? (try? copy.quotedString("GROUP-ID")) ?? nil
+        try tolerate(.missingAttribute("NAME", line: line, text: text), line, "EXT-X-MEDIA has no NAME; named \(fallback ?? "unnamed")")
+        return fallback ?? "unnamed"
+    }
+
     func variantStream(_ attributes: inout AttributeList, uri: String) throws(PlaylistError) -> VariantStream {
         var variant = VariantStream(
             uri: uri,
-            bandwidth: try attributes.requiredInteger("BANDWIDTH"),
+            bandwidth: try bandwidth(&attributes),
             averageBandwidth: try attributes.integer("AVERAGE-BANDWIDTH"),
             score: try attributes.decimal("SCORE"),
             codecs: try attributes.quotedString("CODECS"),
@@ -600,6 +710,17 @@ private struct ParserState {
         return variant
     }
 
+    /// BANDWIDTH, required; when lenient a variant without one (players pick among the others first) reads as 0.
+    func bandwidth(_ attributes: inout AttributeList) throws(PlaylistError) -> Int {
+        if let value = try attributes.integer("BANDWIDTH") { return value }
+        try tolerate(
+            .missingAttribute("BANDWIDTH", line: attributes.line, text: attributes.text),
+            attributes.line,
+            "the variant has no BANDWIDTH; read as 0"
+        )
+        return 0
+    }
+
     func dateRange(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> DateRange {
         var attributes = try self.attributes(value, line, text)
         var range = DateRange(
@@ -627,11 +748,17 @@ private struct ParserState {
     func extinf(_ value: Substring, _ line: Int, _ text: String) throws(PlaylistError) -> (Double, String?, Int, String) {
         let scalars = value.unicodeScalars
         let comma = scalars.firstIndex(of: ",")
-        let durationText = String(comma.map { scalars[..<$0] } ?? scalars[...]).trimmingSpaces()
-        guard let duration = Double(durationText), duration.isFinite, duration >= 0,
-            durationText.allSatisfy(isDecimalCharacter)
-        else {
-            throw .malformedTag(line: line, text: text, reason: "EXTINF needs a duration in seconds")
+        var durationText = String(comma.map { scalars[..<$0] } ?? scalars[...]).trimmingSpaces()
+        let error = PlaylistError.malformedTag(line: line, text: text, reason: "EXTINF needs a duration in seconds")
+        if !tolerance.isStrict, let space = durationText.firstIndex(where: { $0 == " " || $0 == "\t" }) {
+            // IPTV channel lists: `#EXTINF:-1 tvg-id="..." group-title="...",Name`; the attributes are ignored.
+            try tolerate(error, line, "EXTINF has attributes after its duration (an IPTV-style list); they are ignored")
+            durationText = String(durationText[..<space])
+        }
+        guard var duration = Double(durationText), duration.isFinite, durationText.allSatisfy(isDecimalCharacter) else { throw error }
+        if duration < 0 {
+            try tolerate(error, line, "EXTINF duration \(durationText) is negative (a stream of unknown length); read as 0")
+            duration = 0
         }
         let title = comma.map { String(scalars[scalars.index(after: $0)...]) }.flatMap { $0.isEmpty ? nil : $0 }
         return (duration, title, line, text)
@@ -639,10 +766,19 @@ private struct ParserState {
 
     mutating func consumeURI(_ rawURI: String, number: Int) throws(PlaylistError) {
         // Trimmed again after substitution, as the line was before it: the writer puts the URI on a line of its own.
-        let uri = try substitute(rawURI, number, rawURI).trimmingCharacters(in: .whitespacesAndNewlines)
+        var uri = try substitute(rawURI, number, rawURI).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !uri.isEmpty, !uri.hasPrefix("#") else {
             throw .malformedTag(line: number, text: rawURI, reason: "after variable substitution the URI line is empty or a comment")
         }
+        if pendingVariant == nil, pendingInf == nil {
+            try tolerate(
+                .malformedTag(line: number, text: rawURI, reason: "a URI line must follow EXTINF or EXT-X-STREAM-INF"),
+                number,
+                "a URI line that follows neither EXTINF nor EXT-X-STREAM-INF is ignored"
+            )
+            return
+        }
+        uri = try forwardSlashes(uri, number, rawURI)
         if let pending = pendingVariant {
             var variant = pending.variant
             variant.uri = uri
@@ -689,9 +825,44 @@ private struct ParserState {
         pendingByteRangeLine = nil
     }
 
+    /// A URI written with Windows path separators (`media\\seg1.ts`): browsers and players read backslashes in relative
+    /// and http(s) URIs as slashes (WHATWG URL), so a lenient parse does too.
+    func forwardSlashes(_ uri: String, _ line: Int, _ text: String) throws(PlaylistError) -> String {
+        guard uri.contains("\\") else { return uri }
+        let scheme = uri.prefix { $0 != ":" && $0 != "/" && $0 != "\\" }.lowercased()
+        let hasScheme = uri.dropFirst(scheme.count).hasPrefix(":") && scheme.count > 1
+        guard !hasScheme || scheme == "http" || scheme == "https" else { return uri }
+        try tolerate(
+            .malformedTag(line: line, text: text, reason: "a URI cannot contain a backslash"),
+            line,
+            "the URI has backslashes; read them as slashes, as players do"
+        )
+        return uri.replacingOccurrences(of: "\\", with: "/")
+    }
+
+    /// The parser's own warnings and what a lenient parse tolerated, in line order.
+    var collectedWarnings: [PlaylistWarning] {
+        (warnings + (tolerance.warnings ?? [])).enumerated()
+            .sorted { ($0.element.line, $0.offset) < ($1.element.line, $1.offset) }
+            .map(\.element)
+    }
+
     mutating func finish() throws(PlaylistError) -> ParsedPlaylist {
-        if let pendingVariant { throw .missingURI(after: "EXT-X-STREAM-INF", line: pendingVariant.line, text: pendingVariant.text) }
-        if let pendingInf { throw .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text) }
+        if let pendingVariant {
+            try tolerate(
+                .missingURI(after: "EXT-X-STREAM-INF", line: pendingVariant.line, text: pendingVariant.text),
+                pendingVariant.line,
+                "EXT-X-STREAM-INF is not followed by a URI line; this variant is ignored"
+            )
+        }
+        if let pendingInf {
+            try tolerate(
+                .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text),
+                pendingInf.line,
+                "EXTINF is not followed by a URI line; this entry is ignored"
+            )
+        }
+
         switch kind {
         case .multivariant:
             if let importLine {
@@ -706,18 +877,24 @@ private struct ParserState {
             multivariant.independentSegments = independentSegments
             multivariant.start = start
             multivariant.definitions = definitions
-            return ParsedPlaylist(playlist: .multivariant(multivariant), warnings: warnings)
+            return ParsedPlaylist(playlist: .multivariant(multivariant), warnings: collectedWarnings)
         case .media, nil:
-            guard let targetDuration else {
-                throw .missingRequiredTag("EXT-X-TARGETDURATION", reason: "every media playlist has one (RFC 8216bis 4.4.3.1)")
+            if targetDuration == nil {
+                try tolerate(
+                    .missingRequiredTag("EXT-X-TARGETDURATION", reason: "every media playlist has one (RFC 8216bis 4.4.3.1)"),
+                    0,
+                    "the media playlist has no EXT-X-TARGETDURATION; read as its longest segment, rounded up"
+                )
+                targetDuration = Int((media.segments.map(\.duration).max() ?? 0).rounded(.up))
             }
+            guard let targetDuration else { return ParsedPlaylist(playlist: .media(media), warnings: collectedWarnings) }
             media.version = version
             media.targetDuration = targetDuration
             media.independentSegments = independentSegments
             media.start = start
             media.definitions = definitions
             media.trailingTags = pendingTags
-            return ParsedPlaylist(playlist: .media(media), warnings: warnings)
+            return ParsedPlaylist(playlist: .media(media), warnings: collectedWarnings)
         }
     }
 }

@@ -30,6 +30,9 @@ public struct PackageManifest: Codable, Sendable, Hashable {
     /// What the source offers that this package does not hold (other variants, other languages): playable only
     /// online, and what `stowage add-media` can add. Nil in manifests that did not record it.
     public var availableRenditions: [PackageSourceRendition]?
+    /// What the source's playlists do that RFC 8216bis does not allow but players accept, and how each was read
+    /// (`stowage inspect --strict` refuses them). Nil or empty when the playlists were valid.
+    public var playlistWarnings: [PackagePlaylistWarning]?
 
     public init(
         assetId: String,
@@ -64,6 +67,24 @@ public struct PackageManifest: Codable, Sendable, Hashable {
 
     /// The sum of the known file sizes.
     public var knownBytes: Int64 { files.reduce(0) { $0 + ($1.size ?? 0) } }
+}
+
+/// A deviation from RFC 8216bis in one of the source's playlists, read as players read it.
+public struct PackagePlaylistWarning: Codable, Sendable, Hashable, CustomStringConvertible {
+    /// The playlist's URL, after redirects.
+    public var playlist: String
+    /// 1-based line (0: the whole playlist).
+    public var line: Int
+    /// What was noticed and how it was read.
+    public var message: String
+
+    public init(playlist: String, line: Int, message: String) {
+        self.playlist = playlist
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String { line > 0 ? "\(playlist) line \(line): \(message)" : "\(playlist): \(message)" }
 }
 
 /// A key a package needs, with where it came from.
