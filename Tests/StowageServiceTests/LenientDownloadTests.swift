@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import OfflinePackage
 import Playback
+import StowageCrypto
 import StowageLibrary
 import StowageTestSupport
 import Testing
@@ -93,5 +94,63 @@ struct LenientDownloadTests {
         }
         await playback.stop()
         await library.close()
+    }
+    /// ffmpeg's h264+AAC stream cut into three segments at packet boundaries inside PES packets (as byte-count
+    /// segmenters cut), each encrypted with `openssl enc` AES-128.
+    static func makeSpanningSource(in directory: URL) async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let bytes = Array(try Data(contentsOf: media.appendingPathComponent("src/h264_aac.ts")))
+        let packetCount = bytes.count / 188
+        func continues(_ index: Int) -> Bool {
+            let pid = (Int(bytes[index * 188 + 1]) & 0x1F) << 8 | Int(bytes[index * 188 + 2])
+            return bytes[index * 188 + 1] & 0x40 == 0 && pid > 0x20 && pid != 0x1FFF
+        }
+        let cuts = [packetCount / 3, 2 * packetCount / 3].compactMap { from in (from..<packetCount).first(where: continues) }
+        #expect(cuts.count == 2)
+        let key = "000102030405060708090a0b0c0d0e0f"
+        let iv = "0f0e0d0c0b0a09080706050403020100"
+        try Data(Hex.decode(key)!).write(to: directory.appendingPathComponent("k.key"))
+        var playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:3\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.key\",IV=0x\(iv)\n"
+        for (index, range) in zip([0] + cuts, cuts + [packetCount]).enumerated() {
+            let clear = directory.appendingPathComponent("clear\(index).ts")
+            try Data(bytes[(range.0 * 188)..<(range.1 * 188)]).write(to: clear)
+            let result = try await ProcessRunner.run(
+                program: "openssl",
+                ["enc", "-aes-128-cbc", "-K", key, "-iv", iv, "-in", clear.path, "-out", directory.appendingPathComponent("s\(index).ts").path],
+                timeout: .seconds(30)
+            )
+            #expect(result.status == 0)
+            try FileManager.default.removeItem(at: clear)
+            playlist += "#EXTINF:2,\ns\(index).ts\n"
+        }
+        try Data((playlist + "#EXT-X-ENDLIST\n").utf8).write(to: directory.appendingPathComponent("index.m3u8"))
+    }
+
+    @Test("segments that split PES packets: verify --deep finds them sound and ffmpeg decodes the source's frames from play")
+    func pesSpanningSegments() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await Self.makeSpanningSource(in: fixture.originRoot.appendingPathComponent("spanning"))
+        let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+        let manifest = try await fixture.withServers { origin, _ in
+            let request = DownloadRequest(url: origin.appendingPathComponent("spanning/index.m3u8").absoluteString, assetId: "spanning")
+            return try await library.download(request).result()
+        }
+        #expect(manifest.isComplete)
+        let report = try await library.verify(assetId: "spanning", options: .init(deep: true))
+        #expect(report.isPlayable, "\(report)")
+        let expected = try await ByteRangePlaybackTests.frames(Self.media.appendingPathComponent("src/h264_aac.ts").path, hls: false)
+        #expect(expected.count == 144)
+        let playback = try await library.play(assetId: "spanning", online: false)
+        let played: [String]
+        do {
+            played = try await ByteRangePlaybackTests.frames(playback.address.sessionMultivariantURL.absoluteString)
+        } catch {
+            await playback.stop()
+            throw error
+        }
+        await playback.stop()
+        await library.close()
+        #expect(played == expected)
     }
 }

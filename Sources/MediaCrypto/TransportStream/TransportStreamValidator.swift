@@ -3,11 +3,22 @@
 /// continuity counters (ISO/IEC 13818-1 2.4.3 and 2.4.4). `verify` runs it over stored segments, encrypted or clear.
 ///
 /// ```swift
-/// let validator = TransportStreamValidator(segment: "seg12.ts")
+/// let validator = TransportStreamValidator(segment: "seg12.ts", boundaries: .open)
 /// for chunk in chunks { try chunk.withUnsafeBytes { try validator.process($0) } }
 /// let summary = try validator.finish()
 /// ```
 public final class TransportStreamValidator {
+    /// Whether the input is a whole stream or one segment of a longer one.
+    public enum Boundaries: Sendable {
+        /// A stream on its own: every PES packet starts and ends inside it, and nothing comes before the PAT and PMT.
+        case closed
+        /// A segment of a stream cut wherever the segmenter chose, as players concatenate them: it may begin inside a
+        /// PES packet that started in the previous segment (until the first payload_unit_start on that PID), begin
+        /// with media before the PAT and PMT that describe it (skipped, continuity still checked), and end inside a
+        /// PES packet the next segment finishes. Damage inside the segment is still damage.
+        case open
+    }
+
     private struct PIDState {
         var lastCounter: Int8 = -1
         var sawDuplicate = false
@@ -16,6 +27,8 @@ public final class TransportStreamValidator {
         var pesBytes = 0
         var declaredSize = -1
         var pesStartPacket = 0
+        /// Whether a PES packet started on this PID in this segment (before one, an open segment may be continuing).
+        var sawStart = false
     }
 
     private enum Role: UInt8 {
@@ -27,6 +40,9 @@ public final class TransportStreamValidator {
     }
 
     private let segment: String
+    private let boundaries: Boundaries
+    /// Open boundaries: packets skipped because they came before the PMT that describes their PID.
+    public private(set) var skippedBeforeProgramMap = 0
     private var framer = TransportPacketFramer()
     private var packetIndex = 0
     private var states = [PIDState](repeating: PIDState(), count: 8192)
@@ -40,9 +56,13 @@ public final class TransportStreamValidator {
     /// The first damage found; reported again by every later call.
     private var failure: SegmentCryptoError?
 
-    /// - Parameter segment: The segment's name, used in errors.
-    public init(segment: String) {
+    /// - Parameters:
+    ///   - segment: The segment's name, used in errors.
+    ///   - boundaries: ``Boundaries/closed`` for a stream on its own, ``Boundaries/open`` for one segment of an HLS
+    ///     rendition, whose PES packets may span segments.
+    public init(segment: String, boundaries: Boundaries = .closed) {
         self.segment = segment
+        self.boundaries = boundaries
         roles[0] = .programAssociation
     }
 
@@ -86,8 +106,11 @@ public final class TransportStreamValidator {
         if patAssembler.hasIncompleteSection || programMaps.values.contains(where: \.hasIncompleteSection) {
             throw malformed("the segment ends inside a PSI section: it is truncated")
         }
-        for pid in 0..<states.count where states[pid].inPES {
-            try checkPESEnd(UInt16(pid))
+        // An open segment may end inside a PES packet; the next segment carries the rest.
+        if boundaries == .closed {
+            for pid in 0..<states.count where states[pid].inPES {
+                try checkPESEnd(UInt16(pid))
+            }
         }
         let streams = programs.flatMap { streamsByProgram[$0.number] ?? [] }
         return TransportStreamSummary(
@@ -131,6 +154,10 @@ public final class TransportStreamValidator {
             return
         case .unknown:
             guard pid < 0x20 || allProgramsMapped else {
+                if boundaries == .open, !allProgramsMapped {
+                    skippedBeforeProgramMap += 1
+                    return
+                }
                 throw malformed("packet \(packetIndex) on PID \(TransportStreamText.pid(pid)) comes before the PAT and PMT that describe it")
             }
         }
@@ -226,9 +253,12 @@ public final class TransportStreamValidator {
             states[index].pesBytes = 0
             states[index].declaredSize = length == 0 ? 0 : 6 + length
             states[index].pesStartPacket = packetIndex
+            states[index].sawStart = true
             pesCount[pid, default: 0] += 1
         }
         guard states[index].inPES else {
+            // The rest of a PES packet the previous segment began: its length was checked there and cannot be here.
+            if boundaries == .open, !states[index].sawStart { return }
             throw malformed("packet \(packetIndex) on PID \(TransportStreamText.pid(pid)) continues a PES packet that began before the segment")
         }
         states[index].pesBytes += payload.count

@@ -74,7 +74,9 @@ final class ClearMediaCheck {
             throw .malformedContainer(segment: segment, detail: "the decrypted data is not \(name)")
         }
         switch detected {
-        case .transportStream: stage = .transportStream(TransportStreamValidator(segment: segment))
+        case .transportStream:
+            // HLS segments of one rendition may split a PES packet between them (players concatenate segments).
+            stage = .transportStream(TransportStreamValidator(segment: segment, boundaries: .open))
         case .fragmentedMP4: stage = .fragmentedMP4(FragmentedMP4Validator.Stream(initSection: initSection, segment: segment))
         case .other: stage = .other
         }

@@ -36,6 +36,81 @@ struct TransportStreamValidatorTests {
         #expect(summary.pesCount[summary.streams[0].pid] == 144)
     }
 
+    /// ffmpeg's h264+AAC stream cut at packet boundaries that fall inside PES packets, as byte-count segmenters cut it.
+    static func cutInsidePES(_ source: String) throws -> (pieces: [[UInt8]], spanning: Int) {
+        let bytes = try TransportStreamFixtures.read(TransportStreamFixtures.media.appendingPathComponent("src/\(source)"))
+        let packets = TransportStreamTestMuxing.packets(bytes)
+        // The first packet at or after a third and two thirds of the stream that continues a PES packet.
+        let cuts = [packets.count / 3, 2 * packets.count / 3].compactMap { from in
+            packets.indices.dropFirst(from).first { isContinuation(packets[$0]) }
+        }
+        var pieces: [[UInt8]] = []
+        var start = 0
+        for end in cuts + [packets.count] {
+            pieces.append(packets[start..<end].flatMap { $0 })
+            start = end
+        }
+        // A cut spans a PES packet when the packet after it continues one (payload_unit_start_indicator clear).
+        let spanning = cuts.filter { isContinuation(packets[$0]) }.count
+        return (pieces, spanning)
+    }
+
+    /// A packet on an elementary PID that continues a PES packet (payload_unit_start_indicator clear).
+    static func isContinuation(_ packet: ArraySlice<UInt8>) -> Bool {
+        packet[packet.startIndex + 1] & 0x40 == 0 && TransportStreamTestMuxing.pid(packet) > 0x20 && TransportStreamTestMuxing.pid(packet) != 0x1FFF
+    }
+
+    static func validate(_ bytes: [UInt8], boundaries: TransportStreamValidator.Boundaries) throws(SegmentCryptoError) -> TransportStreamSummary {
+        let validator = TransportStreamValidator(segment: "test.ts", boundaries: boundaries)
+        var failure: SegmentCryptoError?
+        bytes.withUnsafeBytes { chunk in
+            do throws(SegmentCryptoError) { try validator.process(chunk) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        return try validator.finish()
+    }
+
+    @Test("segments cut inside PES packets: valid with open boundaries, refused as streams on their own", arguments: ["h264_aac.ts", "h264_ac3.ts"])
+    func openBoundaries(source: String) throws {
+        let (pieces, spanning) = try Self.cutInsidePES(source)
+        #expect(spanning == 2)
+        var starts = 0
+        for (index, piece) in pieces.enumerated() {
+            let summary = try Self.validate(piece, boundaries: .open)
+            starts += summary.pesCount.values.reduce(0, +)
+            // PES packets that start before the segment's first PMT are skipped, not counted.
+            let packets = TransportStreamTestMuxing.packets(piece)
+            let pmtPID = TransportStreamTestMuxing.pmtPID(piece)
+            let firstPMT = packets.firstIndex { TransportStreamTestMuxing.pid($0) == pmtPID } ?? 0
+            starts += packets[..<firstPMT].filter { TransportStreamTestMuxing.pid($0) > 0x20 && $0[$0.startIndex + 1] & 0x40 != 0 }.count
+            if index > 0 {
+                #expect(throws: SegmentCryptoError.self) { try Self.validate(piece, boundaries: .closed) }
+            }
+        }
+        // Every PES packet of the stream starts in exactly one segment.
+        let whole = try Self.validate(pieces.flatMap { $0 }, boundaries: .closed)
+        #expect(starts == whole.pesCount.values.reduce(0, +))
+    }
+
+    @Test("open boundaries still find damage inside a segment")
+    func openBoundariesFindDamage() throws {
+        let (pieces, _) = try Self.cutInsidePES("h264_aac.ts")
+        var middle = pieces[1]
+        // A packet lost in the middle: the continuity counter jumps.
+        middle.removeSubrange((188 * 40)..<(188 * 41))
+        #expect { try Self.validate(middle, boundaries: .open) } throws: { error in
+            (error as? SegmentCryptoError)?.detail.contains("continuity_counter") == true
+        }
+        // A continuation packet in the middle marked as the start of a new PES packet: no 00 00 01 there.
+        let packets = TransportStreamTestMuxing.packets(pieces[1])
+        let index = try #require(packets.indices.dropFirst(packets.count / 2).first { Self.isContinuation(packets[$0]) })
+        var damaged = pieces[1]
+        damaged[188 * index + 1] |= 0x40
+        #expect { try Self.validate(damaged, boundaries: .open) } throws: { error in
+            (error as? SegmentCryptoError)?.code == "malformed_container"
+        }
+    }
+
     @Test("accepts a segment fed one byte at a time")
     func byteByByte() throws {
         let segment = TransportStreamFixtures.fixture("eac3").segments[3]
