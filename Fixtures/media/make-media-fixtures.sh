@@ -638,6 +638,18 @@ py expect-cbcs "$MEDIA/$FIXTURE/video_init.mp4" encv 1:9 "$(key_of "$FIXTURE" ke
 py expect-cbcs "$MEDIA/$FIXTURE/audio_init.mp4" enca 0:0 "$(key_of "$FIXTURE" key_id)" "$(key_of "$FIXTURE" iv)"
 check_pair fmp4-clear fmp4-cbcs
 
+say "packager fMP4 cenc: shaka/fmp4-cenc/ (clear twin shaka/fmp4-clear/)"
+# packager writes no EXT-X-KEY for cenc with raw keys; the line RFC 8216bis 4.4.4.4 gives SAMPLE-AES-CTR is added
+# after EXT-X-MAP (no IV attribute: the IVs are per sample, in senc).
+FIXTURE=shaka/fmp4-cenc
+mapfile -t FLAGS < <(raw_key_flags "$FIXTURE")
+package "$MEDIA/$FIXTURE" ../../src/h264_aac.ts m4s "${FLAGS[@]}" --protection_scheme cenc --clear_lead 0
+py write-key "$(key_of "$FIXTURE" key)" "$MEDIA/$FIXTURE/cenc.test.key"
+for playlist in video.m3u8 audio.m3u8; do
+    sed -i '/^#EXT-X-MAP:/a #EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI="cenc.test.key",KEYFORMAT="identity"' "$MEDIA/$FIXTURE/$playlist"
+done
+check_pair fmp4-clear fmp4-cenc
+
 # --- summary --------------------------------------------------------------------------------------------------------
 py record-note "$COUNTS" "test material only. Packets per stream type as ffprobe $FFMPEG_VERSION demuxes each \
 playlist or file: clear ones as they are; ts-aes128-* and fmp4-aes128-openssl decrypted by ffprobe itself \

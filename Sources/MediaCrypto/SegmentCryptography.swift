@@ -30,11 +30,18 @@ public enum SegmentEncryptionMethod: String, Sendable, Hashable, CaseIterable {
     case aes256CTR = "AES-256-CTR"
     /// Sample encryption: Apple's SAMPLE-AES for MPEG-TS, `cbcs` for fMP4.
     case sampleAES = "SAMPLE-AES"
+    /// Sample encryption with AES-CTR: ISO/IEC 23001-7 `cenc` for fMP4 (RFC 8216bis 4.4.4.4), as Widevine- and
+    /// PlayReady-packaged HLS uses it. Decryption only.
+    case sampleAESCTR = "SAMPLE-AES-CTR"
 
     /// The method named by an EXT-X-KEY METHOD value or a command-line spelling (`aes-128`, `sample-aes`).
     public init?(name: String) {
         self.init(rawValue: name.uppercased())
     }
+
+    /// Whether the method encrypts samples inside the container (SAMPLE-AES, SAMPLE-AES-CTR), keeping every size,
+    /// rather than the whole file.
+    public var isSampleEncryption: Bool { self == .sampleAES || self == .sampleAESCTR }
 
     /// The key length the method takes.
     public var keyLength: Int { self == .aes256 || self == .aes256CTR ? 32 : 16 }
@@ -58,6 +65,17 @@ public enum SegmentCryptography {
         segment: String,
         promptOutput: Bool = false
     ) throws(SegmentCryptoError) -> any SegmentTransform {
+        if method == .sampleAESCTR {
+            guard container == .fragmentedMP4, let initSection else {
+                throw .unsupportedStream(
+                    segment: segment,
+                    detail: container == .fragmentedMP4
+                        ? "SAMPLE-AES-CTR fMP4 needs the rendition's init section (--init)"
+                        : "SAMPLE-AES-CTR is defined for fMP4 (cenc) segments only; this is \(container == .transportStream ? "MPEG-TS" : "neither")"
+                )
+            }
+            return try fragmentDecryptor(initSection: initSection, key: key, iv: iv, scheme: "cenc", method: method, segment: segment)
+        }
         if promptOutput, method == .sampleAES, container == .transportStream {
             return try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment, promptOutput: true)
         }
@@ -74,6 +92,27 @@ public enum SegmentCryptography {
         segment: String
     ) throws(SegmentCryptoError) -> any SegmentTransform {
         try transform(.encrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
+    }
+
+    /// The fMP4 decryptor, checked to use the scheme the playlist's METHOD names (SAMPLE-AES is `cbcs`,
+    /// SAMPLE-AES-CTR is `cenc`).
+    private static func fragmentDecryptor(
+        initSection: CBCSInitSection,
+        key: SecretBytes,
+        iv: [UInt8],
+        scheme: String,
+        method: SegmentEncryptionMethod,
+        segment: String
+    ) throws(SegmentCryptoError) -> CBCSFragmentDecryptor {
+        let decryptor = try CBCSFragmentDecryptor(initSection: initSection, key: key, iv: iv, segment: segment)
+        let protected = initSection.tracks.contains { $0.scheme != nil }
+        guard !protected || decryptor.scheme == scheme else {
+            throw .unsupportedStream(
+                segment: segment,
+                detail: "the playlist says METHOD=\(method.rawValue), which is '\(scheme)', but the init section's tracks use '\(decryptor.scheme)'"
+            )
+        }
+        return decryptor
     }
 
     private static func transform(
@@ -103,7 +142,7 @@ public enum SegmentCryptography {
                     throw .unsupportedStream(segment: segment, detail: "SAMPLE-AES fMP4 needs the rendition's init section (--init)")
                 }
                 return direction == .decrypt
-                    ? try CBCSFragmentDecryptor(initSection: initSection, key: key, iv: iv, segment: segment)
+                    ? try fragmentDecryptor(initSection: initSection, key: key, iv: iv, scheme: "cbcs", method: method, segment: segment)
                     : try CBCSFragmentEncryptor(initSection: initSection, key: key, segment: segment)
             case .other:
                 throw .unsupportedStream(
@@ -111,6 +150,11 @@ public enum SegmentCryptography {
                     detail: "SAMPLE-AES is supported for MPEG-TS and fMP4 segments; this is neither (packed audio is not supported yet)"
                 )
             }
+        case .sampleAESCTR:
+            guard direction == .decrypt else {
+                throw .unsupportedStream(segment: segment, detail: "Stowage decrypts SAMPLE-AES-CTR but does not encrypt with it; use SAMPLE-AES")
+            }
+            return try decryptor(method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
         }
     }
 }

@@ -62,7 +62,7 @@ public struct SegmentFileJob: Sendable {
         let prefix = try Self.readPrefix(inputDescriptor, path: input)
         let container = SegmentContainer.detect(prefix)
         let protection = try protectionOfInitSection(container: container)
-        guard method == .sampleAES && container == .fragmentedMP4 || iv != nil else {
+        guard method.isSampleEncryption && container == .fragmentedMP4 || iv != nil else {
             throw SegmentFileError.missingIV(method: method, container: container)
         }
         let outputDescriptor = try Self.open(output, forWriting: true)
@@ -99,7 +99,7 @@ public struct SegmentFileJob: Sendable {
     /// The init section to decrypt or encrypt with, for SAMPLE-AES fMP4; nil otherwise. Writes the protected one when
     /// encrypting with ``initOutput``.
     private func protectionOfInitSection(container: SegmentContainer) throws -> CBCSInitSection? {
-        guard method == .sampleAES, container == .fragmentedMP4 else { return nil }
+        guard method.isSampleEncryption, container == .fragmentedMP4 else { return nil }
         guard let path = initSection else { throw SegmentFileError.missingInitSection }
         let bytes = try Self.readWhole(path)
         let section =

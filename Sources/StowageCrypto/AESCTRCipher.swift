@@ -1,21 +1,23 @@
 import COpenSSL
 
-/// Streaming AES-256-CTR (NIST SP 800-38A section 6.5) over one OpenSSL `EVP_CIPHER_CTX`: the IV is the initial
-/// 128-bit counter block, incremented big-endian for each block.
+/// Streaming AES-CTR (NIST SP 800-38A section 6.5) over one OpenSSL `EVP_CIPHER_CTX`, AES-128 or AES-256 by the key's
+/// length: the IV is the initial 128-bit counter block, incremented big-endian for each block.
 ///
-/// HLS `METHOD=AES-256-CTR`, as Shaka Player accepts it, encrypts a whole segment this way: no padding, so the
-/// output has the input's length and encryption and decryption are the same operation.
+/// HLS `METHOD=AES-256-CTR`, as Shaka Player accepts it, encrypts a whole segment this way; ISO/IEC 23001-7 `cenc`
+/// (HLS `SAMPLE-AES-CTR`) encrypts each sample's protected bytes with AES-128-CTR from the sample's IV
+/// (``reset(iv:)``). No padding, so the output has the input's length and encryption and decryption are the same
+/// operation.
 public final class AESCTRCipher {
     private let context: OpaquePointer
 
     /// - Parameters:
-    ///   - key: 32 bytes.
+    ///   - key: 32 bytes (AES-256), or 16 (AES-128).
     ///   - iv: the 16-byte initial counter block.
     /// - Throws: ``CryptoError/invalidKeyLength``, ``CryptoError/invalidIVLength``, ``CryptoError/openSSLFailure``.
     public init(key: SecretBytes, iv: [UInt8]) throws {
-        guard key.count == 32 else { throw CryptoError.invalidKeyLength }
+        guard key.count == 32 || key.count == 16 else { throw CryptoError.invalidKeyLength }
         guard iv.count == 16 else { throw CryptoError.invalidIVLength }
-        let cipher = try CipherAlgorithm.aes256CTR.cipher()
+        let cipher = try (key.count == 32 ? CipherAlgorithm.aes256CTR : CipherAlgorithm.aes128CTR).cipher()
         guard let context = EVP_CIPHER_CTX_new() else { throw LibCrypto.failure(.openSSLFailure) }
         do {
             let result = key.withUnsafeBytes { keyBytes in
@@ -40,6 +42,14 @@ public final class AESCTRCipher {
 
     deinit {
         EVP_CIPHER_CTX_free(context)
+    }
+
+    /// Starts the keystream again from the counter block `iv` (16 bytes), keeping the key.
+    ///
+    /// - Throws: ``CryptoError/invalidIVLength`` unless `iv` is 16 bytes.
+    public func reset(iv: UnsafeRawBufferPointer) throws {
+        guard iv.count == 16, let base = iv.baseAddress else { throw CryptoError.invalidIVLength }
+        try LibCrypto.check(EVP_CipherInit_ex(context, nil, nil, nil, base.assumingMemoryBound(to: UInt8.self), -1))
     }
 
     /// Transforms the next bytes of the stream into `output` (at least `input.count` bytes); returns the count written,

@@ -25,4 +25,5 @@ struct CipherAlgorithm: @unchecked Sendable {
     static let aes256CBC = CipherAlgorithm(name: "AES-256-CBC")
     static let aes256GCM = CipherAlgorithm(name: "AES-256-GCM")
     static let aes256CTR = CipherAlgorithm(name: "AES-256-CTR")
+    static let aes128CTR = CipherAlgorithm(name: "AES-128-CTR")
 }

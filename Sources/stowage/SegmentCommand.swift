@@ -12,7 +12,7 @@ struct SegmentCommand: ParsableCommand {
     )
 
     struct Options: ParsableArguments {
-        @Option(help: "aes-128, aes-256, aes-256-ctr or sample-aes.")
+        @Option(help: "aes-128, aes-256, aes-256-ctr, sample-aes, or sample-aes-ctr (fMP4 cenc, decrypt only).")
         var method: String
 
         @Option(help: "The content key in hex (32 digits; 64 for aes-256).")

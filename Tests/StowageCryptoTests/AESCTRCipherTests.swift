@@ -28,9 +28,24 @@ struct AESCTRCipherTests {
         #expect(back == input)
     }
 
+    /// NIST SP 800-38A F.5.1 (CTR-AES128.Encrypt), first two blocks, with the keystream restarted by reset(iv:).
+    @Test func aes128KnownAnswerAndReset() throws {
+        let cipher = try AESCTRCipher(
+            key: SecretBytes(try #require(Hex.decode("2b7e151628aed2a6abf7158809cf4f3c"))),
+            iv: try #require(Hex.decode("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"))
+        )
+        let plaintext = try #require(Hex.decode("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"))
+        let expected = "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff"
+        // A partial block, then the rest: the keystream carries across calls.
+        #expect(Hex.encode(try cipher.update(Array(plaintext.prefix(5))) + cipher.update(Array(plaintext.dropFirst(5)))) == expected)
+        try Hex.decode("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff")!.withUnsafeBytes { try cipher.reset(iv: $0) }
+        #expect(Hex.encode(try cipher.update(plaintext)) == expected)
+        #expect(throws: CryptoError.invalidIVLength) { try [UInt8](repeating: 0, count: 8).withUnsafeBytes { try cipher.reset(iv: $0) } }
+    }
+
     @Test func wrongLengthsAreTyped() throws {
         #expect(throws: CryptoError.invalidKeyLength) {
-            _ = try AESCTRCipher(key: SecretBytes([UInt8](repeating: 1, count: 16)), iv: [UInt8](repeating: 0, count: 16))
+            _ = try AESCTRCipher(key: SecretBytes([UInt8](repeating: 1, count: 24)), iv: [UInt8](repeating: 0, count: 16))
         }
         #expect(throws: CryptoError.invalidIVLength) { _ = try AESCTRCipher(key: SecretBytes([UInt8](repeating: 1, count: 32)), iv: [1]) }
     }

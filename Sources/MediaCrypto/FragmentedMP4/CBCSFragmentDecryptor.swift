@@ -1,7 +1,7 @@
 public import StowageCrypto
 
 /// Decrypts fragmented MP4 media segments protected with `cbcs` (ISO/IEC 23001-7 10.4), the scheme HLS calls
-/// SAMPLE-AES for fMP4, streaming with bounded memory.
+/// SAMPLE-AES for fMP4, or with `cenc` (10.1), which HLS calls SAMPLE-AES-CTR, streaming with bounded memory.
 ///
 /// Feed a segment (`styp`, `sidx`, `moof` + `mdat` pairs...) in chunks of any size: each `moof` is held whole
 /// (at most ``maximumMovieFragmentSize`` bytes) to learn the samples, then its `mdat` is decrypted as its bytes
@@ -29,7 +29,9 @@ public final class CBCSFragmentDecryptor: SegmentTransform {
     private let fallbackIV: [UInt8]?
     private let segment: String
     private var scanner: TopLevelBoxScanner
-    private let cipher: CBCSSampleCipher
+    private let cipher: any FragmentSampleCipher
+    /// The protection scheme of the rendition's tracks (`cbcs` or `cenc`).
+    public let scheme: String
     private let window: UnsafeMutableRawBufferPointer
     /// The parsed moof whose mdat has not arrived yet.
     private var pendingFragment: MovieFragment?
@@ -45,12 +47,13 @@ public final class CBCSFragmentDecryptor: SegmentTransform {
     ///   - iv: 16 bytes used only when neither `senc` nor `tenc` provides an IV.
     ///   - segment: the segment's name, used in errors.
     /// - Throws: ``SegmentCryptoError/invalidKey(segment:)``, ``SegmentCryptoError/invalidIV(segment:)``, or
-    ///   ``SegmentCryptoError/unsupportedStream(segment:detail:)`` for a scheme other than `cbcs` (`cenc`, `cbc1`,
-    ///   `cens`), protected tracks with different key IDs, or a protected track this parser cannot read.
+    ///   ``SegmentCryptoError/unsupportedStream(segment:detail:)`` for a scheme other than `cbcs` and `cenc` (`cbc1`,
+    ///   `cens`), tracks with different schemes or key IDs, or a protected track this parser cannot read.
     public init(initSection: CBCSInitSection, key: SecretBytes, iv: [UInt8]? = nil, segment: String) throws(SegmentCryptoError) {
         guard key.count == 16 else { throw .invalidKey(segment: segment) }
         if let iv, iv.count != 16 { throw .invalidIV(segment: segment) }
         var keyIDs: Set<[UInt8]> = []
+        var schemes: Set<FourCC> = []
         for track in initSection.trackDescriptions.values.sorted(by: { $0.trackID < $1.trackID }) {
             for entry in track.entries {
                 if entry.isOpaqueEncrypted {
@@ -60,26 +63,36 @@ public final class CBCSFragmentDecryptor: SegmentTransform {
                     )
                 }
                 guard let protection = entry.protection else { continue }
-                guard protection.scheme == .cbcs else {
+                guard protection.scheme == .cbcs || protection.scheme == .cenc else {
                     throw .unsupportedStream(
                         segment: segment,
-                        detail: "track \(track.trackID) uses scheme '\(protection.scheme)'; only 'cbcs' (HLS SAMPLE-AES) is supported"
+                        detail:
+                            "track \(track.trackID) uses scheme '\(protection.scheme)'; Stowage decrypts 'cbcs' (HLS SAMPLE-AES) and 'cenc' (SAMPLE-AES-CTR)"
                     )
                 }
                 guard let defaults = protection.defaults else {
-                    throw .malformedContainer(segment: segment, detail: "track \(track.trackID) is 'cbcs' but has no tenc")
+                    throw .malformedContainer(segment: segment, detail: "track \(track.trackID) is '\(protection.scheme)' but has no tenc")
                 }
                 keyIDs.insert(defaults.keyID)
+                schemes.insert(protection.scheme)
             }
         }
         guard keyIDs.count <= 1 else {
             throw .unsupportedStream(segment: segment, detail: "the protected tracks use \(keyIDs.count) key IDs; Stowage has one key per rendition")
         }
+        guard schemes.count <= 1 else {
+            throw .unsupportedStream(segment: segment, detail: "the protected tracks mix the schemes \(schemes.map(\.description).sorted())")
+        }
+        let scheme = schemes.first ?? .cbcs
         self.initSection = initSection
         self.fallbackIV = iv
         self.segment = segment
         scanner = TopLevelBoxScanner(segment: segment)
-        cipher = try CBCSSampleCipher(key: key, direction: .decrypt, windowCapacity: Self.windowSize + 16, segment: segment)
+        self.scheme = scheme.description
+        cipher =
+            scheme == .cenc
+            ? try CENCSampleCipher(key: key, segment: segment)
+            : try CBCSSampleCipher(key: key, direction: .decrypt, windowCapacity: Self.windowSize + 16, segment: segment)
         window = .allocate(byteCount: Self.windowSize + 16, alignment: 16)
         window.initializeMemory(as: UInt8.self, repeating: 0)
     }

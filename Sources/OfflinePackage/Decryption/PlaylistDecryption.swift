@@ -179,7 +179,9 @@ public struct PlaylistDecryption {
         }
         report.bytesRead += bytes.count
         var protection: CBCSInitSection?
-        if method == .sampleAES, SegmentContainer.detect(Array(bytes.prefix(SegmentContainer.detectionLength))) == .fragmentedMP4 {
+        if method == .sampleAES || method == .sampleAESCTR,
+            SegmentContainer.detect(Array(bytes.prefix(SegmentContainer.detectionLength))) == .fragmentedMP4
+        {
             do {
                 let parsed = try CBCSInitSection.parse(bytes, segment: section.uri)
                 bytes = try parsed.clearInitSection()

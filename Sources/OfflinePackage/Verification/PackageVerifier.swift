@@ -279,7 +279,7 @@ public struct PackageVerifier: Sendable {
             bytes = read
         }
         // RFC 8216bis 4.4.4.5: an EXT-X-MAP under an AES-128 key is itself encrypted with that key.
-        if let key = file.key, let method = SegmentEncryptionMethod(name: key.method), method != .sampleAES {
+        if let key = file.key, let method = SegmentEncryptionMethod(name: key.method), !method.isSampleEncryption {
             guard let content = keys[key.keyId], let iv = Hex.decode(key.iv), iv.count == 16 else { return (nil, []) }
             do {
                 let cipher = try SegmentCryptography.decryptor(method: method, container: .other, key: content, iv: iv, segment: file.path)
@@ -317,7 +317,7 @@ public struct PackageVerifier: Sendable {
         guard detected == .fragmentedMP4 else { return (PreparedInitSection(protection: nil, clear: nil), []) }
         do throws(SegmentCryptoError) {
             let parsed = try CBCSInitSection.parse(bytes, segment: file.path)
-            guard segmentMethod == .sampleAES else { return (PreparedInitSection(protection: nil, clear: parsed), []) }
+            guard segmentMethod.isSampleEncryption else { return (PreparedInitSection(protection: nil, clear: parsed), []) }
             let clear = try CBCSInitSection.parse(try parsed.clearInitSection(), segment: file.path)
             return (PreparedInitSection(protection: parsed, clear: clear), [])
         } catch {

@@ -172,7 +172,7 @@ struct StoredFileCheck: Sendable {
         firstChunk: UnsafeRawBufferPointer
     ) throws -> (transform: any SegmentTransform, check: ClearMediaCheck) {
         let container: SegmentContainer =
-            trial.method == .sampleAES ? SegmentContainer.detect(Array(firstChunk.prefix(SegmentContainer.detectionLength))) : .other
+            trial.method.isSampleEncryption ? SegmentContainer.detect(Array(firstChunk.prefix(SegmentContainer.detectionLength))) : .other
         let transform = try SegmentCryptography.decryptor(
             method: trial.method,
             container: container,

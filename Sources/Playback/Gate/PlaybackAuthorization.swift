@@ -1,4 +1,5 @@
 public import KeyDelivery
+import MediaCrypto
 public import OfflinePackage
 import StowageCrypto
 
@@ -60,7 +61,7 @@ public struct PlaybackAuthorization: Sendable {
             for (initIndex, section) in rendition.initSections.enumerated() {
                 // An init section is made clear (cbcs) when the segments that use it are sample-encrypted.
                 let sampleEncrypted = rendition.segments.contains {
-                    $0.initSection == initIndex && $0.file?.key?.method.uppercased() == "SAMPLE-AES"
+                    $0.initSection == initIndex && SegmentEncryptionMethod(name: $0.file?.key?.method ?? "")?.isSampleEncryption == true
                 }
                 files[section.path] = FileRole(
                     file: section,

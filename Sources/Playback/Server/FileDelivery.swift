@@ -305,7 +305,7 @@ struct SegmentStream: Sendable {
             inputEnd = min(size, (range.upperBound / 16 + 1) * 16)
             iv = decryption.map { Self.counter($0.iv, advancedBy: first) }
             finish = false
-        case .sampleAES?:
+        case .sampleAES?, .sampleAESCTR?:
             break
         }
         let transform = try makeTransform(iv: iv)

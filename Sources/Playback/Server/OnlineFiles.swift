@@ -40,7 +40,7 @@ final class OnlineFiles: Sendable {
                     in: authorization,
                     content: try await contentKey(key, in: authorization)
                 )
-                if decryption.method == .sampleAES {
+                if decryption.method.isSampleEncryption {
                     decryption.container = SegmentContainer.detect(Array(stored.prefix(SegmentContainer.detectionLength)))
                     if decryption.container == .fragmentedMP4 {
                         guard let initRole, let protection = try await initSection(initRole, in: authorization).protection else {

@@ -260,7 +260,7 @@ struct PlaybackResponder: HTTPResponder {
         }
         guard let key = file.key else { return SegmentStream(assetId: assetId, url: url, file: file, decryption: nil) }
         var decryption = try Decryptions.wholeFile(key, path: file.path, in: authorization)
-        if decryption.method == .sampleAES {
+        if decryption.method.isSampleEncryption {
             guard let handle = try? ChunkedFile(url), let prefix = try? handle.read(count: SegmentContainer.detectionLength, at: 0) else {
                 throw .segmentMissing(assetId: assetId, path: file.path)
             }
