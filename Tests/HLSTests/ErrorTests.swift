@@ -358,7 +358,8 @@ struct ErrorTests {
         "missing BANDWIDTH", "mixed playlist kinds: a media tag in a multivariant playlist",
         "mixed playlist kinds: a multivariant tag in a media playlist", "mixed playlist kinds: EXT-X-KEY after EXT-X-STREAM-INF",
         "EXT-X-KEY with an unquoted URI", "EXT-X-PROGRAM-DATE-TIME without time zone", "EXT-X-MEDIA without NAME",
-        "EXT-X-MEDIA with a bad DEFAULT", "duplicate EXT-X-START",
+        "EXT-X-MEDIA with a bad DEFAULT", "duplicate EXT-X-START", "EXT-X-BYTERANGE without offset after a different resource",
+        "EXT-X-BYTERANGE without offset on the first segment", "EXT-X-BYTERANGE without offset after a whole resource",
     ]
 
     @Test("read leniently, each bad playlist either fails the same way or parses with a warning on that line", arguments: cases)

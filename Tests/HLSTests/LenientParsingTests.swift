@@ -86,16 +86,50 @@ struct LenientParsingTests {
         #expect(throws: PlaylistError.self) { try PlaylistParser.parse(master, strict: true) }
     }
 
+    @Test("a space after a tag's colon; a byte range without an offset after another resource's range")
+    func spacesAndCarriedRanges() throws {
+        let spaced = try PlaylistParser.parse(m3u8("#EXTM3U", "#EXT-X-VERSION: 10", "#EXT-X-TARGETDURATION: 4", "#EXTINF:4,", "a.ts"))
+        #expect(spaced.playlist.media?.version == 10)
+        #expect(spaced.playlist.media?.targetDuration == 4)
+        #expect(spaced.warnings.map(\.line) == [2, 3])
+        // As videojs' byteRange fixture writes it: the range of b.ts continues a.ts's (players carry the end over).
+        let text = m3u8(
+            "#EXTM3U",
+            "#EXT-X-TARGETDURATION:10",
+            "#EXTINF:10,",
+            "#EXT-X-BYTERANGE:100@50",
+            "a.ts",
+            "#EXTINF:10,",
+            "#EXT-X-BYTERANGE:70",
+            "b.ts",
+            "#EXTINF:10,",
+            "#EXT-X-BYTERANGE:30",
+            "b.ts"
+        )
+        let parsed = try PlaylistParser.parse(text)
+        let resolved = try #require(parsed.playlist.media).resolvedSegments(baseURL: nil)
+        #expect(
+            resolved.map(\.byteRange) == [
+                ResolvedByteRange(offset: 50, length: 100), ResolvedByteRange(offset: 150, length: 70), ResolvedByteRange(offset: 220, length: 30),
+            ]
+        )
+        #expect(parsed.warnings.map(\.line) == [7])
+        expectPlaylistError(text, code: "invalid_byte_range", line: 7)
+        // With nothing before it, the range starts at 0.
+        let first = try PlaylistParser.parse(m3u8("#EXTM3U", "#EXT-X-TARGETDURATION:10", "#EXTINF:10,", "#EXT-X-BYTERANGE:100", "a.ts"))
+        #expect(try #require(first.playlist.media).resolvedSegments(baseURL: nil).first?.byteRange == ResolvedByteRange(offset: 0, length: 100))
+    }
+
     @Test("what no player could read stays an error when lenient")
     func stillRefused() {
         // Not a playlist at all, an unterminated quoted string, a value with a quote where a quoted string belongs,
-        // a duration that is not a number, a byte range that starts nowhere.
+        // a duration that is not a number, an empty byte range (HTTP cannot ask for it).
         expectPlaylistError("<html>", code: "not_a_playlist", line: 1, strict: false)
         expectPlaylistError(m3u8("#EXTM3U", #"#EXT-X-KEY:METHOD=AES-128,URI="k"#), code: "malformed_tag", line: 2, strict: false)
         expectPlaylistError(m3u8("#EXTM3U", #"#EXT-X-KEY:METHOD=AES-128,URI=a"b"#), code: "invalid_attribute_value", line: 2, strict: false)
         expectPlaylistError(m3u8("#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXTINF:two,", "a.ts"), code: "malformed_tag", line: 3, strict: false)
         expectPlaylistError(
-            m3u8("#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-BYTERANGE:100", "#EXTINF:2,", "a.ts"),
+            m3u8("#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-BYTERANGE:0@10", "#EXTINF:2,", "a.ts"),
             code: "invalid_byte_range",
             line: 3,
             strict: false

@@ -173,7 +173,16 @@ private struct ParserState {
         let scalars = tagText.unicodeScalars
         let colon = scalars.firstIndex(of: ":")
         let name = String(colon.map { scalars[..<$0] } ?? scalars[...])
-        let value = colon.map { Substring(scalars[scalars.index(after: $0)...]) } ?? ""
+        var value = colon.map { Substring(scalars[scalars.index(after: $0)...]) } ?? ""
+        if let first = value.first, first == " " || first == "\t", !tolerance.isStrict {
+            // `#EXT-X-VERSION: 10`: players skip the space (hls.js reads `VERSION): *(\d+)`).
+            try tolerate(
+                .malformedTag(line: number, text: line, reason: "a space after the colon"),
+                number,
+                "a space after the tag's colon is skipped"
+            )
+            value = value.drop { $0 == " " || $0 == "\t" }
+        }
         guard try noteKind(of: name, line: number, text: line) else { return }
         // RFC 8216bis 4.4.6.2: the URI line follows EXT-X-STREAM-INF; unknown tags in between are tolerated.
         if let pendingVariant, multivariantOnlyTags.contains(name) || name == "EXT-X-DEFINE" {
@@ -789,7 +798,7 @@ private struct ParserState {
         guard let inf = pendingInf else {
             throw .malformedTag(line: number, text: rawURI, reason: "a URI line must follow EXTINF or EXT-X-STREAM-INF")
         }
-        let segment = MediaSegment(uri: uri, duration: inf.duration, title: inf.title, tags: pendingTags)
+        var segment = MediaSegment(uri: uri, duration: inf.duration, title: inf.title, tags: pendingTags)
         var rangeEnd: Int?
         if let range = segment.byteRange {
             let offset: Int
@@ -798,15 +807,27 @@ private struct ParserState {
             } else {
                 // RFC 8216bis 4.4.4.2: without an offset the range continues the previous segment's sub-range of the
                 // same resource.
-                guard let previous = previousSegmentRange, let previousEnd = previous.rangeEnd, previous.uri == uri else {
+                if let previous = previousSegmentRange, let previousEnd = previous.rangeEnd, previous.uri == uri {
+                    offset = previousEnd
+                } else {
+                    // Players carry the previous range's end (or 0) over whatever the URI; so does a lenient parse.
                     let where_ = pendingByteRangeLine ?? (number, rawURI)
-                    throw .invalidByteRange(
-                        line: where_.number,
-                        text: where_.text,
-                        reason: "a byte range without an offset must follow a sub-range of the same resource"
+                    let carried = previousSegmentRange?.rangeEnd ?? 0
+                    try tolerate(
+                        .invalidByteRange(
+                            line: where_.number,
+                            text: where_.text,
+                            reason: "a byte range without an offset must follow a sub-range of the same resource"
+                        ),
+                        where_.number,
+                        "a byte range without an offset that does not continue a sub-range of the same resource; read as starting at byte \(carried), where players start it"
                     )
+                    offset = carried
+                    // The segment keeps an explicit offset, so what was read is written (and read again) the same.
+                    if let index = segment.tags.lastIndex(where: { if case .byteRange = $0 { true } else { false } }) {
+                        segment.tags[index] = .byteRange(ByteRange(length: range.length, offset: carried))
+                    }
                 }
-                offset = previousEnd
             }
             // The resolved offset of the next range must stay representable (ResolvedSegment adds them up).
             if range.length > Int.max - offset {
