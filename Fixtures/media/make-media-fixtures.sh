@@ -650,6 +650,26 @@ for playlist in video.m3u8 audio.m3u8; do
 done
 check_pair fmp4-clear fmp4-cenc
 
+# cbc1 and cens: packager cannot write HLS for them (it aborts: "Failed to recognize protection scheme"), so they
+# are packaged video only without playlists, and fmp4-cenc's video.m3u8 is used with the METHOD of the same cipher
+# mode (SAMPLE-AES for cbc1, SAMPLE-AES-CTR for cens) and the fixture's key file.
+for scheme in cbc1 cens; do
+    say "packager fMP4 $scheme, video only: shaka/fmp4-$scheme/ (clear twin shaka/fmp4-clear/)"
+    FIXTURE=shaka/fmp4-$scheme
+    mkdir -p "$MEDIA/$FIXTURE"
+    mapfile -t FLAGS < <(raw_key_flags "$FIXTURE")
+    (cd "$MEDIA/$FIXTURE" && "$PACKAGER" \
+        "in=../../src/h264_aac.ts,stream=video,init_segment=video_init.mp4,segment_template=video_\$Number\$.m4s" \
+        --segment_duration 2 --mpd_output "$WORK/$scheme.mpd" --use_fake_clock_for_muxer "${FLAGS[@]}" \
+        --protection_scheme "$scheme" --clear_lead 0 >"$WORK/packager.log" 2>&1) ||
+        { cat "$WORK/packager.log" >&2; die "packager failed for $FIXTURE"; }
+    py write-key "$(key_of "$FIXTURE" key)" "$MEDIA/$FIXTURE/$scheme.test.key"
+    method=SAMPLE-AES-CTR
+    [ "$scheme" = cbc1 ] && method=SAMPLE-AES
+    sed "s/METHOD=SAMPLE-AES-CTR,URI=\"cenc.test.key\"/METHOD=$method,URI=\"$scheme.test.key\"/" \
+        "$MEDIA/shaka/fmp4-cenc/video.m3u8" >"$MEDIA/$FIXTURE/video.m3u8"
+done
+
 # --- summary --------------------------------------------------------------------------------------------------------
 py record-note "$COUNTS" "test material only. Packets per stream type as ffprobe $FFMPEG_VERSION demuxes each \
 playlist or file: clear ones as they are; ts-aes128-* and fmp4-aes128-openssl decrypted by ffprobe itself \

@@ -94,8 +94,8 @@ public enum SegmentCryptography {
         try transform(.encrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
     }
 
-    /// The fMP4 decryptor, checked to use the scheme the playlist's METHOD names (SAMPLE-AES is `cbcs`,
-    /// SAMPLE-AES-CTR is `cenc`).
+    /// The fMP4 decryptor, checked to use a scheme of the cipher mode the playlist's METHOD names: SAMPLE-AES is
+    /// `cbcs` (or its unpatterned form `cbc1`), SAMPLE-AES-CTR is `cenc` (or its patterned form `cens`).
     private static func fragmentDecryptor(
         initSection: CBCSInitSection,
         key: SecretBytes,
@@ -106,7 +106,8 @@ public enum SegmentCryptography {
     ) throws(SegmentCryptoError) -> CBCSFragmentDecryptor {
         let decryptor = try CBCSFragmentDecryptor(initSection: initSection, key: key, iv: iv, segment: segment)
         let protected = initSection.tracks.contains { $0.scheme != nil }
-        guard !protected || decryptor.scheme == scheme else {
+        let sameMode = scheme == "cbcs" ? ["cbcs", "cbc1"] : ["cenc", "cens"]
+        guard !protected || sameMode.contains(decryptor.scheme) else {
             throw .unsupportedStream(
                 segment: segment,
                 detail: "the playlist says METHOD=\(method.rawValue), which is '\(scheme)', but the init section's tracks use '\(decryptor.scheme)'"

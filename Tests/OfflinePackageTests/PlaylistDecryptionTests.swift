@@ -198,12 +198,17 @@ struct SampleAESPlaylistDecryptionTests {
         }
     }
 
-    @Test(arguments: ["video", "audio"])
-    func fragmentedMP4PlaysLikeTheClearTwinInFFmpeg(stream: String) async throws {
+    /// The four Common Encryption schemes as Shaka Packager writes them: cbcs (SAMPLE-AES), cenc (SAMPLE-AES-CTR),
+    /// and cbc1 and cens (video only; packager writes no HLS for them).
+    @Test(arguments: [
+        ("fmp4-cbcs", "video"), ("fmp4-cbcs", "audio"), ("fmp4-cenc", "video"), ("fmp4-cenc", "audio"), ("fmp4-cbc1", "video"),
+        ("fmp4-cens", "video"),
+    ])
+    func fragmentedMP4PlaysLikeTheClearTwinInFFmpeg(fixture: String, stream: String) async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-cbcs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: out) }
         let report = try PlaylistDecryption().decrypt(
-            playlistAt: Self.shaka.appendingPathComponent("fmp4-cbcs/\(stream).m3u8"),
+            playlistAt: Self.shaka.appendingPathComponent("\(fixture)/\(stream).m3u8"),
             to: out
         )
         #expect(report.segments == 3)

@@ -63,11 +63,11 @@ public final class CBCSFragmentDecryptor: SegmentTransform {
                     )
                 }
                 guard let protection = entry.protection else { continue }
-                guard protection.scheme == .cbcs || protection.scheme == .cenc else {
+                guard [.cbcs, .cenc, .cbc1, .cens].contains(protection.scheme) else {
                     throw .unsupportedStream(
                         segment: segment,
                         detail:
-                            "track \(track.trackID) uses scheme '\(protection.scheme)'; Stowage decrypts 'cbcs' (HLS SAMPLE-AES) and 'cenc' (SAMPLE-AES-CTR)"
+                            "track \(track.trackID) uses scheme '\(protection.scheme)'; Stowage decrypts the Common Encryption schemes 'cbcs' (HLS SAMPLE-AES), 'cenc' (SAMPLE-AES-CTR), 'cbc1' and 'cens'"
                     )
                 }
                 guard let defaults = protection.defaults else {
@@ -92,7 +92,7 @@ public final class CBCSFragmentDecryptor: SegmentTransform {
         cipher =
             scheme == .cenc
             ? try CENCSampleCipher(key: key, segment: segment)
-            : try CBCSSampleCipher(key: key, direction: .decrypt, windowCapacity: Self.windowSize + 16, segment: segment)
+            : try CBCSSampleCipher(key: key, direction: .decrypt, windowCapacity: Self.windowSize + 16, scheme: scheme, segment: segment)
         window = .allocate(byteCount: Self.windowSize + 16, alignment: 16)
         window.initializeMemory(as: UInt8.self, repeating: 0)
     }

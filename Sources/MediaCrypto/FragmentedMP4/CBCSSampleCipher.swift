@@ -1,7 +1,11 @@
 import StowageCrypto
 
 /// Applies `cbcs` (ISO/IEC 23001-7 10.4) to the samples of one movie fragment as the bytes of its `mdat` pass by in
-/// windows, in either direction.
+/// windows, in either direction; decrypts `cbc1` (10.2) and `cens` (10.3) the same way.
+///
+/// The schemes differ in two things only: the block cipher mode (CBC for `cbcs` and `cbc1`, CTR for `cens`) and how
+/// far one chain runs (each subsample from the sample's IV for `cbcs`; the whole sample, across its subsamples, for
+/// `cbc1` and `cens`). `cbc1` has no pattern (every whole block), `cens` and `cbcs` take the `tenc` pattern.
 ///
 /// In each subsample's protected range (the whole sample without subsamples) the 16-byte blocks follow the pattern:
 /// `crypt` blocks encrypted, `skip` blocks clear, repeated; a pattern of 0:0 (or `skip` 0) encrypts every whole block;
@@ -13,7 +17,29 @@ import StowageCrypto
 /// back; it reports how far the window is final, which stops before an encrypted block cut by the window's end. The
 /// caller carries those (at most 15) bytes into the next window.
 final class CBCSSampleCipher {
-    private let cipher: AESCBCCipher
+    /// The block cipher of a scheme, re-armed with a sample's (or subsample's) IV.
+    private enum Chain {
+        case cbc(AESCBCCipher)
+        case ctr(AESCTRCipher)
+
+        func reset(iv: UnsafeRawBufferPointer) throws {
+            switch self {
+            case .cbc(let cipher): try cipher.reset(iv: iv)
+            case .ctr(let cipher): try cipher.reset(iv: iv)
+            }
+        }
+
+        func transformInPlace(_ blocks: UnsafeMutableRawBufferPointer) throws {
+            switch self {
+            case .cbc(let cipher): try cipher.transformBlocksInPlace(blocks)
+            case .ctr(let cipher): _ = try cipher.update(UnsafeRawBufferPointer(blocks), into: blocks)
+            }
+        }
+    }
+
+    private let cipher: Chain
+    /// Whether each subsample starts its chain from the IV (`cbcs`) or the whole sample is one chain (`cbc1`, `cens`).
+    private let chainPerSubsample: Bool
     private let segment: String
     /// Gathered blocks; never more than one window.
     private let scratch: UnsafeMutableRawBufferPointer
@@ -32,14 +58,26 @@ final class CBCSSampleCipher {
     /// Window-relative runs of encrypted bytes gathered for the current subsample.
     private var runs: [(offset: Int, count: Int)] = []
 
-    init(key: SecretBytes, direction: AESCBCCipher.Direction, windowCapacity: Int, segment: String) throws(SegmentCryptoError) {
+    /// - Parameter scheme: `cbcs` (either direction), `cbc1` or `cens` (decryption).
+    init(
+        key: SecretBytes,
+        direction: AESCBCCipher.Direction,
+        windowCapacity: Int,
+        scheme: FourCC = .cbcs,
+        segment: String
+    ) throws(SegmentCryptoError) {
         guard key.count == 16 else { throw .invalidKey(segment: segment) }
         do {
-            // cbcs is AES-128-CBC without padding (ISO/IEC 23001-7 10.4); the IV is set per subsample.
-            cipher = try AESCBCCipher(key: key, iv: [UInt8](repeating: 0, count: 16), direction: direction, padding: false)
+            // cbcs and cbc1 are AES-128-CBC without padding, cens AES-128-CTR (ISO/IEC 23001-7 10.2-10.4); the IV is
+            // set per subsample or per sample.
+            cipher =
+                scheme == .cens
+                ? .ctr(try AESCTRCipher(key: key, iv: [UInt8](repeating: 0, count: 16)))
+                : .cbc(try AESCBCCipher(key: key, iv: [UInt8](repeating: 0, count: 16), direction: direction, padding: false))
         } catch {
             throw .cryptoFailure(segment: segment)
         }
+        chainPerSubsample = scheme == .cbcs
         self.segment = segment
         self.windowCapacity = windowCapacity
         scratch = .allocate(byteCount: windowCapacity, alignment: 16)
@@ -122,10 +160,11 @@ final class CBCSSampleCipher {
                 subsampleStart = protectedStart + range.protectedBytes
                 subsampleCursor += 1
                 blockCursor = 0
-                chainStarted = false
+                if chainPerSubsample { chainStarted = false }
             }
             sampleCursor += 1
             subsampleCursor = 0
+            chainStarted = false
             if sampleCursor < order.count { subsampleStart = fragment.samples[order[sampleCursor]].offset }
         }
         return end
@@ -137,13 +176,13 @@ final class CBCSSampleCipher {
         defer { runs.removeAll(keepingCapacity: true) }
         do {
             if !chainStarted {
-                // ISO/IEC 23001-7 10.4.2: every subsample's chain starts from the IV.
+                // ISO/IEC 23001-7 10.4.2: every subsample's chain starts from the IV (cbcs); 10.2, 10.3: every sample's.
                 let ivStart = Int(ivIndex) * 16
                 try fragment.ivTable.withUnsafeBytes { try cipher.reset(iv: UnsafeRawBufferPointer(rebasing: $0[ivStart..<(ivStart + 16)])) }
                 chainStarted = true
             }
             if runs.count == 1 {
-                try cipher.transformBlocksInPlace(UnsafeMutableRawBufferPointer(rebasing: window[runs[0].offset..<(runs[0].offset + runs[0].count)]))
+                try cipher.transformInPlace(UnsafeMutableRawBufferPointer(rebasing: window[runs[0].offset..<(runs[0].offset + runs[0].count)]))
                 return
             }
             var gathered = 0
@@ -151,7 +190,7 @@ final class CBCSSampleCipher {
                 scratch.baseAddress!.advanced(by: gathered).copyMemory(from: window.baseAddress!.advanced(by: run.offset), byteCount: run.count)
                 gathered += run.count
             }
-            try cipher.transformBlocksInPlace(UnsafeMutableRawBufferPointer(rebasing: scratch[0..<gathered]))
+            try cipher.transformInPlace(UnsafeMutableRawBufferPointer(rebasing: scratch[0..<gathered]))
             var scattered = 0
             for run in runs {
                 window.baseAddress!.advanced(by: run.offset).copyMemory(from: scratch.baseAddress!.advanced(by: scattered), byteCount: run.count)
