@@ -670,6 +670,23 @@ for scheme in cbc1 cens; do
         "$MEDIA/shaka/fmp4-cenc/video.m3u8" >"$MEDIA/$FIXTURE/video.m3u8"
 done
 
+say "packager packed audio: shaka/packed-aac-clear/ and shaka/packed-aac-sample-aes/"
+# Raw AAC segments (.aac) after an ID3 PRIV timestamp, as Apple's tools package audio-only renditions.
+FIXTURE=shaka/packed-aac-sample-aes
+for out in packed-aac-clear packed-aac-sample-aes; do
+    mkdir -p "$MEDIA/shaka/$out"
+    flags=()
+    if [ "$out" = packed-aac-sample-aes ]; then
+        mapfile -t flags < <(raw_key_flags "$FIXTURE")
+        flags+=(--protection_scheme cbcs --clear_lead 0 --hls_key_uri packed.test.key)
+    fi
+    (cd "$MEDIA/shaka/$out" && "$PACKAGER" \
+        "in=../../src/h264_aac.ts,stream=audio,segment_template=audio_\$Number\$.aac,playlist_name=audio.m3u8" \
+        --segment_duration 2 --hls_master_playlist_output master.m3u8 --use_fake_clock_for_muxer "${flags[@]}" \
+        >"$WORK/packager.log" 2>&1) || { cat "$WORK/packager.log" >&2; die "packager failed for $out"; }
+done
+py write-key "$(key_of "$FIXTURE" key)" "$MEDIA/$FIXTURE/packed.test.key"
+
 # --- summary --------------------------------------------------------------------------------------------------------
 py record-note "$COUNTS" "test material only. Packets per stream type as ffprobe $FFMPEG_VERSION demuxes each \
 playlist or file: clear ones as they are; ts-aes128-* and fmp4-aes128-openssl decrypted by ffprobe itself \

@@ -6,7 +6,9 @@ public enum SegmentContainer: String, Sendable, Hashable, CaseIterable {
     case transportStream = "ts"
     /// Fragmented MP4 (`.mp4`, `.m4s`), an init section or a fragment.
     case fragmentedMP4 = "fmp4"
-    /// Anything else (packed audio, WebVTT, unknown).
+    /// Packed audio (RFC 8216bis 3.4): raw AAC (ADTS), AC-3 or E-AC-3 frames, usually after an ID3 timestamp tag.
+    case packedAudio = "packed-audio"
+    /// Anything else (WebVTT, unknown).
     case other
 
     /// How many leading bytes ``detect(_:)`` wants to see when the segment is that long.
@@ -16,7 +18,16 @@ public enum SegmentContainer: String, Sendable, Hashable, CaseIterable {
     public static func detect(_ prefix: [UInt8]) -> SegmentContainer {
         if TransportStreamDetection.looksLikeTransportStream(prefix) { return .transportStream }
         if FragmentedMP4Detection.looksLikeFragmentedMP4(prefix) { return .fragmentedMP4 }
+        if looksLikePackedAudio(prefix) { return .packedAudio }
         return .other
+    }
+
+    /// An ID3v2 tag, or an ADTS or AC-3 / E-AC-3 sync word, at the start.
+    private static func looksLikePackedAudio(_ prefix: [UInt8]) -> Bool {
+        guard prefix.count >= 4 else { return false }
+        if prefix[0] == 0x49, prefix[1] == 0x44, prefix[2] == 0x33, prefix[3] <= 4 { return true }
+        if prefix[0] == 0xFF, prefix[1] & 0xF6 == 0xF0 { return true }
+        return prefix[0] == 0x0B && prefix[1] == 0x77
     }
 }
 
@@ -145,10 +156,15 @@ public enum SegmentCryptography {
                 return direction == .decrypt
                     ? try fragmentDecryptor(initSection: initSection, key: key, iv: iv, scheme: "cbcs", method: method, segment: segment)
                     : try CBCSFragmentEncryptor(initSection: initSection, key: key, segment: segment)
+            case .packedAudio:
+                guard direction == .decrypt else {
+                    throw .unsupportedStream(segment: segment, detail: "Stowage decrypts SAMPLE-AES packed audio but does not encrypt it")
+                }
+                return try PackedAudioDecryptor(key: key, iv: iv, segment: segment)
             case .other:
                 throw .unsupportedStream(
                     segment: segment,
-                    detail: "SAMPLE-AES is supported for MPEG-TS and fMP4 segments; this is neither (packed audio is not supported yet)"
+                    detail: "SAMPLE-AES is defined for MPEG-TS, fMP4 and packed audio (AAC, AC-3, E-AC-3) segments; this is none of them"
                 )
             }
         case .sampleAESCTR:

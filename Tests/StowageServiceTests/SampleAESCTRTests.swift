@@ -112,3 +112,63 @@ struct SampleAESCTRTests {
         await library.close()
     }
 }
+
+/// SAMPLE-AES packed audio (raw AAC in ADTS after an ID3 timestamp tag), as Apple's tools write audio-only
+/// renditions: Shaka Packager's output downloaded, verified deeply and played; every served segment's frames equal
+/// the clear twin's byte for byte, and ffmpeg decodes the clear twin's audio frames from play.
+@Suite("SAMPLE-AES packed audio", .timeLimit(.minutes(5)))
+struct PackedAudioTests {
+    static let shaka = SampleAESCTRTests.shaka
+
+    /// A packed audio segment without its ID3 tags (the encrypted segment's tag also names the audio setup).
+    static func frames(of bytes: [UInt8]) -> [UInt8] {
+        var rest = bytes[...]
+        while rest.count >= 10, rest.starts(with: [0x49, 0x44, 0x33]) {
+            let header = Array(rest.prefix(10))
+            let size = header[6..<10].reduce(0) { $0 << 7 | Int($1 & 0x7F) }
+            rest = rest.dropFirst(10 + size + (header[5] & 0x10 != 0 ? 10 : 0))
+        }
+        return Array(rest)
+    }
+
+    @Test("downloaded, verified and played: every frame equals the clear twin's")
+    func downloadVerifyPlay() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try FileManager.default.copyItem(
+            at: Self.shaka.appendingPathComponent("packed-aac-sample-aes"),
+            to: fixture.originRoot.appendingPathComponent("packed")
+        )
+        let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+        let manifest = try await fixture.withServers { origin, _ in
+            let request = DownloadRequest(url: origin.appendingPathComponent("packed/master.m3u8").absoluteString, assetId: "packed")
+            return try await library.download(request).result()
+        }
+        #expect(manifest.isComplete)
+        #expect(manifest.files.count == 3)
+        let report = try await library.verify(assetId: "packed", options: .init(deep: true))
+        #expect(report.isPlayable, "\(report)")
+
+        let playback = try await library.play(assetId: "packed", online: false)
+        do {
+            for file in manifest.files {
+                let served = try await KeyMethodTests.get(playback.address.sessionURL.appendingPathComponent(file.path))
+                #expect(served.status == 200)
+                let name = try #require(URL(string: file.sourceURL)?.lastPathComponent)
+                let clear = Array(try Data(contentsOf: Self.shaka.appendingPathComponent("packed-aac-clear/\(name)")))
+                let encrypted = Array(try Data(contentsOf: Self.shaka.appendingPathComponent("packed-aac-sample-aes/\(name)")))
+                #expect(Self.frames(of: served.body) == Self.frames(of: clear), "\(name)")
+                #expect(Self.frames(of: encrypted) != Self.frames(of: clear))
+                #expect(served.body.count == encrypted.count)
+            }
+            let clear = try await SampleAESCTRTests.frames(Self.shaka.appendingPathComponent("packed-aac-clear/master.m3u8").path, stream: "a")
+            #expect(clear.count > 40)
+            #expect(try await SampleAESCTRTests.frames(playback.address.sessionMultivariantURL.absoluteString, stream: "a") == clear)
+        } catch {
+            await playback.stop()
+            throw error
+        }
+        await playback.stop()
+        await library.close()
+    }
+}

@@ -78,7 +78,7 @@ final class ClearMediaCheck {
             // HLS segments of one rendition may split a PES packet between them (players concatenate segments).
             stage = .transportStream(TransportStreamValidator(segment: segment, boundaries: .open))
         case .fragmentedMP4: stage = .fragmentedMP4(FragmentedMP4Validator.Stream(initSection: initSection, segment: segment))
-        case .other: stage = .other
+        case .packedAudio, .other: stage = .other
         }
         // Array.withUnsafeBytes rethrows untyped errors, so the typed one is carried out by hand.
         var failure: SegmentCryptoError?
