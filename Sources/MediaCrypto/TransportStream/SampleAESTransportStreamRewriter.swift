@@ -44,6 +44,11 @@ final class SampleAESTransportStreamRewriter {
     private var programs: [ProgramMapRewrite] = []
     private var unmappedPrograms = 0
     private var streams: [ElementaryStreamRewrite] = []
+    /// Media packets that came before the PAT and PMT describing them (a segmenter that cut before a PSI repeat):
+    /// each with the output slot it keeps, handled once every program is mapped.
+    private var early: [(slot: Int, packet: [UInt8], index: Int)] = []
+    /// The most packets held before the PAT and PMT (about 3 MB); real segments repeat PSI far more often.
+    static let maximumEarlyPackets = 16_384
 
     /// Encryptor: the H.264 PES packet after encryption and escaping (it grows, so it cannot be done in place).
     private let pesOutput = TransportStreamBuffer(capacity: 64 * 1024)
@@ -90,6 +95,7 @@ final class SampleAESTransportStreamRewriter {
                 try framer.feed(slice) { (packet) throws(SegmentCryptoError) in
                     try self.handle(packet)
                     self.packetIndex += 1
+                    if !self.early.isEmpty, self.sawPAT, self.unmappedPrograms == 0 { try self.handleEarlyPackets() }
                 }
             } catch {
                 failure = error
@@ -131,6 +137,7 @@ final class SampleAESTransportStreamRewriter {
 
     private func emitReady(_ emit: (UnsafeRawBufferPointer) throws -> Void, final: Bool) throws {
         var limit = queue.nextSequence
+        if let first = early.first { limit = min(limit, first.slot) }
         for stream in streams where stream.inPES { limit = min(limit, stream.slots[0]) }
         for pending in pendingProgramMaps { limit = min(limit, pending.slot) }
         let ready = limit - queue.firstSequence
@@ -149,26 +156,56 @@ final class SampleAESTransportStreamRewriter {
 
     // MARK: - Packets
 
-    private func handle(_ packet: UnsafePointer<UInt8>) throws(SegmentCryptoError) {
+    /// Handles one input packet; `slot` is the output slot reserved for it when it arrived before the PMT.
+    private func handle(_ packet: UnsafePointer<UInt8>, slot: Int? = nil) throws(SegmentCryptoError) {
         let header = try TransportPacketHeader(parsing: packet, packetIndex: packetIndex, segment: segment)
         switch roles[Int(header.pid)] {
         case .protected(let index):
-            try handleProtected(streams[index], packet, header)
+            try handleProtected(streams[index], packet, header, slot: slot)
         case .passthrough:
-            queue.appendCopy(of: packet)
+            place(packet, in: slot)
         case .programAssociation:
-            queue.appendCopy(of: packet)
+            place(packet, in: slot)
             try handleProgramAssociation(packet, header)
         case .programMap(let index):
             try handleProgramMap(programs[index], packet, header)
         case .unknown:
             // PIDs 0x0000-0x001F are reserved for PSI and SI (CAT, SDT, EIT...), 0x1FFF is the null packet.
             guard header.pid < 0x20 || header.pid == TransportPacketHeader.nullPID || (sawPAT && unmappedPrograms == 0) else {
-                throw malformed(
-                    "packet \(packetIndex) on PID \(TransportStreamText.pid(header.pid)) comes before the PAT and PMT that describe it"
-                )
+                // Media before the PAT and PMT that describe it: kept, in its place, until they arrive.
+                guard early.count < Self.maximumEarlyPackets else {
+                    throw .limitExceeded(
+                        segment: segment,
+                        detail: "more than \(Self.maximumEarlyPackets) packets come before the PAT and PMT that describe them"
+                    )
+                }
+                early.append((queue.reserve(), Array(UnsafeBufferPointer(start: packet, count: TransportPacketHeader.size)), packetIndex))
+                return
             }
+            place(packet, in: slot)
+        }
+    }
+
+    /// A copy of `packet` in its reserved slot, or appended.
+    private func place(_ packet: UnsafePointer<UInt8>, in slot: Int?) {
+        if let slot {
+            queue.slot(slot).update(from: packet, count: TransportPacketHeader.size)
+        } else {
             queue.appendCopy(of: packet)
+        }
+    }
+
+    /// Handles, in their order and slots, the packets that came before every program was mapped.
+    private func handleEarlyPackets() throws(SegmentCryptoError) {
+        let held = early
+        early = []
+        let current = packetIndex
+        defer { packetIndex = current }
+        for item in held {
+            packetIndex = item.index
+            try item.packet.withUnsafeBufferPointer { (bytes) throws(SegmentCryptoError) in
+                try handle(bytes.baseAddress!, slot: item.slot)
+            }
         }
     }
 
@@ -426,7 +463,8 @@ final class SampleAESTransportStreamRewriter {
     private func handleProtected(
         _ stream: ElementaryStreamRewrite,
         _ packet: UnsafePointer<UInt8>,
-        _ header: TransportPacketHeader
+        _ header: TransportPacketHeader,
+        slot reserved: Int? = nil
     ) throws(SegmentCryptoError) {
         if header.hasPayload {
             let counter = Int(header.continuityCounter)
@@ -466,11 +504,12 @@ final class SampleAESTransportStreamRewriter {
                 )
             }
             // An adaptation field alone (a PCR, say) between PES packets: pass it on, in our counter sequence.
-            let slot = queue.slot(queue.appendCopy(of: packet))
+            place(packet, in: reserved)
+            let slot = queue.slot(reserved ?? queue.nextSequence - 1)
             if stream.nextOutputCounter >= 0 { slot[3] = (slot[3] & 0xF0) | stream.repeatedOutputCounter }
             return
         }
-        let ordinal = stream.addSlot(queue.reserve())
+        let ordinal = stream.addSlot(reserved ?? queue.reserve())
         let adaptationCount = try header.meaningfulAdaptationLength(in: packet, packetIndex: packetIndex, segment: segment)
         if adaptationCount > 0 {
             stream.recordAdaptation(ordinal: ordinal, bytes: packet + header.adaptationFieldStart, count: adaptationCount)

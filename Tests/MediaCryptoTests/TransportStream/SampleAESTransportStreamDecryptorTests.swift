@@ -112,6 +112,44 @@ struct SampleAESTransportStreamDecryptorTests {
         }
     }
 
+    /// The same packet-level change made to a Shaka segment and to its clear twin.
+    enum PSILayout: String, CaseIterable, Sendable {
+        /// PAT and PMT again after 40 packets, their continuity counters advanced.
+        case repeated
+        /// PAT and PMT after the first 30 media packets, as a segmenter cutting before a PSI repeat leaves them.
+        case afterMedia
+
+        func apply(_ segment: [UInt8]) -> [UInt8] {
+            var packets = TransportStreamTestMuxing.packets(segment).map { Array($0) }
+            let psi = Array(packets[0..<2])
+            #expect(TransportStreamTestMuxing.pid(psi[0][...]) == 0)
+            switch self {
+            case .repeated:
+                let again = psi.map { packet -> [UInt8] in
+                    var copy = packet
+                    copy[3] = (copy[3] & 0xF0) | ((copy[3] & 0x0F) &+ 1) & 0x0F
+                    return copy
+                }
+                packets.insert(contentsOf: again, at: 40)
+            case .afterMedia:
+                packets.removeFirst(2)
+                packets.insert(contentsOf: psi, at: 30)
+            }
+            return packets.flatMap { $0 }
+        }
+    }
+
+    @Test("PAT and PMT repeated, or after the media they describe: decrypted to the clear twin laid out the same way", arguments: PSILayout.allCases)
+    func programTablesAnywhere(layout: PSILayout) throws {
+        let fixture = TransportStreamFixtures.fixture("aac")
+        for segment in fixture.segments {
+            let encrypted = layout.apply(try TransportStreamFixtures.read(segment.encrypted))
+            let clear = layout.apply(try TransportStreamFixtures.read(segment.clear))
+            #expect(try TransportStreamFixtures.decrypt(encrypted, key: segment.key, iv: segment.iv) == clear, "\(segment) \(layout)")
+            #expect(try TransportStreamFixtures.decrypt(encrypted, key: segment.key, iv: segment.iv, chunkSize: 188) == clear)
+        }
+    }
+
     @Test("a clear segment passes through byte for byte")
     func clearSegmentPassesThrough() throws {
         for segment in TransportStreamFixtures.fixture("multislice").segments {
