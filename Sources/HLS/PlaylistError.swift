@@ -1,3 +1,4 @@
+import Foundation
 public import StowageCore
 
 /// A playlist that cannot be parsed: what is wrong, on which line, and the offending text.
@@ -32,7 +33,8 @@ public struct PlaylistError: Error, Hashable, Sendable, CustomStringConvertible 
     private init(_ code: Code, line: Int, text: String, reason: String) {
         self._code = code
         self.line = line
-        self.text = text.count > 200 ? String(text.prefix(200)) + "…" : text
+        let shown = InlineKeyRedaction.apply(text)
+        self.text = shown.count > 200 ? String(shown.prefix(200)) + "…" : shown
         self.reason = reason
     }
 
@@ -120,7 +122,7 @@ public struct PlaylistWarning: Hashable, Sendable, Codable, CustomStringConverti
 
     public init(line: Int, message: String) {
         self.line = line
-        self.message = message
+        self.message = InlineKeyRedaction.apply(message)
     }
 
     public var description: String { line > 0 ? "line \(line): \(message)" : message }
@@ -130,5 +132,22 @@ extension PlaylistError: StowageError {
     /// What is wrong, on which line, and the offending text.
     public var message: String {
         line > 0 ? "line \(line): \(reason) (in `\(text)`)" : reason
+    }
+}
+
+/// Hides the data of `data:` URIs in text meant for people, logs or files: such a URI can be a key written into the
+/// playlist (`#EXT-X-KEY:...,URI="data:;base64,..."`). Errors and warnings pass their text through it.
+public enum InlineKeyRedaction {
+    /// `text` with everything after each `data:` up to the next quote or whitespace replaced by `…`.
+    public static func apply(_ text: String) -> String {
+        guard text.range(of: "data:", options: .caseInsensitive) != nil else { return text }
+        var result = ""
+        var rest = Substring(text)
+        while let start = rest.range(of: "data:", options: .caseInsensitive) {
+            result += rest[..<start.lowerBound] + "data:…"
+            // The URI runs to its closing quote (or the end of its line).
+            rest = rest[start.upperBound...].drop { $0 != "\"" && !$0.isWhitespace }
+        }
+        return result + rest
     }
 }

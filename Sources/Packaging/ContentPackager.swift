@@ -201,8 +201,8 @@ public struct ContentPackager {
         let container = SegmentContainer.detect(Array(firstBytes.prefix(SegmentContainer.detectionLength)))
         var rendition = Rendition(playlist: relativePath, container: container.rawValue, segments: segments.count, keyIDs: [])
 
-        guard container != .other else {
-            // Subtitles and other streams stay clear.
+        guard container != .other, container != .packedAudio else {
+            // Subtitles, packed audio (which Stowage does not encrypt) and other streams stay clear.
             for (segment, resolved) in zip(playlist.segments, segments) {
                 try writeBytes(try read(resolved.url, uri: resolved.uri), to: outputFolder, uri: segment.uri)
             }

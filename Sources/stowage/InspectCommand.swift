@@ -61,7 +61,8 @@ struct InspectCommand: AsyncParsableCommand {
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                print(String(decoding: try encoder.encode(inspection), as: UTF8.self))
+                // A data: key URI is the key itself: the JSON names it without its data, as the summary does.
+                print(InlineKeyRedaction.apply(String(decoding: try encoder.encode(inspection), as: UTF8.self)))
             } else {
                 print(InspectionSummary(inspection).render(), terminator: "")
             }

@@ -133,7 +133,7 @@ struct InspectionSummary {
     private func describe(_ key: EncryptionKey, inSegments: Bool = true) -> String {
         var parts = ["\(key.method)", "keyformat \(key.effectiveKeyFormat)"]
         // A data: URI is the key itself: named, not shown.
-        if let uri = key.uri { parts.append(uri.lowercased().hasPrefix("data:") ? "inline key (data: URI, not shown)" : uri) }
+        if let uri = key.uri { parts.append(InlineKeyRedaction.apply(uri) == uri ? uri : "inline key (data: URI, not shown)") }
         if let iv = key.iv {
             parts.append("IV 0x\(iv)")
         } else if inSegments {

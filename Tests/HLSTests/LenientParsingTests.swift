@@ -120,6 +120,38 @@ struct LenientParsingTests {
         #expect(try #require(first.playlist.media).resolvedSegments(baseURL: nil).first?.byteRange == ResolvedByteRange(offset: 0, length: 100))
     }
 
+    @Test("a data: key URI never appears in an error's text or a warning")
+    func inlineKeysHidden() throws {
+        let uri = "data:text/plain;base64,YY4MhQ2BSQZGFJGtlwif6g=="
+        let error = expectPlaylistError(
+            m3u8("#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-KEY:METHOD=AES-128,URI=\"\(uri)\",IV=0xZZ"),
+            code: "invalid_attribute_value",
+            line: 3,
+            strict: false
+        )
+        #expect(error?.text.contains("data:…") == true)
+        #expect(error?.description.contains("YY4M") == false)
+        let warned = try PlaylistParser.parse(
+            m3u8("#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-KEY:METHOD=AES-128,URI=\(uri)", "#EXTINF:2,", "a.ts")
+        )
+        #expect(!warned.warnings.isEmpty)
+        #expect(!warned.warnings.contains { $0.message.contains("YY4M") }, "\(warned.warnings)")
+    }
+
+    @Test("a playlist of 100,000 deviations keeps 100 warnings and counts the rest")
+    func warningsAreBounded() throws {
+        let text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n" + String(repeating: "stray.ts\n", count: 100_000)
+        let parsed = try PlaylistParser.parse(text)
+        #expect(parsed.warnings.count == 101)
+        #expect(parsed.warnings.last?.message == "99900 more deviation(s) like these are not listed")
+    }
+
+    @Test("an EXTINF of 1e19 seconds with no target duration: read, not a crash")
+    func hugeDuration() throws {
+        let parsed = try PlaylistParser.parse(m3u8("#EXTM3U", "#EXTINF:1e19,", "a.ts"))
+        #expect(parsed.playlist.media?.targetDuration == 1_000_000_000)
+    }
+
     @Test("what no player could read stays an error when lenient")
     func stillRefused() {
         // Not a playlist at all, an unterminated quoted string, a value with a quote where a quoted string belongs,

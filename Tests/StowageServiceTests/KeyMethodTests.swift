@@ -128,7 +128,10 @@ struct KeyMethodTests {
         await library.close()
 
         // The key, raw, in hex and in base64, appears in no file of the data directory.
-        let needles = [Data(key), Data(Hex.encode(key).utf8), Data(Data(key).base64EncodedString().utf8)]
+        let needles = [
+            Data(key), Data(Hex.encode(key).utf8), Data(Hex.encode(key).uppercased().utf8), Data(Data(key).base64EncodedString().utf8),
+            Data(key.map { String(format: "%%%02X", $0) }.joined().utf8),
+        ]
         for (path, bytes) in Self.allFiles(under: fixture.clientDirectory.url) {
             for needle in needles {
                 #expect(bytes.range(of: needle) == nil, "\(path) holds the key")

@@ -292,7 +292,7 @@ struct PlanBuilder {
                 } catch {
                     throw DownloadError.keys(code: error.code, message: error.message)
                 }
-                name = InlineKeyURI.reference(for: bytes)
+                name = InlineKeyURI.reference(for: bytes, assetId: manifest.assetId)
                 inlineKeys[name] = bytes
             }
             return PackageKey(

@@ -21,8 +21,12 @@ public struct Attribute: Hashable, Sendable, Codable {
 
 /// Where a lenient parse collects what it tolerated; shared by the parser and the attribute lists it reads.
 final class ToleranceLog {
-    /// Nil: strict (every deviation is an error); else lenient, collecting a warning for each deviation accepted.
+    /// Nil: strict (every deviation is an error); else lenient, collecting a warning for each deviation accepted (the
+    /// first ``maximumWarnings``; the rest are only counted, so a hostile playlist cannot fill memory or a manifest).
     private(set) var warnings: [PlaylistWarning]?
+    /// Warnings beyond ``maximumWarnings``, counted.
+    private(set) var omitted = 0
+    static let maximumWarnings = 100
 
     init(strict: Bool) {
         warnings = strict ? nil : []
@@ -34,8 +38,20 @@ final class ToleranceLog {
     /// against `line` and parsing goes on.
     func tolerate(_ error: PlaylistError, line: Int, _ message: String) throws(PlaylistError) {
         guard warnings != nil else { throw error }
-        warnings?.append(PlaylistWarning(line: line, message: message))
+        note(PlaylistWarning(line: line, message: message))
     }
+
+    /// Keeps a warning, or counts it once ``maximumWarnings`` are kept.
+    func note(_ warning: PlaylistWarning) {
+        if (warnings?.count ?? 0) + keptElsewhere >= Self.maximumWarnings {
+            omitted += 1
+        } else {
+            warnings?.append(warning)
+        }
+    }
+
+    /// Warnings the parser keeps itself (raised in strict mode too), counted against the limit.
+    var keptElsewhere = 0
 }
 
 /// An attribute list read from a tag, with typed accessors that report errors against the tag's line.
@@ -110,6 +126,9 @@ struct AttributeList {
     /// The attribute as written, marking it consumed.
     mutating func attribute(_ name: String) -> Attribute? { raw(name) }
 
+    /// The value of an attribute as written, without consuming it or raising a warning.
+    func peek(_ name: String) -> String? { attributes.first { $0.name == name }?.value }
+
     /// Replaces `{$name}` references in quoted-string and hexadecimal values (RFC 8216bis 4.3).
     ///
     /// A hexadecimal value must still be one after substitution (`0x` and hex digits only), or a variable could smuggle
@@ -147,8 +166,9 @@ struct AttributeList {
     mutating func quotedString(_ name: String) throws(PlaylistError) -> String? {
         guard let attribute = raw(name) else { return nil }
         if !attribute.isQuoted {
-            // A value holding a quote cannot become a quoted string: it stays an error.
-            guard !attribute.value.contains("\"") else { throw invalid(name, "expected a quoted string") }
+            // A value holding a quote cannot become a quoted string, and one holding a variable reference would escape
+            // substitution (which applies to quoted strings): both stay errors.
+            guard !attribute.value.contains("\""), !attribute.value.contains("{$") else { throw invalid(name, "expected a quoted string") }
             try tolerance.tolerate(
                 invalid(name, "expected a quoted string"),
                 line: line,

@@ -114,6 +114,8 @@ private struct ParserState {
 
     var kind: Kind?
     var warnings: [PlaylistWarning] = []
+    /// Warnings past the limit, only counted.
+    var warningsOmitted = 0
     var seenOnce: Set<String> = []
     var variables: [String: String] = [:]
     var definitions: [VariableDefinition] = []
@@ -453,6 +455,8 @@ private struct ParserState {
                 !["undefined_variable", "duplicate_variable", "invalid_byte_range"].contains(error.code),
                 !error.reason.contains("variable substitution")
             else { throw error }
+            // The dropped tag does not count as the one allowed occurrence: a later, valid one still holds.
+            seenOnce.remove(name)
             try tolerate(error, number, "\(name) cannot be read (\(error.reason)); the tag is ignored, as players ignore it")
         }
     }
@@ -502,7 +506,12 @@ private struct ParserState {
     }
 
     mutating func warn(_ line: Int, _ message: String) {
+        guard warnings.count + (tolerance.warnings?.count ?? 0) < ToleranceLog.maximumWarnings else {
+            warningsOmitted += 1
+            return
+        }
         warnings.append(PlaylistWarning(line: line, message: message))
+        tolerance.keptElsewhere = warnings.count
     }
 
     /// A byte range `n[@o]` that is not empty and whose end fits in an Int (so resolved offsets and HTTP Range
@@ -692,8 +701,7 @@ private struct ParserState {
     /// NAME of EXT-X-MEDIA, required; when lenient a rendition without one is named by its LANGUAGE or GROUP-ID.
     func renditionName(_ attributes: inout AttributeList, _ line: Int, _ text: String) throws(PlaylistError) -> String {
         if let name = try attributes.quotedString("NAME") { return name }
-        var copy = attributes
-        let fallback = (try? copy.quotedString("LANGUAGE")) ?? (try? copy.quotedString("GROUP-ID")) ?? nil
+        let fallback = attributes.peek("LANGUAGE") ?? attributes.peek("GROUP-ID")
         try tolerate(.missingAttribute("NAME", line: line, text: text), line, "EXT-X-MEDIA has no NAME; named \(fallback ?? "unnamed")")
         return fallback ?? "unnamed"
     }
@@ -881,9 +889,14 @@ private struct ParserState {
 
     /// The parser's own warnings and what a lenient parse tolerated, in line order.
     var collectedWarnings: [PlaylistWarning] {
-        (warnings + (tolerance.warnings ?? [])).enumerated()
+        var all = (warnings + (tolerance.warnings ?? [])).enumerated()
             .sorted { ($0.element.line, $0.offset) < ($1.element.line, $1.offset) }
             .map(\.element)
+        let omitted = warningsOmitted + tolerance.omitted
+        if omitted > 0 {
+            all.append(PlaylistWarning(line: 0, message: "\(omitted) more deviation(s) like these are not listed"))
+        }
+        return all
     }
 
     mutating func finish() throws(PlaylistError) -> ParsedPlaylist {
@@ -924,7 +937,8 @@ private struct ParserState {
                     0,
                     "the media playlist has no EXT-X-TARGETDURATION; read as its longest segment, rounded up"
                 )
-                targetDuration = Int((media.segments.map(\.duration).max() ?? 0).rounded(.up))
+                // Clamped: an EXTINF may be any finite number, and Int(_:) traps beyond Int.max.
+                targetDuration = Int(min(media.segments.map(\.duration).max() ?? 0, 1e9).rounded(.up))
             }
             guard let targetDuration else { return ParsedPlaylist(playlist: .media(media), warnings: collectedWarnings) }
             media.version = version

@@ -10,7 +10,7 @@ public import StowageCrypto
 ///
 /// ```swift
 /// let key = try InlineKeyURI.decode(uri)          // 16 or 32 bytes
-/// let name = InlineKeyURI.reference(for: key)     // "stowage-inline-key:3f9c..."
+/// let name = InlineKeyURI.reference(for: key, assetId: "movie-1")   // "stowage-inline-key:3f9c..."
 /// ```
 public enum InlineKeyURI {
     /// The scheme of the references that stand for inline keys in manifests and key stores.
@@ -26,11 +26,12 @@ public enum InlineKeyURI {
         uri.hasPrefix(referenceScheme + ":")
     }
 
-    /// The name a package gives an inline key: `stowage-inline-key:` and 32 hex digits of SHA-256 over a label and the
-    /// key, so the same key always has the same name and the name cannot be turned back into the key.
-    public static func reference(for key: SecretBytes) -> String {
+    /// The name a package gives an inline key: `stowage-inline-key:` and 32 hex digits of SHA-256 over a label, the
+    /// asset ID and the key. The name cannot be turned back into the key, and two assets that carry the same key get
+    /// two names, so deleting one (which erases its keys) never takes a key the other cannot fetch again.
+    public static func reference(for key: SecretBytes, assetId: String) -> String {
         var hasher = SHA256Hasher()
-        hasher.update(Array("stowage inline key\0".utf8))
+        hasher.update(Array("stowage inline key\0\(assetId)\0".utf8))
         key.withUnsafeBytes { hasher.update($0) }
         return referenceScheme + ":" + Hex.encode(hasher.finalize().prefix(16))
     }

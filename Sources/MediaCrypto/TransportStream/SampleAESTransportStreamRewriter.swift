@@ -49,6 +49,8 @@ final class SampleAESTransportStreamRewriter {
     private var early: [(slot: Int, packet: [UInt8], index: Int)] = []
     /// The most packets held before the PAT and PMT (about 3 MB); real segments repeat PSI far more often.
     static let maximumEarlyPackets = 16_384
+    /// A PAT or PMT was read since held packets were last looked at: some of them may have a role now.
+    private var rolesChanged = false
 
     /// Encryptor: the H.264 PES packet after encryption and escaping (it grows, so it cannot be done in place).
     private let pesOutput = TransportStreamBuffer(capacity: 64 * 1024)
@@ -95,7 +97,7 @@ final class SampleAESTransportStreamRewriter {
                 try framer.feed(slice) { (packet) throws(SegmentCryptoError) in
                     try self.handle(packet)
                     self.packetIndex += 1
-                    if !self.early.isEmpty, self.sawPAT, self.unmappedPrograms == 0 { try self.handleEarlyPackets() }
+                    if !self.early.isEmpty, self.rolesChanged { try self.handleEarlyPackets() }
                 }
             } catch {
                 failure = error
@@ -118,6 +120,7 @@ final class SampleAESTransportStreamRewriter {
     }
 
     private func finishSegment() throws(SegmentCryptoError) {
+        if !early.isEmpty { try handleEarlyPackets() }
         guard framer.carriedCount == 0 else {
             throw malformed("the segment ends \(framer.carriedCount) bytes into packet \(packetIndex): it is truncated")
         }
@@ -195,13 +198,21 @@ final class SampleAESTransportStreamRewriter {
         }
     }
 
-    /// Handles, in their order and slots, the packets that came before every program was mapped.
+    /// Handles, in their order and slots, the held packets whose PID has a role now (each PID's as soon as its PMT is
+    /// read, so none of its later packets goes first); once every program is mapped, all of them.
     private func handleEarlyPackets() throws(SegmentCryptoError) {
+        rolesChanged = false
+        let everything = sawPAT && unmappedPrograms == 0
         let held = early
         early = []
         let current = packetIndex
         defer { packetIndex = current }
         for item in held {
+            let pid = (UInt16(item.packet[1] & 0x1F) << 8) | UInt16(item.packet[2])
+            if case .unknown = roles[Int(pid)], !everything {
+                early.append(item)
+                continue
+            }
             packetIndex = item.index
             try item.packet.withUnsafeBufferPointer { (bytes) throws(SegmentCryptoError) in
                 try handle(bytes.baseAddress!, slot: item.slot)
@@ -221,6 +232,7 @@ final class SampleAESTransportStreamRewriter {
             (section) throws(SegmentCryptoError) in
             let table = try ProgramAssociationTable(section: section, packetIndex: packetIndex, segment: segment)
             sawPAT = true
+            rolesChanged = true
             for program in table.programs {
                 guard program.pmtPID != TransportPacketHeader.nullPID else {
                     throw malformed("the PAT puts the PMT of program \(program.number) on the null packet PID 0x1fff")
@@ -296,6 +308,7 @@ final class SampleAESTransportStreamRewriter {
         if !program.mapped {
             program.mapped = true
             unmappedPrograms -= 1
+            rolesChanged = true
         }
         var changed = false
         var waitsForAudio = false

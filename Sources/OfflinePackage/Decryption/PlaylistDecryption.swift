@@ -345,7 +345,8 @@ public enum PlaylistDecryptionError: Error, Sendable, CustomStringConvertible {
         case .notAMediaPlaylist(let path): "\(path) is a multivariant playlist; give one of its media playlists"
         case .notLocal(let uri): "\(uri) is not a local file; `stowage decrypt` works on a playlist and segments on disk"
         case .missingKey(let uri): "no key for \(uri): pass --key HEX or --key-file FILE, or put the key file where the URI points"
-        case .keyLength(let uri, let expected, let found): "the key for \(uri) has \(found) bytes; this method needs \(expected)"
+        case .keyLength(let uri, let expected, let found):
+            "the key for \(InlineKeyURI.isInline(uri) ? "the playlist's inline (data:) key" : uri) has \(found) bytes; this method needs \(expected)"
         case .inlineKey(let message): message
         case .unsupportedMethod(let method, let segment): "segment \(segment) uses METHOD=\(method), which Stowage does not decrypt"
         case .segment(let error): error.description

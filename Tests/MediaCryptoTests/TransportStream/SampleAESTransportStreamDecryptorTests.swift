@@ -118,6 +118,8 @@ struct SampleAESTransportStreamDecryptorTests {
         case repeated
         /// PAT and PMT after the first 30 media packets, as a segmenter cutting before a PSI repeat leaves them.
         case afterMedia
+        /// A segment cut between the PAT and the PMT of a repeat: it starts with a PMT, then media, then PAT and PMT.
+        case programMapFirst
 
         func apply(_ segment: [UInt8]) -> [UInt8] {
             var packets = TransportStreamTestMuxing.packets(segment).map { Array($0) }
@@ -134,6 +136,12 @@ struct SampleAESTransportStreamDecryptorTests {
             case .afterMedia:
                 packets.removeFirst(2)
                 packets.insert(contentsOf: psi, at: 30)
+            case .programMapFirst:
+                packets.removeFirst(2)
+                var again = psi[1]
+                again[3] = (again[3] & 0xF0) | ((again[3] & 0x0F) &+ 1) & 0x0F
+                packets.insert(contentsOf: [psi[0], again], at: 30)
+                packets.insert(psi[1], at: 0)
             }
             return packets.flatMap { $0 }
         }
@@ -145,8 +153,22 @@ struct SampleAESTransportStreamDecryptorTests {
         for segment in fixture.segments {
             let encrypted = layout.apply(try TransportStreamFixtures.read(segment.encrypted))
             let clear = layout.apply(try TransportStreamFixtures.read(segment.clear))
-            #expect(try TransportStreamFixtures.decrypt(encrypted, key: segment.key, iv: segment.iv) == clear, "\(segment) \(layout)")
-            #expect(try TransportStreamFixtures.decrypt(encrypted, key: segment.key, iv: segment.iv, chunkSize: 188) == clear)
+            let decrypted = try TransportStreamFixtures.decrypt(encrypted, key: segment.key, iv: segment.iv)
+            #expect(try TransportStreamFixtures.decrypt(encrypted, key: segment.key, iv: segment.iv, chunkSize: 188) == decrypted)
+            if layout == .programMapFirst {
+                // The PMT held before the PAT is written after it: the media packets are the twin's, in order.
+                let pmtPID = TransportStreamTestMuxing.pmtPID(clear)
+                func media(_ bytes: [UInt8]) -> [[UInt8]] {
+                    TransportStreamTestMuxing.packets(bytes).filter { ![0, pmtPID].contains(TransportStreamTestMuxing.pid($0)) }.map { Array($0) }
+                }
+                #expect(media(decrypted) == media(clear), "\(segment) \(layout)")
+                // The PMT's table is in the output, after the PAT.
+                let pids = TransportStreamTestMuxing.packets(decrypted).map { TransportStreamTestMuxing.pid($0) }
+                let pat = try #require(pids.firstIndex(of: 0))
+                #expect(pids[pat...].contains(pmtPID))
+            } else {
+                #expect(decrypted == clear, "\(segment) \(layout)")
+            }
         }
     }
 
