@@ -45,16 +45,9 @@ final class CBCSSampleCipher {
     private let scratch: UnsafeMutableRawBufferPointer
     let windowCapacity: Int
 
-    private var fragment: MovieFragment?
-    private var order: [Int] = []
-    /// Cursor: the protected sample in stream order, its subsample, and the next block of that subsample's range.
-    private var sampleCursor = 0
-    private var subsampleCursor = 0
-    private var blockCursor = 0
-    /// Position of the current subsample's first byte.
-    private var subsampleStart = 0
-    /// Whether the chain of the current subsample has been started with the IV.
-    private var chainStarted = false
+    /// The protected sample, its subsample and the next block of that subsample's range; `chainStarted`: the chain
+    /// of the current subsample (cbcs) or sample (cbc1, cens) has been started with the IV.
+    private var cursor = ProtectedSampleCursor()
     /// Window-relative runs of encrypted bytes gathered for the current subsample.
     private var runs: [(offset: Int, count: Int)] = []
 
@@ -91,44 +84,28 @@ final class CBCSSampleCipher {
     }
 
     /// Starts on a new fragment's samples.
-    func load(_ fragment: MovieFragment) {
-        order = fragment.samplesInStreamOrder.filter { fragment.samples[$0].isProtected }
-        self.fragment = fragment
-        sampleCursor = 0
-        subsampleCursor = 0
-        blockCursor = 0
-        chainStarted = false
-        subsampleStart = order.first.map { fragment.samples[$0].offset } ?? 0
-    }
+    func load(_ fragment: MovieFragment) { cursor.load(fragment) }
 
     /// Whether every protected sample of the fragment has been transformed.
-    var isComplete: Bool { sampleCursor >= order.count }
+    var isComplete: Bool { cursor.isComplete }
 
     /// Transforms the encrypted blocks lying wholly inside `window`, whose first byte is at position `start`.
     ///
     /// - Returns: the position up to which the window is final: its end, or the start of an encrypted block the
     ///   window cuts. Bytes from there on must be presented again at the start of the next window.
     func transform(_ window: UnsafeMutableRawBufferPointer, at start: Int) throws(SegmentCryptoError) -> Int {
-        guard let fragment else { return start + window.count }
         let end = start + window.count
-        while sampleCursor < order.count {
-            let sample = fragment.samples[order[sampleCursor]]
-            guard sample.offset < end else { break }
-            let subsamples = fragment.subsamples(of: sample)
-            let subsampleCount = max(subsamples.count, 1)
-            while subsampleCursor < subsampleCount {
-                let range =
-                    subsamples.isEmpty
-                    ? Subsample(clearBytes: 0, protectedBytes: sample.size)
-                    : subsamples[subsamples.startIndex + subsampleCursor]
-                let protectedStart = subsampleStart + range.clearBytes
+        while let sample = cursor.sample, sample.offset < end {
+            while cursor.subsampleIndex < cursor.rangeCount(of: sample) {
+                let range = cursor.range(of: sample)
+                let protectedStart = cursor.subsampleStart + range.clearBytes
                 let blocks = range.protectedBytes / 16
                 let crypt = Int(sample.cryptByteBlock)
                 let skip = Int(sample.skipByteBlock)
                 // Pattern 0:0, or no skip, encrypts every whole block (ISO/IEC 23001-7 9.6).
                 let period = skip == 0 ? blocks : crypt + skip
                 let encryptedPerPeriod = skip == 0 ? blocks : crypt
-                var block = blockCursor
+                var block = cursor.progress
                 while block < blocks {
                     let phase = block % period
                     if phase >= encryptedPerPeriod {
@@ -145,41 +122,35 @@ final class CBCSSampleCipher {
                     }
                     if block < runEnd {
                         // The window cuts this block: transform what is gathered, resume here with the next window.
-                        blockCursor = block
-                        try flush(window, iv: sample.ivIndex)
+                        cursor.progress = block
+                        try flush(window, sample: sample)
                         return protectedStart + block * 16
                     }
                 }
                 if block < blocks || protectedStart + range.protectedBytes > end {
                     // The window ends inside this subsample on a block boundary or in its clear tail.
-                    blockCursor = block
-                    try flush(window, iv: sample.ivIndex)
+                    cursor.progress = block
+                    try flush(window, sample: sample)
                     return end
                 }
-                try flush(window, iv: sample.ivIndex)
-                subsampleStart = protectedStart + range.protectedBytes
-                subsampleCursor += 1
-                blockCursor = 0
-                if chainPerSubsample { chainStarted = false }
+                try flush(window, sample: sample)
+                cursor.nextSubsample(at: protectedStart + range.protectedBytes)
+                if chainPerSubsample { cursor.chainStarted = false }
             }
-            sampleCursor += 1
-            subsampleCursor = 0
-            chainStarted = false
-            if sampleCursor < order.count { subsampleStart = fragment.samples[order[sampleCursor]].offset }
+            cursor.nextSample()
         }
         return end
     }
 
     /// Transforms the runs gathered for the current subsample in one OpenSSL call.
-    private func flush(_ window: UnsafeMutableRawBufferPointer, iv ivIndex: Int32) throws(SegmentCryptoError) {
-        guard !runs.isEmpty, let fragment else { return }
+    private func flush(_ window: UnsafeMutableRawBufferPointer, sample: FragmentSample) throws(SegmentCryptoError) {
+        guard !runs.isEmpty else { return }
         defer { runs.removeAll(keepingCapacity: true) }
         do {
-            if !chainStarted {
+            if !cursor.chainStarted {
                 // ISO/IEC 23001-7 10.4.2: every subsample's chain starts from the IV (cbcs); 10.2, 10.3: every sample's.
-                let ivStart = Int(ivIndex) * 16
-                try fragment.ivTable.withUnsafeBytes { try cipher.reset(iv: UnsafeRawBufferPointer(rebasing: $0[ivStart..<(ivStart + 16)])) }
-                chainStarted = true
+                try cursor.resetIV(of: sample) { try cipher.reset(iv: $0) }
+                cursor.chainStarted = true
             }
             if runs.count == 1 {
                 try cipher.transformInPlace(UnsafeMutableRawBufferPointer(rebasing: window[runs[0].offset..<(runs[0].offset + runs[0].count)]))

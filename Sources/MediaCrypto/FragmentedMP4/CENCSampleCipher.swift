@@ -21,18 +21,9 @@ extension CBCSSampleCipher: FragmentSampleCipher {}
 final class CENCSampleCipher: FragmentSampleCipher {
     private let cipher: AESCTRCipher
     private let segment: String
-
-    private var fragment: MovieFragment?
-    private var order: [Int] = []
-    /// Cursor: the protected sample in stream order, its subsample, and the bytes of that subsample's protected range
-    /// already transformed.
-    private var sampleCursor = 0
-    private var subsampleCursor = 0
-    private var byteCursor = 0
-    /// Position of the current subsample's first byte.
-    private var subsampleStart = 0
-    /// Whether the keystream has been set to the current sample's IV.
-    private var streamStarted = false
+    /// The protected sample, its subsample and the bytes of its protected range done; `chainStarted`: the keystream
+    /// is at the sample's IV.
+    private var cursor = ProtectedSampleCursor()
 
     init(key: SecretBytes, segment: String) throws(SegmentCryptoError) {
         guard key.count == 16 else { throw .invalidKey(segment: segment) }
@@ -44,45 +35,28 @@ final class CENCSampleCipher: FragmentSampleCipher {
         self.segment = segment
     }
 
-    func load(_ fragment: MovieFragment) {
-        order = fragment.samplesInStreamOrder.filter { fragment.samples[$0].isProtected }
-        self.fragment = fragment
-        sampleCursor = 0
-        subsampleCursor = 0
-        byteCursor = 0
-        streamStarted = false
-        subsampleStart = order.first.map { fragment.samples[$0].offset } ?? 0
-    }
+    func load(_ fragment: MovieFragment) { cursor.load(fragment) }
 
-    var isComplete: Bool { sampleCursor >= order.count }
+    var isComplete: Bool { cursor.isComplete }
 
     func transform(_ window: UnsafeMutableRawBufferPointer, at start: Int) throws(SegmentCryptoError) -> Int {
-        guard let fragment else { return start + window.count }
         let end = start + window.count
-        while sampleCursor < order.count {
-            let sample = fragment.samples[order[sampleCursor]]
-            guard subsampleStart < end else { break }
-            let subsamples = fragment.subsamples(of: sample)
-            let subsampleCount = max(subsamples.count, 1)
-            if !streamStarted {
-                let ivStart = Int(sample.ivIndex) * 16
-                do {
-                    try fragment.ivTable.withUnsafeBytes { try cipher.reset(iv: UnsafeRawBufferPointer(rebasing: $0[ivStart..<(ivStart + 16)])) }
-                } catch {
-                    throw .cryptoFailure(segment: segment)
+        while let sample = cursor.sample, cursor.subsampleStart < end {
+            do {
+                if !cursor.chainStarted {
+                    try cursor.resetIV(of: sample) { try cipher.reset(iv: $0) }
+                    cursor.chainStarted = true
                 }
-                streamStarted = true
+            } catch {
+                throw .cryptoFailure(segment: segment)
             }
-            while subsampleCursor < subsampleCount {
-                let range =
-                    subsamples.isEmpty
-                    ? Subsample(clearBytes: 0, protectedBytes: sample.size)
-                    : subsamples[subsamples.startIndex + subsampleCursor]
-                let protectedStart = subsampleStart + range.clearBytes
+            while cursor.subsampleIndex < cursor.rangeCount(of: sample) {
+                let range = cursor.range(of: sample)
+                let protectedStart = cursor.subsampleStart + range.clearBytes
                 let protectedEnd = protectedStart + range.protectedBytes
-                let from = protectedStart + byteCursor
+                let from = protectedStart + cursor.progress
                 guard from >= start else {
-                    throw .malformedContainer(segment: segment, detail: "the samples of the moof at byte \(fragment.start) overlap")
+                    throw .malformedContainer(segment: segment, detail: "the samples of the moof at byte \(cursor.fragment?.start ?? 0) overlap")
                 }
                 let upTo = min(protectedEnd, end)
                 if upTo > from {
@@ -92,18 +66,13 @@ final class CENCSampleCipher: FragmentSampleCipher {
                     } catch {
                         throw .cryptoFailure(segment: segment)
                     }
-                    byteCursor += upTo - from
+                    cursor.progress += upTo - from
                 }
                 // The window ends before this subsample's protected range does: the next window goes on from here.
-                if protectedStart + byteCursor < protectedEnd || protectedEnd > end { return end }
-                subsampleStart = protectedEnd
-                subsampleCursor += 1
-                byteCursor = 0
+                if protectedStart + cursor.progress < protectedEnd || protectedEnd > end { return end }
+                cursor.nextSubsample(at: protectedEnd)
             }
-            sampleCursor += 1
-            subsampleCursor = 0
-            streamStarted = false
-            if sampleCursor < order.count { subsampleStart = fragment.samples[order[sampleCursor]].offset }
+            cursor.nextSample()
         }
         return end
     }
