@@ -300,9 +300,7 @@ struct DownloadRunner: Sendable {
                 }
                 continue
             }
-            guard let url = URL(string: key.uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
-                throw DownloadError.unsupportedURI(key.uri)
-            }
+            guard let url = IdentityKeyFetcher.fetchableURL(key.uri) else { throw DownloadError.unsupportedURI(key.uri) }
             _ = try await fetcher.key(for: url, assetId: assetId, lengths: key.allowedLengths)
         }
         events.yield(.keysAcquired(leaseId: leaseId, keys: manifest.keys.count))

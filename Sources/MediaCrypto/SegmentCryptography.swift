@@ -26,8 +26,7 @@ public enum SegmentContainer: String, Sendable, Hashable, CaseIterable {
     private static func looksLikePackedAudio(_ prefix: [UInt8]) -> Bool {
         guard prefix.count >= 4 else { return false }
         if prefix[0] == 0x49, prefix[1] == 0x44, prefix[2] == 0x33, prefix[3] <= 4 { return true }
-        if prefix[0] == 0xFF, prefix[1] & 0xF6 == 0xF0 { return true }
-        return prefix[0] == 0x0B && prefix[1] == 0x77
+        return AudioFrameHeader.codec(atStartOf: prefix) != nil
     }
 }
 

@@ -73,7 +73,7 @@ actor OnlineKeys {
                 }
                 return inline
             }
-            guard let url = URL(string: key.uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+            guard let url = IdentityKeyFetcher.fetchableURL(key.uri) else {
                 throw KeySessionError.invalidRequest("the key URI \(key.uri) is not an http(s) URL")
             }
             var configuration = IdentityKeyFetcher.Configuration()

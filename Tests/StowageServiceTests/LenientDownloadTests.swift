@@ -1,10 +1,7 @@
 import AssetDownload
-import AsyncHTTPClient
 import DownloadTestSupport
 import Foundation
 import HLS
-import NIOCore
-import NIOHTTP1
 import OfflinePackage
 import Playback
 import StowageCrypto
@@ -38,13 +35,6 @@ struct LenientDownloadTests {
             "#EXT-X-ENDLIST",
         ]
         try Data((playlist.joined(separator: "\n") + "\n").utf8).write(to: folder.appendingPathComponent("index.m3u8"))
-    }
-
-    static func get(_ url: URL) async throws -> (status: Int, body: [UInt8]) {
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
-        defer { _ = http.shutdown() }
-        let response = try await http.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(30))
-        return (Int(response.status.code), Array(buffer: try await response.body.collect(upTo: 1 << 22)))
     }
 
     @Test("downloaded, verified and played: segments equal the clear twin; every deviation in the events and the manifest")
@@ -84,7 +74,7 @@ struct LenientDownloadTests {
         let playback = try await library.play(assetId: "quirky", online: false)
         do {
             for (index, segment) in try #require(manifest.renditions.first).segments.enumerated() {
-                let served = try await Self.get(playback.address.sessionURL.appendingPathComponent(try #require(segment.file).path))
+                let served = try await KeyMethodTests.get(playback.address.sessionURL.appendingPathComponent(try #require(segment.file).path))
                 #expect(served.status == 200)
                 #expect(served.body == Array(try Data(contentsOf: Self.media.appendingPathComponent("ts-clear/seg_\(index).ts"))))
             }

@@ -128,6 +128,13 @@ public struct IdentityKeyFetcher: Sendable {
 
     static let maxBodyBytes = 64
 
+    /// The URL of an identity key URI this fetcher will GET: an http(s) URL with a host; nil for anything else (a
+    /// `file:` URI a hostile playlist names, a relative or malformed one).
+    public static func fetchableURL(_ uri: String) -> URL? {
+        guard let url = URL(string: uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else { return nil }
+        return url
+    }
+
     /// Seconds to wait before the next attempt: the server's `Retry-After` (clamped to `0...cap`) when it sent one,
     /// else the current backoff.
     static func retryDelay(retryAfter: Int64?, backoff: Double, cap: Int64) -> Double {

@@ -72,7 +72,7 @@ public final class PackedAudioDecryptor: SegmentTransform {
     /// The length of the unit `pending` starts, once enough of it is there to tell; nil before.
     private func unitLength() throws(SegmentCryptoError) -> Int? {
         guard pending.count >= 3 else { return nil }
-        if pending[0] == 0x49, pending[1] == 0x44, pending[2] == 0x33 {  // "ID3"
+        if pendingStartsWithTag {
             guard pending.count >= 10 else { return nil }
             // ID3v2: a 10-byte header, a synchsafe size, and a 10-byte footer when flag 0x10 is set.
             let size = pending[6..<10].reduce(0) { $0 << 7 | Int($1 & 0x7F) }
@@ -97,10 +97,12 @@ public final class PackedAudioDecryptor: SegmentTransform {
 
     /// The codec of the first frame: ADTS (sync 0xFFF) or AC-3 / E-AC-3 (sync 0x0B77, told apart by bsid).
     private func detectCodec() throws(SegmentCryptoError) -> SampleAESCodec {
-        if pending[0] == 0xFF, pending[1] & 0xF6 == 0xF0 { return .aac }
-        if pending[0] == 0x0B, pending[1] == 0x77 { return pending[5] >> 3 > 10 ? .eac3 : .ac3 }
+        if let codec = AudioFrameHeader.codec(atStartOf: pending) { return codec }
         throw malformed("byte \(position) starts neither an ID3 tag nor an ADTS, AC-3 or E-AC-3 frame")
     }
+
+    /// Whether `pending` starts with an ID3v2 tag ("ID3").
+    private var pendingStartsWithTag: Bool { pending.count >= 3 && pending[0] == 0x49 && pending[1] == 0x44 && pending[2] == 0x33 }
 
     /// Decrypts and emits every whole unit `pending` holds.
     private func completeUnits(emit: (UnsafeRawBufferPointer) throws -> Void) throws {
@@ -110,8 +112,7 @@ public final class PackedAudioDecryptor: SegmentTransform {
     }
 
     private func completeUnit(_ length: Int, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let isTag = pending[0] == 0x49 && pending[1] == 0x44 && pending[2] == 0x33
-        if !isTag, let codec {
+        if !pendingStartsWithTag, let codec {
             try pending.withUnsafeMutableBufferPointer { (buffer) throws(SegmentCryptoError) in
                 try SampleAESAudioTransform.transform(
                     buffer.baseAddress!,

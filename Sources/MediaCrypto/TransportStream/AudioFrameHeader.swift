@@ -19,6 +19,18 @@ struct AudioFrameHeader {
     let lfeon: UInt8
     let numblkscodOrFscod2: UInt8
 
+    /// The audio codec whose sync word starts `bytes` (ADTS 0xFFF; AC-3 and E-AC-3 0x0B77, told apart by bsid when
+    /// byte 5 is there), or nil.
+    static func codec(atStartOf bytes: some RandomAccessCollection<UInt8>) -> SampleAESCodec? {
+        guard bytes.count >= 2 else { return nil }
+        let first = bytes[bytes.startIndex]
+        let second = bytes[bytes.index(after: bytes.startIndex)]
+        if first == 0xFF, second & 0xF6 == 0xF0 { return .aac }
+        guard first == 0x0B, second == 0x77 else { return nil }
+        guard bytes.count >= 6 else { return .ac3 }
+        return bytes[bytes.index(bytes.startIndex, offsetBy: 5)] >> 3 > 10 ? .eac3 : .ac3
+    }
+
     /// The number of bytes `parse` needs to see (the longest header it reads).
     static let minimumBytes = 9
 

@@ -147,7 +147,10 @@ struct SampleAESTransportStreamDecryptorTests {
         }
     }
 
-    @Test("PAT and PMT repeated, or after the media they describe: decrypted to the clear twin laid out the same way", arguments: PSILayout.allCases)
+    @Test(
+        "PAT and PMT repeated, after the media they describe, or a PMT before the PAT: the clear twin laid out the same way (its media, for a PMT first)",
+        arguments: PSILayout.allCases
+    )
     func programTablesAnywhere(layout: PSILayout) throws {
         let fixture = TransportStreamFixtures.fixture("aac")
         for segment in fixture.segments {
