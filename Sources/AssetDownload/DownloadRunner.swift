@@ -81,7 +81,7 @@ struct DownloadRunner: Sendable {
             let planner = DownloadPlanner(
                 loader: PlaylistFetcher(
                     loader: PlaylistLoader(
-                        client: session.http,
+                        routes: session.http,
                         headers: record.request.scopedHeaders,
                         timeoutSeconds: session.configuration.headTimeout
                     ),
@@ -277,7 +277,7 @@ struct DownloadRunner: Sendable {
             let device = try DeviceIdentity.loadOrCreate(in: session.dataDirectory.url)
             let keys = KeySession(
                 clock: session.clock,
-                http: session.keyHTTP,
+                http: session.keyHTTP.client(for: server),
                 store: keyStore,
                 device: device,
                 serverURL: server,
@@ -287,7 +287,7 @@ struct DownloadRunner: Sendable {
             leaseId = try await keys.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch).leaseId
         }
         // Identity keys one by one, each checked against the length its METHOD takes.
-        let fetcher = IdentityKeyFetcher(http: session.keyHTTP, store: keyStore, clock: session.clock, configuration: fetch)
+        let fetcher = IdentityKeyFetcher(routes: session.http, store: keyStore, clock: session.clock, configuration: fetch)
         for key in manifest.keys where key.kind == .identity {
             if InlineKeyURI.isReference(key.uri) {
                 // Stored when the download was planned; only a hand-edited key store lacks it.

@@ -48,6 +48,9 @@ public final class DownloadSession: Sendable {
         public var pausesOnTransientFailure: Bool
         /// The CAs trusted for HTTPS origins and key servers: the system's, plus `STOWAGE_CA_FILE` by default.
         public var trust: TLSTrust
+        /// The proxies requests go through (``KeyDelivery/ProxySettings``): none by default; the `stowage` tool and the
+        /// download service pass `--proxy` or the environment's.
+        public var proxy: ProxySettings
 
         public init(
             name: String = "default",
@@ -61,7 +64,8 @@ public final class DownloadSession: Sendable {
             storageWaitSeconds: Double = 0,
             bandwidth: TokenBucket? = nil,
             pausesOnTransientFailure: Bool = false,
-            trust: TLSTrust = .fromEnvironment()
+            trust: TLSTrust = .fromEnvironment(),
+            proxy: ProxySettings = .direct
         ) {
             self.name = name
             self.retry = retry
@@ -75,14 +79,17 @@ public final class DownloadSession: Sendable {
             self.bandwidth = bandwidth
             self.pausesOnTransientFailure = pausesOnTransientFailure
             self.trust = trust
+            self.proxy = proxy
         }
     }
 
     public let dataDirectory: DataDirectory
     public let configuration: Configuration
     public let store: DownloadStore
-    let http: HTTPClient
-    let keyHTTP: HTTPClient
+    /// Playlists, segments and identity keys.
+    let http: HTTPRoutes
+    /// Key servers.
+    let keyHTTP: HTTPRoutes
     let clock: any KeyDelivery.Clock
     /// The machine the key store is bound to; nil reads the system's.
     let machineID: MachineID?
@@ -117,7 +124,7 @@ public final class DownloadSession: Sendable {
             let reads = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64 << 10, maximum: 256 << 10)
             return channel.setOption(ChannelOptions.recvAllocator, value: reads)
         }
-        self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
+        self.http = HTTPRoutes(configuration: http, proxy: configuration.proxy)
         // Key requests get their own client: the segment read timeout is tuned to catch stalled bodies, not a key
         // server signing a lease.
         var keys = HTTPClient.Configuration()
@@ -125,7 +132,7 @@ public final class DownloadSession: Sendable {
         keys.redirectConfiguration = .follow(max: 3, allowCycles: false)
         keys.connectionPool.retryConnectionEstablishment = false
         try configuration.trust.apply(to: &keys)
-        self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton, configuration: keys)
+        self.keyHTTP = HTTPRoutes(configuration: keys, proxy: configuration.proxy)
     }
 
     /// Closes the HTTP client. Call once every task has ended.
@@ -137,7 +144,7 @@ public final class DownloadSession: Sendable {
     deinit {
         // A session dropped without shutdown() (an error path) must not take the process down with it:
         // AsyncHTTPClient traps when a client is released open. Shutting down twice only throws, ignored.
-        let clients = [http, keyHTTP]
+        let clients = http.clients + keyHTTP.clients
         Task { for client in clients { try? await client.shutdown() } }
     }
 
@@ -171,7 +178,7 @@ public final class DownloadSession: Sendable {
     /// The asset ID a download of `url` gets when none is given: the key server's asset named by the playlist's skd
     /// key URIs (so the lease and the package share one ID), else one derived from the URL.
     public func suggestedAssetID(for url: String, headers: ScopedHeaders = .none) async -> String {
-        let loader = PlaylistLoader(client: http, headers: headers, timeoutSeconds: configuration.headTimeout)
+        let loader = PlaylistLoader(routes: http, headers: headers, timeoutSeconds: configuration.headTimeout)
         if let loaded = try? await loader.load(url) {
             let keys: [EncryptionKey]
             switch loaded.parsed.playlist {

@@ -137,6 +137,6 @@ extension OfflineLibrary {
     /// A key session with the key server at `keyServer` (a normalized URL, as leases record it).
     func session(keyServer: String, token: String?) throws -> KeySession {
         guard let url = URL(string: keyServer) else { throw KeySessionError.invalidRequest("\(keyServer) is not a key server URL") }
-        return KeySession(clock: clock, http: keyHTTP, store: keyStore, device: try device(), serverURL: url, token: token)
+        return KeySession(clock: clock, http: keyHTTP.client(for: url), store: keyStore, device: try device(), serverURL: url, token: token)
     }
 }

@@ -35,7 +35,7 @@ public final class OfflineLibrary: Sendable {
     let machineID: MachineID?
     let downloads: DownloadSession
     /// For key-server requests outside downloads (renew, sync).
-    let keyHTTP: HTTPClient
+    let keyHTTP: HTTPRoutes
 
     /// Opens (creating if needed, mode 0700) the library in `dataDirectory`.
     ///
@@ -61,7 +61,7 @@ public final class OfflineLibrary: Sendable {
         var keys = HTTPClient.Configuration()
         keys.connectionPool.retryConnectionEstablishment = false  // a key server that is down is reported, not waited on
         try downloads.trust.apply(to: &keys)
-        self.keyHTTP = HTTPClient(eventLoopGroupProvider: .singleton, configuration: keys)
+        self.keyHTTP = HTTPRoutes(configuration: keys, proxy: downloads.proxy)
     }
 
     /// Records the clock's time in the key store of `dataDirectory` and erases expired key material, when that data
@@ -81,8 +81,8 @@ public final class OfflineLibrary: Sendable {
     deinit {
         // A library dropped without close() (an error path) must not take the process down: AsyncHTTPClient traps when
         // a client is released open. Shutting down twice only throws, ignored.
-        let client = keyHTTP
-        Task { try? await client.shutdown() }
+        let clients = keyHTTP.clients
+        Task { for client in clients { try? await client.shutdown() } }
     }
 
     /// This device's identity (created on first use).

@@ -29,7 +29,7 @@ actor OnlineKeys {
     let downloads: DownloadSession
     let keyStore: KeyStore
     let device: DeviceIdentity
-    let http: HTTPClient
+    let http: HTTPRoutes
     let clock: any KeyDelivery.Clock
     /// The download that made the package: its key server, token and headers; nil when the library has no record.
     let request: DownloadRequest?
@@ -46,7 +46,7 @@ actor OnlineKeys {
         downloads: DownloadSession,
         keyStore: KeyStore,
         device: DeviceIdentity,
-        http: HTTPClient,
+        http: HTTPRoutes,
         clock: any KeyDelivery.Clock,
         request: DownloadRequest?,
         leaseAsset: String,
@@ -79,7 +79,7 @@ actor OnlineKeys {
             var configuration = IdentityKeyFetcher.Configuration()
             configuration.headers = request?.scopedHeaders ?? .none
             configuration.maxAttempts = 2
-            return try await IdentityKeyFetcher(http: http, store: keyStore, clock: clock, configuration: configuration).fetchUnstored(
+            return try await IdentityKeyFetcher(routes: http, store: keyStore, clock: clock, configuration: configuration).fetchUnstored(
                 url,
                 lengths: key.allowedLengths
             )
@@ -110,7 +110,7 @@ actor OnlineKeys {
             }
             let keys = KeySession(
                 clock: clock,
-                http: http,
+                http: http.client(for: server),
                 store: keyStore,
                 device: device,
                 serverURL: server,

@@ -46,6 +46,56 @@ struct TLSOptions: ParsableArguments {
     var trust: TLSTrust { caFile.map { TLSTrust(caFile: $0) } ?? .fromEnvironment() }
 }
 
+/// `--proxy`: for every command that reaches origins or key servers.
+struct ProxyOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "The proxy every request goes through: http://[USER:PASSWORD@]HOST:PORT, socks5://HOST:PORT, or '' for none.",
+            discussion: "Defaults to HTTPS_PROXY (https URLs), HTTP_PROXY (http URLs) or ALL_PROXY; NO_PROXY names hosts reached directly.",
+            valueName: "url"
+        )
+    )
+    var proxy: String?
+
+    /// The proxies these options and the environment give.
+    func settings() throws -> ProxySettings {
+        let environment = ProcessInfo.processInfo.environment
+        guard let proxy else { return try .fromEnvironment(environment) }
+        return try ProxySettings(proxy: proxy, noProxy: environment["no_proxy"] ?? environment["NO_PROXY"])
+    }
+}
+
+/// `--user-agent`, `--referer`, `--cookies`: what a user brings from a browser session.
+struct BrowserOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The User-Agent header of every request.", valueName: "text"))
+    var userAgent: String?
+
+    @Option(help: ArgumentHelp("The Referer header of every request (the page the stream plays on).", valueName: "url"))
+    var referer: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "A Netscape cookie file (as curl, yt-dlp and browsers' export extensions write it).",
+            discussion: "Each cookie goes only to the hosts its line names, under its path, secure ones over https only.",
+            valueName: "file"
+        )
+    )
+    var cookies: String?
+
+    func validate() throws {
+        for (name, value) in [("--user-agent", userAgent), ("--referer", referer)] {
+            if let value, value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+                throw ValidationError("\(name) cannot hold a line break")
+            }
+        }
+    }
+
+    /// The headers these options give, the cookie file read now.
+    func headers() throws -> BrowserHeaders {
+        BrowserHeaders(userAgent: userAgent, referer: referer, cookies: try cookies.map { try BrowserHeaders.cookies(inFile: $0, at: Date()) } ?? [])
+    }
+}
+
 struct OutputOptions: ParsableArguments {
     @Flag(help: "Print the result, or the error, as JSON on standard output.")
     var json = false

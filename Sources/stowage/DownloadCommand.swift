@@ -24,9 +24,11 @@ struct DownloadRunOptions: ParsableArguments {
 
     @OptionGroup var tls: TLSOptions
 
+    @OptionGroup var proxy: ProxyOptions
+
     /// The download session's configuration these options give.
     func configuration() throws -> DownloadSession.Configuration {
-        var configuration = DownloadSession.Configuration(trust: tls.trust)
+        var configuration = DownloadSession.Configuration(trust: tls.trust, proxy: try proxy.settings())
         configuration.storageMargin = try ByteQuantity.parse(keepFree, option: "--keep-free")
         if let limitRate {
             let rate = try ByteQuantity.parse(limitRate, option: "--limit-rate")
@@ -51,7 +53,10 @@ struct DownloadCommand: AsyncParsableCommand {
             detaches, the download goes on).
             The entitlement token goes only to a key server you trust: --key-server, --trust-key-server, one added
             with `stowage keys trust`, or one the playlist advertises on its own host over https (http on loopback).
-            --header values go only to the playlist's host and the hosts named with --header-host.
+            --header values go only to the playlist's host and the hosts named with --header-host; --user-agent and
+            --referer go with every request; each cookie of --cookies FILE (Netscape format) only to the hosts its
+            line names. Requests go through --proxy, else HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, except to the hosts
+            NO_PROXY names.
             --play starts playback (`stowage play`) as soon as the keys are stored and a first file has landed: files
             not there yet are waited for, and the download goes on; with --player the command ends when both have.
             Example:
@@ -60,6 +65,8 @@ struct DownloadCommand: AsyncParsableCommand {
               stowage download --background https://cdn.example/show/master.m3u8 --token "$TOKEN" --priority 5
               stowage download --attach demo-1
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --play --player mpv
+              stowage download https://cdn.example/show/master.m3u8 --cookies cookies.txt --referer https://site.example/show \\
+                --user-agent 'Mozilla/5.0' --proxy http://127.0.0.1:3128
             """
     )
 
@@ -120,6 +127,8 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "A title for `stowage list`.")
     var title: String?
 
+    @OptionGroup var browser: BrowserOptions
+
     @OptionGroup var output: DownloadRunOptions
 
     func validate() throws {
@@ -133,6 +142,11 @@ struct DownloadCommand: AsyncParsableCommand {
         }
         guard (1...32).contains(concurrency) else { throw ValidationError("--concurrency must be 1...32") }
         for header in headers where !header.contains(":") { throw ValidationError("--header takes 'Name: value', got '\(header)'") }
+        guard output.proxy.proxy == nil || !background else {
+            throw ValidationError(
+                "--proxy applies to a download run here; the download service uses its own (`stowage service run --proxy`, or HTTPS_PROXY)"
+            )
+        }
     }
 
     func run() async throws {
@@ -145,6 +159,12 @@ struct DownloadCommand: AsyncParsableCommand {
                 String(parts[0]).trimmingCharacters(in: .whitespaces), String(parts.count > 1 ? parts[1] : "").trimmingCharacters(in: .whitespaces)
             )
         }
+        let browserHeaders: BrowserHeaders
+        do {
+            browserHeaders = try browser.headers()
+        } catch {
+            CommandOutput.fail(error, json: output.json)
+        }
         let request = DownloadRequest(
             url: url ?? "",
             assetId: assetId ?? "",
@@ -156,6 +176,7 @@ struct DownloadCommand: AsyncParsableCommand {
             ),
             headers: pairs,
             headerHosts: headerHosts,
+            browser: browserHeaders,
             keyServerURL: keyServer,
             trustedKeyServers: trustedKeyServers,
             token: token,

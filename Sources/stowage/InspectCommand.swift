@@ -37,6 +37,10 @@ struct InspectCommand: AsyncParsableCommand {
 
     @OptionGroup var tls: TLSOptions
 
+    @OptionGroup var proxy: ProxyOptions
+
+    @OptionGroup var browser: BrowserOptions
+
     @Option(name: .customLong("header"), help: "An extra HTTP request header, 'Name: value' (repeatable).")
     var headers: [String] = []
 
@@ -52,7 +56,17 @@ struct InspectCommand: AsyncParsableCommand {
         }
         let result: Result<PlaylistInspection, any Error>
         do {
-            result = .success(try await OfflineLibrary.inspect(playlist, headers: headerPairs, deep: deep, trust: tls.trust, strict: strict))
+            result = .success(
+                try await OfflineLibrary.inspect(
+                    playlist,
+                    headers: headerPairs,
+                    browser: try browser.headers(),
+                    proxy: try proxy.settings(),
+                    deep: deep,
+                    trust: tls.trust,
+                    strict: strict
+                )
+            )
         } catch {
             result = .failure(error)
         }

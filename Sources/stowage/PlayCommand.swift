@@ -36,6 +36,8 @@ struct PlayCommand: AsyncParsableCommand {
 
     @OptionGroup var tls: TLSOptions
 
+    @OptionGroup var proxy: ProxyOptions
+
     @Option(help: "The port on 127.0.0.1; 0 picks a free one.")
     var port = 0
 
@@ -66,7 +68,7 @@ struct PlayCommand: AsyncParsableCommand {
         let library: OfflineLibrary
         let playback: PlaybackHandle
         do {
-            library = try OfflineLibrary(downloads: DownloadSession.Configuration(trust: tls.trust))
+            library = try OfflineLibrary(downloads: DownloadSession.Configuration(trust: tls.trust, proxy: try proxy.settings()))
             playback = try await library.play(
                 assetId: assetId,
                 player: PlaybackPlayer(rawValue: player),

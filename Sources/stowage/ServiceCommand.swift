@@ -49,6 +49,8 @@ struct ServiceCommand: AsyncParsableCommand {
         @Option(help: "A shell command that prints an entitlement token for a renewal (gets STOWAGE_ASSET_ID, STOWAGE_LEASE_ID, STOWAGE_KEY_SERVER).")
         var tokenCommand: String?
 
+        @OptionGroup var proxy: ProxyOptions
+
         func validate() throws {
             guard (1...16).contains(maxDownloads) else { throw ValidationError("--max-downloads must be 1...16") }
             guard upkeepInterval >= 1 else { throw ValidationError("--upkeep-interval must be at least 1 second") }
@@ -63,7 +65,8 @@ struct ServiceCommand: AsyncParsableCommand {
                 window: try window.map { try TimeWindow(parsing: $0) },
                 upkeepInterval: .seconds(upkeepInterval),
                 upkeepPolicy: LeaseUpkeepPolicy(renewWhenLeft: renewBelow),
-                tokenCommand: tokenCommand
+                tokenCommand: tokenCommand,
+                downloads: DownloadSession.Configuration(proxy: try proxy.settings())
             )
         }
 
@@ -74,6 +77,7 @@ struct ServiceCommand: AsyncParsableCommand {
             if let limitRate { words += ["--limit-rate", limitRate] }
             if let window { words += ["--window", window] }
             if let tokenCommand { words += ["--token-command", tokenCommand] }
+            if let proxy = proxy.proxy { words += ["--proxy", proxy] }
             return words
         }
     }

@@ -17,7 +17,7 @@ public struct LoadedPlaylist: Sendable {
 ///
 /// Bodies are read with a size bound (``PlaylistParser/maximumSize``) so a hostile server cannot exhaust memory.
 public struct PlaylistLoader: Sendable {
-    private let client: HTTPClient
+    private let routes: HTTPRoutes
     private let headers: ScopedHeaders
     private let timeout: TimeAmount
     private let strict: Bool
@@ -29,7 +29,12 @@ public struct PlaylistLoader: Sendable {
     ///   - strict: refuse any deviation from RFC 8216bis (`inspect --strict`) instead of reading it as players do,
     ///     with a warning.
     public init(client: HTTPClient, headers: ScopedHeaders = .none, timeoutSeconds: Int64 = 30, strict: Bool = false) {
-        self.client = client
+        self.init(routes: HTTPRoutes(client), headers: headers, timeoutSeconds: timeoutSeconds, strict: strict)
+    }
+
+    /// Loads each playlist through the client `routes` choose for its URL (a proxy, or direct).
+    public init(routes: HTTPRoutes, headers: ScopedHeaders = .none, timeoutSeconds: Int64 = 30, strict: Bool = false) {
+        self.routes = routes
         self.headers = headers
         self.timeout = .seconds(timeoutSeconds)
         self.strict = strict
@@ -100,7 +105,7 @@ public struct PlaylistLoader: Sendable {
         var request = HTTPClientRequest(url: url.absoluteString)
         for (name, value) in headers.for(url) { request.headers.add(name: name, value: value) }
         do {
-            let response = try await client.execute(request, timeout: timeout)
+            let response = try await routes.client(for: url).execute(request, timeout: timeout)
             guard response.status == .ok else { throw PlaylistLoadError.httpStatus(url: url, status: Int(response.status.code)) }
             let body = try await response.body.collect(upTo: PlaylistParser.maximumSize)
             return (Array(buffer: body), response.url ?? url)

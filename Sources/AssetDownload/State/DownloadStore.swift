@@ -18,6 +18,9 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
     public var headers: [[String]]
     /// More hosts the headers may go to (`--header-host`).
     public var headerHosts: [String]
+    /// The user agent, referer and cookies (`--user-agent`, `--referer`, `--cookies`), kept with the task so a resume
+    /// sends the same ones.
+    public var browser: BrowserHeaders
     /// The key server the user named for this download (`--key-server`): always used.
     public var keyServerURL: String?
     /// Key servers the user trusts for this download (`--trust-key-server`), beside the data directory's list.
@@ -34,6 +37,7 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         selection: MediaSelectionOptions = MediaSelectionOptions(),
         headers: [(String, String)] = [],
         headerHosts: [String] = [],
+        browser: BrowserHeaders = .none,
         keyServerURL: String? = nil,
         trustedKeyServers: [String] = [],
         token: String? = nil,
@@ -45,6 +49,7 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         self.selection = selection
         self.headers = headers.map { [$0.0, $0.1] }
         self.headerHosts = headerHosts
+        self.browser = browser
         self.keyServerURL = keyServerURL
         self.trustedKeyServers = trustedKeyServers
         self.token = token
@@ -54,14 +59,16 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
     var headerPairs: [(String, String)] { headers.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil } }
 
     /// The headers, scoped to the playlist's host and ``headerHosts``.
-    public var scopedHeaders: ScopedHeaders { ScopedHeaders(headerPairs, playlistURL: URL(string: url), extraHosts: headerHosts) }
+    public var scopedHeaders: ScopedHeaders {
+        ScopedHeaders(headerPairs, playlistURL: URL(string: url), extraHosts: headerHosts, browser: browser)
+    }
 
     private enum CodingKeys: String, CodingKey {
-        case url, assetId, title, selection, headers, headerHosts, keyServerURL, trustedKeyServers, advertisedKeyServerURL, token
+        case url, assetId, title, selection, headers, headerHosts, browser, keyServerURL, trustedKeyServers, advertisedKeyServerURL, token
         case concurrency
     }
 
-    /// Requests stored before `headerHosts` and `trustedKeyServers` existed read back with empty lists.
+    /// Requests stored before `headerHosts`, `browser` and `trustedKeyServers` existed read back with empty ones.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         url = try container.decode(String.self, forKey: .url)
@@ -70,6 +77,7 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         selection = try container.decode(MediaSelectionOptions.self, forKey: .selection)
         headers = try container.decode([[String]].self, forKey: .headers)
         headerHosts = try container.decodeIfPresent([String].self, forKey: .headerHosts) ?? []
+        browser = try container.decodeIfPresent(BrowserHeaders.self, forKey: .browser) ?? .none
         keyServerURL = try container.decodeIfPresent(String.self, forKey: .keyServerURL)
         trustedKeyServers = try container.decodeIfPresent([String].self, forKey: .trustedKeyServers) ?? []
         advertisedKeyServerURL = try container.decodeIfPresent(String.self, forKey: .advertisedKeyServerURL)

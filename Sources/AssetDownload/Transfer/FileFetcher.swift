@@ -56,7 +56,8 @@ struct FileFetcher: Sendable {
         var link: TokenBucket? = nil
     }
 
-    let client: HTTPClient
+    /// The clients, chosen per URL (a proxy, or direct).
+    let client: HTTPRoutes
     let configuration: Configuration
 
     /// Buffer size for reading a part file back.
@@ -137,7 +138,7 @@ struct FileFetcher: Sendable {
         let prepared = request
         return try await withThrowingTaskGroup(of: TransferOutcome?.self) { group in
             group.addTask {
-                try await self.stream(request: prepared, file: file, part: part, have: have, rangeStart: rangeStart)
+                try await self.stream(request: prepared, url: url, file: file, part: part, have: have, rangeStart: rangeStart)
             }
             group.addTask {
                 try await Task.sleep(for: transferTimeout)
@@ -156,10 +157,17 @@ struct FileFetcher: Sendable {
         }
     }
 
-    private func stream(request: HTTPClientRequest, file: PackageFile, part: URL, have: Int64, rangeStart: Int64) async throws -> TransferOutcome {
+    private func stream(
+        request: HTTPClientRequest,
+        url: URL,
+        file: PackageFile,
+        part: URL,
+        have: Int64,
+        rangeStart: Int64
+    ) async throws -> TransferOutcome {
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, deadline: .now() + configuration.headTimeout)
+            response = try await client.client(for: url).execute(request, deadline: .now() + configuration.headTimeout)
         } catch {
             throw Self.classify(error)
         }

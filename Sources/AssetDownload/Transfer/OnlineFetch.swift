@@ -16,7 +16,7 @@ extension DownloadSession {
     /// - Returns: nil when the source is a lone media playlist or offers nothing the package lacks.
     /// - Throws: ``DownloadError`` when the source's multivariant playlist cannot be loaded.
     public func onlinePlan(for manifest: PackageManifest, timeoutSeconds: Int64 = 5) async throws -> OnlinePlan? {
-        let loader = PlaylistLoader(client: http, headers: headers(for: manifest.assetId), timeoutSeconds: timeoutSeconds)
+        let loader = PlaylistLoader(routes: http, headers: headers(for: manifest.assetId), timeoutSeconds: timeoutSeconds)
         let planner = DownloadPlanner(loader: PlaylistFetcher(loader: loader, retry: RetryPolicy(maximumAttempts: 1, networkDownGrace: 0)))
         return try await planner.planOnline(existing: manifest)
     }
@@ -48,7 +48,7 @@ extension DownloadSession {
             let status: Int
             let body: [UInt8]
             do {
-                let response = try await http.execute(request, timeout: .seconds(timeoutSeconds))
+                let response = try await http.client(for: url).execute(request, timeout: .seconds(timeoutSeconds))
                 status = Int(response.status.code)
                 guard status == 200 || status == 206 else {
                     failure = OnlineFetchError(url: file.sourceURL, reason: "it answered HTTP \(status)")

@@ -16,13 +16,17 @@ public struct ScopedHeaders: Sendable, Hashable {
     public var pairs: [[String]]
     /// Lowercase host names the headers go to.
     public var hosts: Set<String>
+    /// The user agent, referer and cookies, each sent as its own rule says (``BrowserHeaders``).
+    public var browser: BrowserHeaders
 
     /// - Parameters:
     ///   - pairs: the headers.
     ///   - playlistURL: the playlist the user asked for; its host is allowed (nothing for a local file).
     ///   - extraHosts: more hosts the user allowed.
-    public init(_ pairs: [(String, String)], playlistURL: URL?, extraHosts: [String] = []) {
+    ///   - browser: the user agent, referer and cookies.
+    public init(_ pairs: [(String, String)], playlistURL: URL?, extraHosts: [String] = [], browser: BrowserHeaders = .none) {
         self.pairs = pairs.map { [$0.0, $0.1] }
+        self.browser = browser
         var hosts = Set(extraHosts.map { $0.lowercased() })
         if let host = playlistURL?.host?.lowercased(), playlistURL?.isFileURL == false { hosts.insert(host) }
         self.hosts = hosts
@@ -31,9 +35,12 @@ public struct ScopedHeaders: Sendable, Hashable {
     /// No headers at all.
     public static let none = ScopedHeaders([], playlistURL: nil)
 
-    /// The headers to send with a request for `url`: all of them when its host is allowed, none otherwise.
+    /// The headers to send with a request for `url`: the user's when its host is allowed, and what ``browser`` sends
+    /// it (a name the user's headers already give is not sent twice).
     public func `for`(_ url: URL) -> [(String, String)] {
-        guard let host = url.host?.lowercased(), hosts.contains(host) else { return [] }
-        return pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }
+        var headers: [(String, String)] = []
+        if let host = url.host?.lowercased(), hosts.contains(host) { headers = pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil } }
+        let given = Set(headers.map { $0.0.lowercased() })
+        return headers + browser.headers(for: url).filter { !given.contains($0.0.lowercased()) }
     }
 }

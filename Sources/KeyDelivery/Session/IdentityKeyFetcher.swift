@@ -46,13 +46,20 @@ public struct IdentityKeyFetcher: Sendable {
         }
     }
 
-    public let http: HTTPClient
+    /// The clients key URIs are fetched with, by host (a proxy, or direct).
+    public let routes: HTTPRoutes
     public let store: KeyStore
     public let clock: any Clock
     public let configuration: Configuration
 
+    /// Fetches every key through `http`.
     public init(http: HTTPClient, store: KeyStore, clock: any Clock, configuration: Configuration = Configuration()) {
-        self.http = http
+        self.init(routes: HTTPRoutes(http), store: store, clock: clock, configuration: configuration)
+    }
+
+    /// Fetches each key through the client `routes` choose for its URL.
+    public init(routes: HTTPRoutes, store: KeyStore, clock: any Clock, configuration: Configuration = Configuration()) {
+        self.routes = routes
         self.store = store
         self.clock = clock
         self.configuration = configuration
@@ -162,7 +169,7 @@ public struct IdentityKeyFetcher: Sendable {
             for (name, value) in configuration.headers.for(url) { request.headers.add(name: name, value: value) }
         }
         let timeout = configuration.timeoutSeconds
-        let http = self.http
+        let http = routes.client(for: uri)
         do {
             return try await withThrowingTaskGroup(of: Outcome.self) { group in
                 group.addTask { [request] in

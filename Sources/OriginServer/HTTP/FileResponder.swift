@@ -126,7 +126,8 @@ struct FileResponder: HTTPResponder {
                 range: rangeHeader,
                 status: Int(status.code),
                 bytesSent: 0,
-                fault: cutsBody ? plan.fault : .none
+                fault: cutsBody ? plan.fault : .none,
+                headers: Self.recordedHeaders(request.head)
             )
         )
         guard method == .get, !bytes.isEmpty else {
@@ -229,6 +230,17 @@ struct FileResponder: HTTPResponder {
             return Response(status: status, headers: headers, body: ResponseBody())
         }
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: body))
+    }
+
+    /// The request headers the log keeps: those a client chooses per host (`Cookie`) or per user (`User-Agent`,
+    /// `Referer`), and the `Host` it addressed.
+    static func recordedHeaders(_ head: HTTPRequest) -> [String: String] {
+        var recorded: [String: String] = [:]
+        if let authority = head.authority { recorded["host"] = authority }
+        for field in head.headerFields where ["cookie", "user-agent", "referer"].contains(field.name.canonicalName) {
+            recorded[field.name.canonicalName] = recorded[field.name.canonicalName].map { $0 + "; " + field.value } ?? field.value
+        }
+        return recorded
     }
 
     private func record(_ method: HTTPRequest.Method, _ path: String, _ range: String?, _ status: HTTPResponse.Status) {

@@ -27,6 +27,9 @@ public final class OriginRequestLog: Sendable {
         public var bytesSent: Int
         /// The fault injected into this response.
         public var fault: NetworkFault
+        /// The request's `Host`, `Cookie`, `User-Agent` and `Referer` headers, by lowercase name, where it sent them
+        /// (files served only; refusals record none).
+        public var headers: [String: String]
 
         /// - Parameters:
         ///   - method: the request method.
@@ -35,13 +38,15 @@ public final class OriginRequestLog: Sendable {
         ///   - status: the response status code.
         ///   - bytesSent: body bytes handed to the connection.
         ///   - fault: the injected fault.
-        public init(method: String, path: String, range: String?, status: Int, bytesSent: Int, fault: NetworkFault) {
+        ///   - headers: the request headers recorded.
+        public init(method: String, path: String, range: String?, status: Int, bytesSent: Int, fault: NetworkFault, headers: [String: String] = [:]) {
             self.method = method
             self.path = path
             self.range = range
             self.status = status
             self.bytesSent = bytesSent
             self.fault = fault
+            self.headers = headers
         }
     }
 
