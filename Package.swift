@@ -135,10 +135,12 @@ let package = Package(
         .target(
             name: "StowageLibrary",
             dependencies: [
-                "StowageCore", "Packaging", "AssetDownload", "Playback", "OfflinePackage", "KeyDelivery",
+                "StowageCore", "HLS", "Packaging", "AssetDownload", "Playback", "OfflinePackage", "KeyDelivery",
                 // The demo scenario's embedded servers (DemoEnvironment).
                 "KeyServer", "OriginServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings

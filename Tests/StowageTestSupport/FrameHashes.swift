@@ -18,12 +18,11 @@ public enum FrameHashes {
     ///   - map: ffmpeg's `-map` argument: `0` for every stream, `0:v:0` for the first video stream.
     /// - Throws: ``Failure`` when ffmpeg is missing (scripts/test.sh installs it) or fails on the input.
     public static func of(_ input: URL, map: String = "0") async throws -> [String] {
+        // `-allowed_extensions` is the HLS demuxer's option (local key files); other demuxers refuse it.
+        let hls = input.pathExtension.lowercased() == "m3u8" ? ["-allowed_extensions", "ALL"] : []
         let result = try await ProcessRunner.run(
             program: "ffmpeg",
-            [
-                "-nostdin", "-v", "error", "-allowed_extensions", "ALL", "-i", input.path, "-map", map, "-c", "copy", "-f", "framemd5",
-                "-",
-            ]
+            ["-nostdin", "-v", "error"] + hls + ["-i", input.path, "-map", map, "-c", "copy", "-f", "framemd5", "-"]
         )
         guard result.status == 0 else {
             throw Failure(description: "ffmpeg failed on \(input.path) (status \(result.status)); scripts/test.sh installs ffmpeg")

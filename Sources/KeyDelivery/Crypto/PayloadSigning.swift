@@ -40,6 +40,7 @@ public enum PayloadSigning {
         json.string(lease.assetId)
         json.raw(#","deviceId":"#)
         json.string(lease.deviceId)
+        if lease.exportAllowed == true { json.raw(#","exportAllowed":true"#) }
         if let firstPlayedAt = lease.firstPlayedAt {
             json.raw(#","firstPlayedAt":"#)
             json.integer(firstPlayedAt)

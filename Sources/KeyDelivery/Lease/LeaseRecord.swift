@@ -41,6 +41,9 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
     /// asset) started, as the server knows it; nil when the server knows of no play. The playback window runs from the
     /// earlier of this and the device's own first play.
     public var firstPlayedAt: Int64?
+    /// Whether the server's policy lets the device export the content decrypted (`stowage export`); nil: not said,
+    /// which means no.
+    public var exportAllowed: Bool?
 
     public init(
         leaseId: String,
@@ -52,7 +55,8 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
         storageExpiresAt: Int64,
         playbackDuration: Int64?,
         renewableUntil: Int64?,
-        firstPlayedAt: Int64? = nil
+        firstPlayedAt: Int64? = nil,
+        exportAllowed: Bool? = nil
     ) {
         self.leaseId = leaseId
         self.assetId = assetId
@@ -64,6 +68,7 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
         self.playbackDuration = playbackDuration
         self.renewableUntil = renewableUntil
         self.firstPlayedAt = firstPlayedAt
+        self.exportAllowed = exportAllowed
     }
 
     /// The terms of a decoded payload's lease.
@@ -78,7 +83,8 @@ public struct LeaseTerms: Sendable, Hashable, Codable {
             storageExpiresAt: lease.storageExpiresAt,
             playbackDuration: lease.playbackDuration,
             renewableUntil: lease.renewableUntil,
-            firstPlayedAt: lease.firstPlayedAt
+            firstPlayedAt: lease.firstPlayedAt,
+            exportAllowed: lease.exportAllowed
         )
     }
 }

@@ -127,6 +127,9 @@ public struct LeasePayload: Sendable, Codable, Hashable {
         /// asset under a once-per-account policy). The playback window runs from the earlier of this and the device's
         /// own first play. Clients that do not know the member ignore it.
         public var firstPlayedAt: Int64?
+        /// Extension (docs/key-protocol-extensions.md), optional and left out unless true: the asset's policy lets
+        /// the device remux the decrypted content into a file of its own (`stowage export`).
+        public var exportAllowed: Bool?
 
         public init(
             leaseId: String,
@@ -139,7 +142,8 @@ public struct LeasePayload: Sendable, Codable, Hashable {
             playbackDuration: Int64?,
             renewableUntil: Int64?,
             requestNonce: String,
-            firstPlayedAt: Int64? = nil
+            firstPlayedAt: Int64? = nil,
+            exportAllowed: Bool? = nil
         ) {
             self.leaseId = leaseId
             self.assetId = assetId
@@ -152,6 +156,7 @@ public struct LeasePayload: Sendable, Codable, Hashable {
             self.renewableUntil = renewableUntil
             self.requestNonce = requestNonce
             self.firstPlayedAt = firstPlayedAt
+            self.exportAllowed = exportAllowed
         }
 
         // Null members are written as null, as the protocol shows them, rather than left out.
@@ -168,6 +173,7 @@ public struct LeasePayload: Sendable, Codable, Hashable {
             try container.encode(renewableUntil, forKey: .renewableUntil)
             try container.encode(requestNonce, forKey: .requestNonce)
             try container.encodeIfPresent(firstPlayedAt, forKey: .firstPlayedAt)
+            if exportAllowed == true { try container.encode(true, forKey: .exportAllowed) }
         }
     }
 

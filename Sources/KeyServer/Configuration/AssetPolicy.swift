@@ -7,7 +7,7 @@
 /// ```json
 /// {"storageDuration": 2592000, "playbackDuration": 172800, "persistentAllowed": true, "renewable": true,
 ///  "renewalExtension": 2592000, "renewableFor": 7776000, "maxDevices": 3, "streamingDuration": 86400,
-///  "maxStreams": null, "identityAllowed": false, "oncePerAccount": false}
+///  "maxStreams": null, "identityAllowed": false, "oncePerAccount": false, "exportAllowed": false}
 /// ```
 public struct AssetPolicy: Sendable, Codable, Hashable {
     /// How long a persistent lease may be stored after it is issued or renewed: `storageExpiresAt = issuedAt + this`.
@@ -36,6 +36,10 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
     /// renewable-until and first play (a request that finds no first play starts the playback window), so asking again
     /// never restarts the rental.
     public var oncePerAccount: Bool
+    /// Whether a device holding a lease may export the content decrypted into a file of its own (`stowage export`):
+    /// signed into each lease as `exportAllowed` (docs/key-protocol-extensions.md). Off by default: an exported file
+    /// is outside every lease.
+    public var exportAllowed: Bool
 
     public init(
         storageDuration: Int64,
@@ -48,7 +52,8 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         streamingDuration: Int64 = 86_400,
         maxStreams: Int? = nil,
         identityAllowed: Bool = false,
-        oncePerAccount: Bool = false
+        oncePerAccount: Bool = false,
+        exportAllowed: Bool = false
     ) {
         self.storageDuration = storageDuration
         self.playbackDuration = playbackDuration
@@ -61,6 +66,7 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         self.maxStreams = maxStreams
         self.identityAllowed = identityAllowed
         self.oncePerAccount = oncePerAccount
+        self.exportAllowed = exportAllowed
     }
 
     /// The policy `keyserver init` writes: kept 30 days, 48 hours of playback once started, renewable by 30 days at a
@@ -78,7 +84,7 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case storageDuration, playbackDuration, persistentAllowed, renewable, renewalExtension, renewableFor, maxDevices
-        case streamingDuration, maxStreams, identityAllowed, oncePerAccount
+        case streamingDuration, maxStreams, identityAllowed, oncePerAccount, exportAllowed
     }
 
     /// Members left out take the ``standard`` value, except `playbackDuration` and `maxDevices`, where an explicit
@@ -99,6 +105,7 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         maxStreams = try container.decodeIfPresent(Int.self, forKey: .maxStreams)
         identityAllowed = try container.decodeIfPresent(Bool.self, forKey: .identityAllowed) ?? false
         oncePerAccount = try container.decodeIfPresent(Bool.self, forKey: .oncePerAccount) ?? false
+        exportAllowed = try container.decodeIfPresent(Bool.self, forKey: .exportAllowed) ?? false
     }
 
     // Null members are written as null, so config.json shows every term.
@@ -115,6 +122,7 @@ public struct AssetPolicy: Sendable, Codable, Hashable {
         try container.encode(maxStreams, forKey: .maxStreams)
         try container.encode(identityAllowed, forKey: .identityAllowed)
         try container.encode(oncePerAccount, forKey: .oncePerAccount)
+        try container.encode(exportAllowed, forKey: .exportAllowed)
     }
 
     /// Why the policy cannot be used, or `nil` when every duration is positive and the device limit at least 1.

@@ -95,7 +95,14 @@ struct KeyService: Sendable {
             return try await save(lease, limits: limits, nonce: nonce, now: now, audit: record) { settled in
                 // Wrapped and signed inside the transaction, over the terms it settled, so a lease is never stored
                 // without its payload nor signed with terms it was not stored with.
-                try makePayload(for: settled, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
+                try makePayload(
+                    for: settled,
+                    keys: keys,
+                    agreementKey: device.agreementKey,
+                    requestNonce: request.nonce,
+                    exportAllowed: policy.exportAllowed,
+                    now: now
+                )
             }
         }
     }
@@ -154,7 +161,14 @@ struct KeyService: Sendable {
             // A lease that had expired takes a device slot again, so the limit applies as at issuance.
             return try await save(lease, limits: IssuanceLimits(maxDevices: policy.maxDevices), nonce: nonce, now: now, audit: record) {
                 settled in
-                try makePayload(for: settled, keys: keys, agreementKey: device.agreementKey, requestNonce: request.nonce, now: now)
+                try makePayload(
+                    for: settled,
+                    keys: keys,
+                    agreementKey: device.agreementKey,
+                    requestNonce: request.nonce,
+                    exportAllowed: policy.exportAllowed,
+                    now: now
+                )
             }
         }
     }
@@ -459,6 +473,7 @@ struct KeyService: Sendable {
         keys: [(keyID: String, key: SecretBytes)],
         agreementKey: [UInt8],
         requestNonce: String,
+        exportAllowed: Bool,
         now: Int64
     ) throws -> SignedPayload {
         let wrapped: [LeasePayload.WrappedKey]
@@ -481,7 +496,8 @@ struct KeyService: Sendable {
                 playbackDuration: lease.playbackDuration,
                 renewableUntil: lease.renewableUntil,
                 requestNonce: requestNonce,
-                firstPlayedAt: lease.firstPlayedAt
+                firstPlayedAt: lease.firstPlayedAt,
+                exportAllowed: exportAllowed ? true : nil
             ),
             keys: wrapped,
             serverTime: now

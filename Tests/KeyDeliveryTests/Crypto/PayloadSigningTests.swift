@@ -59,7 +59,19 @@ struct PayloadSigningTests {
         var two = Self.payload
         two.keys.append(.init(keyId: "k2", ephemeralKey: "e2", nonce: "n2", wrappedKey: "w2"))
         two.lease.keyIds.append("k2")
-        for payload in [Self.payload, odd, two] {
+        // The optional extension members, in their sorted places: exportAllowed only when true.
+        var extended = Self.payload
+        extended.lease.firstPlayedAt = 1_763_700_100
+        extended.lease.exportAllowed = true
+        var exportFalse = extended
+        exportFalse.lease.exportAllowed = false
+        #expect(
+            String(decoding: PayloadSigning.encode(extended), as: UTF8.self).contains(
+                #""deviceId":"fdeab9acf3710362bd2658cdc9a29e8f","exportAllowed":true,"firstPlayedAt":1763700100,"#
+            )
+        )
+        #expect(!String(decoding: PayloadSigning.encode(exportFalse), as: UTF8.self).contains("exportAllowed"))
+        for payload in [Self.payload, odd, two, extended, exportFalse] {
             #expect(PayloadSigning.encode(payload) == Array(try encoder.encode(payload)))
         }
         let signed = SignedPayload(payload: "cGF5/+==", signature: "c2ln")
