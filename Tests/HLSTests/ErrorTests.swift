@@ -351,13 +351,14 @@ struct ErrorTests {
     /// What a lenient parse (the default) must accept, as players do, each with a warning on the line strict parsing
     /// names.
     static let tolerated: Set<String> = [
-        "a second #EXTM3U", "missing EXT-X-TARGETDURATION", "an empty playlist has no target duration", "duplicate EXT-X-MEDIA-SEQUENCE",
+        "not starting with #EXTM3U", "a second #EXTM3U", "missing EXT-X-TARGETDURATION", "an empty playlist has no target duration",
+        "duplicate EXT-X-MEDIA-SEQUENCE",
         "duplicate EXT-X-VERSION", "negative EXT-X-MEDIA-SEQUENCE", "bad EXT-X-PLAYLIST-TYPE", "EXTINF without URI at the end",
         "duplicate EXT-X-TARGETDURATION", "EXTINF followed by EXTINF", "EXTINF with a negative duration", "URI line without EXTINF",
         "EXT-X-STREAM-INF without URI at the end", "URI line after a complete variant", "METHOD=NONE with a URI", "IV without 0x",
         "missing BANDWIDTH", "mixed playlist kinds: a media tag in a multivariant playlist",
         "mixed playlist kinds: a multivariant tag in a media playlist", "mixed playlist kinds: EXT-X-KEY after EXT-X-STREAM-INF",
-        "EXT-X-KEY with an unquoted URI", "EXT-X-PROGRAM-DATE-TIME without time zone", "EXT-X-MEDIA without NAME",
+        "EXT-X-KEY with an unquoted URI", "EXT-X-PROGRAM-DATE-TIME without time zone", "EXT-X-MEDIA without NAME", "EXT-X-MEDIA without GROUP-ID",
         "EXT-X-MEDIA with a bad DEFAULT", "duplicate EXT-X-START", "EXT-X-BYTERANGE without offset after a different resource",
         "EXT-X-BYTERANGE without offset on the first segment", "EXT-X-BYTERANGE without offset after a whole resource",
         // Tags no segment needs, dropped when malformed.

@@ -70,7 +70,19 @@ public enum PlaylistParser {
             let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
             if !sawHeader {
                 if line.isEmpty, !strict { continue }
-                guard line.hasPrefix("#EXTM3U") else { throw .notAPlaylist(String(line.prefix(80))) }
+                guard line.hasPrefix("#EXTM3U") else {
+                    // A playlist cut from a larger text (test corpora, tutorials) may lack its header; when it starts
+                    // with an HLS tag it can only be one, and the package Stowage writes has the header.
+                    guard !strict, line.hasPrefix("#EXT-X-") || line.hasPrefix("#EXTINF:") else { throw .notAPlaylist(String(line.prefix(80))) }
+                    state.warn(
+                        lineNumber,
+                        "the playlist does not start with #EXTM3U (RFC 8216bis 4.3.1.1; ffmpeg, hls.js, Shaka and Media3 refuse it); "
+                            + "read as HLS since it starts with an HLS tag"
+                    )
+                    sawHeader = true
+                    try state.consume(line: line, number: lineNumber)
+                    continue
+                }
                 if lineNumber > 1 { state.warn(lineNumber, "#EXTM3U should be the first line; \(lineNumber - 1) blank line(s) before it skipped") }
                 sawHeader = true
                 continue
@@ -673,7 +685,7 @@ private struct ParserState {
         var rendition = Rendition(
             type: type,
             uri: try attributes.quotedString("URI"),
-            groupID: try attributes.requiredQuotedString("GROUP-ID"),
+            groupID: try renditionGroup(&attributes, line, text),
             language: try attributes.quotedString("LANGUAGE"),
             associatedLanguage: try attributes.quotedString("ASSOC-LANGUAGE"),
             name: try renditionName(&attributes, line, text),
@@ -696,6 +708,14 @@ private struct ParserState {
         }
         if type == .subtitles, rendition.uri == nil { throw .missingAttribute("URI", line: line, text: text) }
         return rendition
+    }
+
+    /// GROUP-ID of EXT-X-MEDIA, required; when lenient a rendition without one is kept in the empty group, which no
+    /// variant names (hls.js reads such a rendition and never plays it).
+    func renditionGroup(_ attributes: inout AttributeList, _ line: Int, _ text: String) throws(PlaylistError) -> String {
+        if let group = try attributes.quotedString("GROUP-ID") { return group }
+        try tolerate(.missingAttribute("GROUP-ID", line: line, text: text), line, "EXT-X-MEDIA has no GROUP-ID; no variant can use it")
+        return ""
     }
 
     /// NAME of EXT-X-MEDIA, required; when lenient a rendition without one is named by its LANGUAGE or GROUP-ID.
