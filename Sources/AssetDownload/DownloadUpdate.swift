@@ -29,6 +29,8 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
         public var resolution: String?
         public var bandwidth: Int?
         public var files: Int
+        /// Why the download took it (``OfflinePackage/PackageRendition/selectedBecause``).
+        public var reason: String?
     }
 
     /// An error's code, message and subject: the one JSON form of an error (`ErrorDocument`'s body).
@@ -84,7 +86,8 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
                     language: $0.language,
                     resolution: $0.resolution,
                     bandwidth: $0.bandwidth,
-                    files: $0.files.count
+                    files: $0.files.count,
+                    reason: $0.selectedBecause
                 )
             }
         case .playlistWarnings(let list):

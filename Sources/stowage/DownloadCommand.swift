@@ -44,7 +44,10 @@ struct DownloadCommand: AsyncParsableCommand {
         commandName: "download",
         abstract: "Download an encrypted HLS asset into an offline package, with its keys.",
         discussion: """
-            Takes one variant (the highest by default) and the audio and subtitle renditions asked for; obtains the
+            Takes one variant (the highest by default) and the audio and subtitle renditions asked for (without
+            --audio and --subtitles, as AVFoundation chooses: audio in your language from LANGUAGE, LC_ALL,
+            LC_MESSAGES or LANG, else the playlist's default; subtitles in your language when the audio is not in it;
+            forced subtitles in the audio's language; each choice is printed with why); obtains the
             keys (skd keys from the key server under a persistent lease, identity keys over HTTP) before any segment;
             streams segments into $STOWAGE_HOME/packages/ASSET_ID/ still encrypted, several at a time, with retries.
             Ctrl-C pauses; `stowage resume ASSET_ID` carries on without fetching completed segments again.
@@ -94,11 +97,21 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "Take no variant above this many bits per second.")
     var maxBitrate: Int?
 
-    @Option(help: "Audio renditions: comma-separated languages, 'all', 'default' or 'none'.")
-    var audio = "default"
+    @Option(
+        help: """
+            Audio renditions: comma-separated languages, 'all', 'default' (DEFAULT=YES) or 'none'. Without it: your \
+            language (LANGUAGE, LC_ALL, LC_MESSAGES, LANG), else the playlist's default.
+            """
+    )
+    var audio: String?
 
-    @Option(help: "Subtitle renditions: comma-separated languages, 'all', 'default' or 'none'.")
-    var subtitles = "default"
+    @Option(
+        help: """
+            Subtitle renditions: comma-separated languages, 'all', 'default' (DEFAULT=YES) or 'none'. Without it: your \
+            language when the audio is not in it, and forced subtitles in the audio's language.
+            """
+    )
+    var subtitles: String?
 
     @Option(help: "Segments downloaded at once.")
     var concurrency = 4
@@ -165,14 +178,15 @@ struct DownloadCommand: AsyncParsableCommand {
         } catch {
             CommandOutput.fail(error, json: output.json)
         }
+        let languages = MediaSelectionOptions.preferredLanguages(environment: ProcessInfo.processInfo.environment)
         let request = DownloadRequest(
             url: url ?? "",
             assetId: assetId ?? "",
             title: title,
             selection: MediaSelectionOptions(
                 variant: variant,
-                audio: .init(argument: audio),
-                subtitles: .init(argument: subtitles)
+                audio: audio.map { .init(argument: $0) } ?? .automatic(languages: languages),
+                subtitles: subtitles.map { .init(argument: $0) } ?? .automatic(languages: languages)
             ),
             headers: pairs,
             headerHosts: headerHosts,
@@ -400,7 +414,8 @@ final class ProgressDisplay {
         case .resolvedMediaSelections:
             for selection in update.mediaSelections ?? [] {
                 let detail = [selection.language, selection.resolution, selection.bandwidth.map { "\($0 / 1000) kbit/s" }].compactMap { $0 }
-                say("  \(selection.id): \(selection.kind) \(selection.name) \(detail.joined(separator: ", ")), \(selection.files) files")
+                let why = selection.reason.map { ": \($0)" } ?? ""
+                say("  \(selection.id): \(selection.kind) \(selection.name) \(detail.joined(separator: ", ")), \(selection.files) files\(why)")
             }
         case .playlistWarnings:
             let warnings = update.warnings ?? []

@@ -13,7 +13,11 @@ import Glibc
 struct DownloadCommandTests {
     /// Starts `stowage` with `STOWAGE_HOME` set, output discarded to files.
     static func launch(_ arguments: [String], home: URL, log: URL, environment extra: [String: String] = [:]) throws -> ChildProcess {
-        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
+        var environment = ProcessInfo.processInfo.environment
+        // The default media selection follows the locale: runs are the same whatever the developer's locale is, unless
+        // a test sets one.
+        for name in ["LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"] { environment[name] = nil }
+        environment.merge(extra) { $1 }
         environment["STOWAGE_HOME"] = home.path
         // O_APPEND: every run adds to the transcript.
         let fd = open(log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)

@@ -59,16 +59,23 @@ struct DownloadPlanner: Sendable {
             advertised = multivariant.sessionData.first { $0.dataID == Self.keyServerDataID }?.value.flatMap(URL.init(string:))
             let variant = try Self.chooseVariant(multivariant.variants, options.variant, url: top.url)
             let variables = top.parsed.playlist.variables
-            var chosenRenditions: [(Rendition, PackageRendition.Kind)] = []
+            var chosenRenditions: [(Rendition, PackageRendition.Kind, String)] = []
+            var audioLanguage: String?
             if let group = variant.audio {
                 let candidates = multivariant.renditions(ofType: .audio, inGroup: group).filter { $0.uri != nil }
-                chosenRenditions += try Self.choose(candidates, options.audio, kind: "audio", defaultFallback: true).map { ($0, .audio) }
+                let audio = try Self.choose(candidates, options.audio, kind: "audio", defaultFallback: true, audioLanguage: nil)
+                audioLanguage = audio.first?.rendition.language
+                chosenRenditions += audio.map { ($0.rendition, .audio, $0.reason) }
             }
             if let group = variant.subtitles {
                 let candidates = multivariant.renditions(ofType: .subtitles, inGroup: group).filter { $0.uri != nil }
-                chosenRenditions += try Self.choose(candidates, options.subtitles, kind: "subtitles", defaultFallback: false).map {
-                    ($0, .subtitles)
-                }
+                chosenRenditions += try Self.choose(
+                    candidates,
+                    options.subtitles,
+                    kind: "subtitles",
+                    defaultFallback: false,
+                    audioLanguage: audioLanguage
+                ).map { ($0.rendition, .subtitles, $0.reason) }
             }
             if existing == nil {
                 guard let variantURL = PlaylistURI.resolve(variant.uri, against: top.url) else { throw DownloadError.unsupportedURI(variant.uri) }
@@ -89,7 +96,7 @@ struct DownloadPlanner: Sendable {
                     url: loaded.url
                 )
             }
-            for (rendition, kind) in chosenRenditions {
+            for (rendition, kind, reason) in chosenRenditions {
                 guard let uri = rendition.uri, let renditionURL = PlaylistURI.resolve(uri, against: top.url) else { continue }
                 if builder.manifest.renditions.contains(where: { $0.sourceURL == renditionURL.absoluteString }) { continue }
                 let loaded = try await loader.load(renditionURL, importedVariables: variables, referrer: top.url)
@@ -105,7 +112,8 @@ struct DownloadPlanner: Sendable {
                     attributes: rendition,
                     bandwidth: kind == .audio ? 128_000 : 2_000,
                     media: media,
-                    url: loaded.url
+                    url: loaded.url,
+                    selectedBecause: reason
                 )
             }
             // What the source offers beyond the package: other variants, renditions of the variant's groups not held.
@@ -188,21 +196,26 @@ struct DownloadPlanner: Sendable {
         }
     }
 
+    /// The renditions of one group to take, each with why.
+    ///
+    /// - Parameter audioLanguage: for subtitles, the language of the audio chosen (automatic selection takes
+    ///   subtitles in the user's language only when the audio is not in it, and forced subtitles in the audio's).
     static func choose(
         _ candidates: [Rendition],
         _ choice: MediaSelectionOptions.Renditions,
         kind: String,
-        defaultFallback: Bool
-    ) throws
-        -> [Rendition]
-    {
+        defaultFallback: Bool,
+        audioLanguage: String?
+    ) throws -> [(rendition: Rendition, reason: String)] {
+        func defaults() -> [(rendition: Rendition, reason: String)] {
+            let defaults = candidates.filter { $0.isDefault == true }
+            if defaults.isEmpty, defaultFallback, let first = candidates.first { return [(first, "the first of its group (none is DEFAULT=YES)")] }
+            return defaults.map { ($0, "the playlist's default (DEFAULT=YES)") }
+        }
         switch choice {
         case .none: return []
-        case .all: return candidates
-        case .defaults:
-            let defaults = candidates.filter { $0.isDefault == true }
-            if defaults.isEmpty, defaultFallback, let first = candidates.first { return [first] }
-            return defaults
+        case .all: return candidates.map { ($0, "all \(kind) asked for") }
+        case .defaults: return defaults()
         case .languages(let tags):
             var chosen: [Rendition] = []
             for tag in tags {
@@ -215,6 +228,45 @@ struct DownloadPlanner: Sendable {
             }
             if chosen.isEmpty, !tags.isEmpty {
                 throw DownloadError.noMatchingRendition(kind: kind, requested: tags, available: candidates.compactMap(\.language))
+            }
+            return chosen.map { ($0, "asked for (\(tags.joined(separator: ",")))") }
+        case .automatic(let languages):
+            let your = languages.isEmpty ? "" : " (\(languages.joined(separator: ", ")))"
+            /// The best rendition for the user's languages, in their order; forced subtitles only as a last resort.
+            func preferred(_ pool: [Rendition]) -> (Rendition, String)? {
+                for wanted in languages {
+                    let matching = pool.filter { MediaSelectionOptions.language($0.language, matches: wanted) }
+                    if let best = matching.first(where: { $0.language?.lowercased() == wanted.lowercased() }) ?? matching.first {
+                        return (best, wanted)
+                    }
+                }
+                return nil
+            }
+            if kind == "audio" {
+                if let (rendition, wanted) = preferred(candidates) {
+                    return [(rendition, "your language (\(wanted), from the locale\(languages.count > 1 ? your : ""))")]
+                }
+                let fallback = defaults()
+                let note = languages.isEmpty ? "no language set in LANGUAGE, LC_ALL, LC_MESSAGES or LANG" : "none in your languages\(your)"
+                return fallback.map { ($0.rendition, "\($0.reason); \(note)") }
+            }
+            var chosen: [(rendition: Rendition, reason: String)] = []
+            let audioInYourLanguage =
+                audioLanguage.map { audio in languages.contains { MediaSelectionOptions.language(audio, matches: $0) } } ?? false
+            if languages.isEmpty {
+                chosen = defaults()
+            } else if !audioInYourLanguage {
+                if let (rendition, wanted) = preferred(candidates.filter { $0.forced != true }) {
+                    chosen.append((rendition, "your language (\(wanted)); the audio is in \(audioLanguage ?? "an unnamed language")"))
+                }
+            }
+            if let audioLanguage {
+                for rendition in candidates
+                where rendition.forced == true && MediaSelectionOptions.language(rendition.language, matches: audioLanguage) {
+                    if !chosen.contains(where: { $0.rendition == rendition }) {
+                        chosen.append((rendition, "forced subtitles in the audio's language (\(audioLanguage))"))
+                    }
+                }
             }
             return chosen
         }
@@ -329,7 +381,8 @@ struct PlanBuilder {
         codecs: String? = nil,
         resolution: String? = nil,
         media: MediaPlaylist,
-        url: URL
+        url: URL,
+        selectedBecause: String? = nil
     ) throws {
         guard media.isComplete else { throw DownloadError.livePlaylist(url: url.absoluteString) }
         guard media.segments.count <= DownloadPlanner.maximumSegments else {
@@ -350,6 +403,7 @@ struct PlanBuilder {
             playlist: "\(id)/index.m3u8",
             duration: media.totalDuration
         )
+        rendition.selectedBecause = selectedBecause
         var initIndex: [String: Int] = [:]
         var initNames: [Int: String] = [:]
         var segmentNames: [String] = []

@@ -148,6 +148,9 @@ public struct PackageRendition: Codable, Sendable, Hashable {
     public var isComplete: Bool
     public var initSections: [PackageFile]
     public var segments: [PackageSegment]
+    /// Why the download took this rendition (`your language (fr)`, `the playlist's default`, `asked for`); nil in
+    /// packages written before it was recorded.
+    public var selectedBecause: String?
 
     public init(
         id: String,
