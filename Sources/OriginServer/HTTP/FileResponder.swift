@@ -58,7 +58,7 @@ struct FileResponder: HTTPResponder {
             try await Task.sleep(for: .milliseconds(conditions.latencyMilliseconds))
         }
         guard method == .get || method == .head else {
-            record(method, rawPath(target), rangeHeader, .methodNotAllowed)
+            record(method, rawPath(target), rangeHeader, .methodNotAllowed, request.head)
             return Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
         }
         let path: RequestPath
@@ -66,13 +66,13 @@ struct FileResponder: HTTPResponder {
             path = try RequestPath(target: target)
         } catch {
             let status: HTTPResponse.Status = error == .malformed ? .badRequest : .notFound
-            record(method, rawPath(target), rangeHeader, status)
+            record(method, rawPath(target), rangeHeader, status, request.head)
             return Response(status: status, headers: [.contentLength: "0"])
         }
         let root = resolvedRoot
         let fileSystemPath = path.fileSystemPath(under: root)
         guard let file = try await threadPool.runIfActive({ ServedFile.open(path: fileSystemPath, resolvedRoot: root) }) else {
-            record(method, path.decoded, rangeHeader, .notFound)
+            record(method, path.decoded, rangeHeader, .notFound, request.head)
             return Response(status: .notFound, headers: [.contentLength: "0"])
         }
 
@@ -87,7 +87,7 @@ struct FileResponder: HTTPResponder {
                 attempt: attempts.next(for: path.decoded)
             )
         if case .error(let tooManyRequests) = plan.action {
-            return errorResponse(tooManyRequests: tooManyRequests, method: method, path: path.decoded, range: rangeHeader)
+            return errorResponse(tooManyRequests: tooManyRequests, method: method, path: path.decoded, range: rangeHeader, head: request.head)
         }
 
         var headers: HTTPFields = [
@@ -113,7 +113,7 @@ struct FileResponder: HTTPResponder {
         case .unsatisfiable:
             headers[.contentRange] = "bytes */\(file.size)"
             headers[.contentLength] = "0"
-            record(method, path.decoded, rangeHeader, .rangeNotSatisfiable)
+            record(method, path.decoded, rangeHeader, .rangeNotSatisfiable, request.head)
             return Response(status: .rangeNotSatisfiable, headers: headers)
         }
         headers[.contentLength] = String(bytes.count)
@@ -204,7 +204,7 @@ struct FileResponder: HTTPResponder {
         }
     }
 
-    private func errorResponse(tooManyRequests: Bool, method: HTTPRequest.Method, path: String, range: String?) -> Response {
+    private func errorResponse(tooManyRequests: Bool, method: HTTPRequest.Method, path: String, range: String?, head: HTTPRequest) -> Response {
         let status: HTTPResponse.Status = tooManyRequests ? .tooManyRequests : .serviceUnavailable
         var headers: HTTPFields = [.contentType: "text/plain; charset=utf-8"]
         if tooManyRequests {
@@ -222,7 +222,8 @@ struct FileResponder: HTTPResponder {
                 range: range,
                 status: Int(status.code),
                 bytesSent: method == .head ? 0 : body.readableBytes,
-                fault: .error
+                fault: .error,
+                headers: Self.recordedHeaders(head)
             )
         )
         if method == .head {
@@ -243,8 +244,18 @@ struct FileResponder: HTTPResponder {
         return recorded
     }
 
-    private func record(_ method: HTTPRequest.Method, _ path: String, _ range: String?, _ status: HTTPResponse.Status) {
-        _ = requestLog?.append(.init(method: method.rawValue, path: path, range: range, status: Int(status.code), bytesSent: 0, fault: .none))
+    private func record(_ method: HTTPRequest.Method, _ path: String, _ range: String?, _ status: HTTPResponse.Status, _ head: HTTPRequest) {
+        _ = requestLog?.append(
+            .init(
+                method: method.rawValue,
+                path: path,
+                range: range,
+                status: Int(status.code),
+                bytesSent: 0,
+                fault: .none,
+                headers: Self.recordedHeaders(head)
+            )
+        )
     }
 
     private func rawPath(_ target: String) -> String {
