@@ -7,6 +7,10 @@ import NIOHTTP1
 import OfflinePackage
 public import StowageCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A package remuxed into one file (``OfflineLibrary/export(assetId:to:overwrite:ffmpeg:)``).
 public struct ExportResult: Sendable, Hashable, Codable {
     public var assetId: String
@@ -53,8 +57,9 @@ extension OfflineLibrary {
     /// its lease, as the key server signed it, says `exportAllowed` (the asset policy's `exportAllowed`,
     /// docs/key-protocol-extensions.md): an exported file is outside every lease.
     ///
-    /// ffmpeg writes `.NAME.PID.part` beside the output; it is renamed into place only when ffmpeg succeeded, and
-    /// removed otherwise.
+    /// ffmpeg writes `.NAME.PID.part` beside the output; it is renamed into place (replacing an old export in one step)
+    /// only when ffmpeg succeeded, and removed otherwise. Its log and the copy of the served playlist it reads (which
+    /// names the playback session's paths) are beside it, readable by the user only, and removed when done.
     ///
     /// - Parameters:
     ///   - path: the file to write: `.mp4`, `.m4v` (MP4) or `.mkv` (Matroska).
@@ -126,7 +131,9 @@ extension OfflineLibrary {
         }
         let status: ChildProcess.Termination
         do {
-            guard FileManager.default.createFile(atPath: log.path, contents: nil), let errors = FileHandle(forWritingAtPath: log.path) else {
+            guard FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600]),
+                let errors = FileHandle(forWritingAtPath: log.path)
+            else {
                 throw ExportError(
                     reason: .invalidExportPath,
                     message: "cannot write in \(folder.path); export to a folder you can write",
@@ -135,7 +142,14 @@ extension OfflineLibrary {
                 )
             }
             defer { try? errors.close() }
-            let arguments = try await Self.remuxArguments(of: handle.url, format: format, to: part, copy: copy, http: keyHTTP.direct)
+            let arguments = try await Self.remuxArguments(
+                of: handle.url,
+                assetId: assetId,
+                format: format,
+                to: part,
+                copy: copy,
+                http: keyHTTP.direct
+            )
             let child = try ChildProcess.launch(
                 "/usr/bin/env",
                 [ffmpeg] + arguments,
@@ -148,6 +162,14 @@ extension OfflineLibrary {
             throw error
         }
         _ = await handle.stop()
+        if status == .exited(127) {
+            throw ExportError(
+                reason: .exportFailed,
+                message: "cannot export asset \(assetId): \(ffmpeg) is not installed (not on PATH); install it (apt install ffmpeg) and export again",
+                assetId: assetId,
+                path: output.path
+            )
+        }
         guard status == .exited(0) else {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             let last = text.split(separator: "\n").suffix(3).joined(separator: "; ")
@@ -159,19 +181,18 @@ extension OfflineLibrary {
                 path: output.path
             )
         }
-        do {
-            if overwrite, FileManager.default.fileExists(atPath: output.path) { try FileManager.default.removeItem(at: output) }
-            try FileManager.default.moveItem(at: part, to: output)
-        } catch {
+        // rename(2) replaces an old export in one step: it is never gone before the new one is in place.
+        guard rename(part.path, output.path) == 0 else {
             throw ExportError(
                 reason: .exportFailed,
-                message: "cannot put the export in place at \(output.path): \(FileErrorText.describe(error))",
+                message: "cannot put the export of asset \(assetId) in place at \(output.path): \(String(cString: strerror(errno))); "
+                    + "nothing was written; check the folder's permissions and export again",
                 assetId: assetId,
                 path: output.path
             )
         }
-        let size = (try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? Int64) ?? nil
-        return ExportResult(assetId: assetId, path: output.path, bytes: size ?? 0, format: format)
+        let size = (try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? NSNumber)?.int64Value ?? 0
+        return ExportResult(assetId: assetId, path: output.path, bytes: size, format: format)
     }
 }
 
@@ -188,13 +209,27 @@ extension OfflineLibrary {
     /// comes from another reading of the same playlist shifted by its own map (`-itsoffset`), so both readings start
     /// at the same time and the shift is all that differs. ffmpeg skips the segments of streams a reading does not
     /// map, so the extra readings fetch only subtitles.
-    static func remuxArguments(of master: URL, format: String, to part: URL, copy: URL, http: HTTPClient) async throws -> [String] {
-        let text = String(decoding: try await get(master, http: http), as: UTF8.self)
-        try Data(absolutePaths(text, origin: master).utf8).write(to: copy)
-        let input = ["-protocol_whitelist", "file,http,tcp,crypto,data", "-strict", "experimental", "-i", copy.path]
+    static func remuxArguments(of master: URL, assetId: String, format: String, to part: URL, copy: URL, http: HTTPClient) async throws -> [String] {
+        let text = String(decoding: try await get(master, assetId: assetId, http: http), as: UTF8.self)
+        guard
+            FileManager.default.createFile(
+                atPath: copy.path,
+                contents: Data(absolutePaths(text, origin: master).utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
+        else {
+            throw ExportError(
+                reason: .invalidExportPath,
+                message: "cannot write in \(copy.deletingLastPathComponent().path); export to a folder you can write",
+                assetId: assetId,
+                path: copy.path
+            )
+        }
+        // The local copy names only the playback server's http URLs; nothing else may be opened.
+        let input = ["-protocol_whitelist", "file,http,tcp", "-strict", "experimental", "-i", copy.path]
         var arguments = ["-nostdin", "-hide_banner", "-loglevel", "error"] + input
         var maps = ["-map", "0:v?", "-map", "0:a?"]
-        let offsets = try await subtitleOffsets(of: text, url: master, http: http)
+        let offsets = try await subtitleOffsets(of: text, url: master, assetId: assetId, http: http)
         // One extra reading per distinct offset (usually one for all subtitle renditions).
         var readings: [Double: Int] = [:]
         for (index, offset) in offsets.enumerated() {
@@ -216,20 +251,21 @@ extension OfflineLibrary {
     /// For each subtitle rendition of the served playlist, in order: the seconds its cues lie after the media's
     /// timeline as WebVTT counts them, from the first segment's `X-TIMESTAMP-MAP=MPEGTS:n,LOCAL:t` (n / 90 000 - t;
     /// 0 when there is no map, as RFC 8216bis 3.1.4 says).
-    static func subtitleOffsets(of text: String, url master: URL, http: HTTPClient) async throws -> [Double] {
+    static func subtitleOffsets(of text: String, url master: URL, assetId: String, http: HTTPClient) async throws -> [Double] {
         guard case .multivariant(let playlist) = try PlaylistParser.parse(text, url: master).playlist else {
             return []
         }
         var offsets: [Double] = []
         for rendition in playlist.renditions where rendition.type == .subtitles {
             guard let uri = rendition.uri, let url = PlaylistURI.resolve(uri, against: master) else { continue }
-            guard case .media(let media) = try PlaylistParser.parse(try await get(url, http: http), url: url).playlist,
+            guard case .media(let media) = try PlaylistParser.parse(try await get(url, assetId: assetId, http: http), url: url).playlist,
                 let first = media.segments.first, let segment = PlaylistURI.resolve(first.uri, against: url)
             else {
                 offsets.append(0)
                 continue
             }
-            offsets.append(WebVTTTimestampMap.offset(in: String(decoding: try await get(segment, http: http), as: UTF8.self)) ?? 0)
+            let cues = String(decoding: try await get(segment, assetId: assetId, http: http), as: UTF8.self)
+            offsets.append(WebVTTTimestampMap.offset(in: cues) ?? 0)
         }
         return offsets
     }
@@ -246,14 +282,18 @@ extension OfflineLibrary {
     }
 
     /// One GET to the loopback playback server.
-    private static func get(_ url: URL, http: HTTPClient) async throws -> [UInt8] {
+    private static func get(_ url: URL, assetId: String, http: HTTPClient) async throws -> [UInt8] {
         let response = try await http.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(30))
         let body = Array(try await response.body.collect(upTo: PlaylistParser.maximumSize).readableBytesView)
         guard response.status.code == 200 else {
+            // The gate's refusal (the lease ended, a file is damaged) is the body's text.
+            let said = String(decoding: body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             throw ExportError(
                 reason: .exportFailed,
-                message: "the playback server answered \(response.status.code) for \(url.path): \(String(decoding: body.prefix(300), as: UTF8.self))",
-                assetId: nil,
+                message:
+                    "cannot export asset \(assetId): playback refused a file with \(response.status.code) (\(said.isEmpty ? "no reason given" : said)); "
+                    + "check it with `stowage verify \(assetId)` and `stowage keys list`, then export again; nothing was written",
+                assetId: assetId,
                 path: nil
             )
         }

@@ -1,5 +1,6 @@
 import Foundation
 import HLS
+import OfflinePackage
 import Testing
 
 @testable import AssetDownload
@@ -56,12 +57,11 @@ struct MediaSelectionTests {
 
     /// Audio then subtitles, as the planner chooses them.
     static func choose(_ languages: [String]) throws -> (audio: [String], subtitles: [String], reasons: [String]) {
-        let audio = try DownloadPlanner.choose(Self.audio, .automatic(languages: languages), kind: "audio", defaultFallback: true, audioLanguage: nil)
+        let audio = try DownloadPlanner.choose(Self.audio, .automatic(languages: languages), kind: .audio, audioLanguage: nil)
         let subtitles = try DownloadPlanner.choose(
             Self.subtitles,
             .automatic(languages: languages),
-            kind: "subtitles",
-            defaultFallback: false,
+            kind: .subtitles,
             audioLanguage: audio.first?.rendition.language
         )
         return (audio.map(\.rendition.name), subtitles.map(\.rendition.name), (audio + subtitles).map(\.reason))
@@ -104,10 +104,10 @@ struct MediaSelectionTests {
 
     @Test("explicit choices keep their meaning and say so")
     func explicit() throws {
-        let asked = try DownloadPlanner.choose(Self.subtitles, .languages(["fr"]), kind: "subtitles", defaultFallback: false, audioLanguage: "en")
+        let asked = try DownloadPlanner.choose(Self.subtitles, .languages(["fr"]), kind: .subtitles, audioLanguage: "en")
         #expect(asked.map(\.rendition.name) == ["fr", "fr forced"])
         #expect(asked.allSatisfy { $0.reason == "asked for (fr)" })
-        let defaults = try DownloadPlanner.choose(Self.subtitles, .defaults, kind: "subtitles", defaultFallback: false, audioLanguage: "en")
+        let defaults = try DownloadPlanner.choose(Self.subtitles, .defaults, kind: .subtitles, audioLanguage: "en")
         #expect(defaults.map(\.rendition.name) == ["en"])
     }
 }

@@ -59,6 +59,16 @@ struct ExportTests {
         // is left beside the output.
         let again = try await LibraryCommandTests.run(["export", "aes-1", "--out", exported.path], home: home)
         #expect(again.status != 0 && again.output.contains("[export_exists]") && again.output.contains("--overwrite"), "\(again.output)")
+        // Without ffmpeg the error says to install it, and nothing is left behind.
+        let noFFmpeg = try await LibraryCommandTests.run(
+            ["export", "aes-1", "--out", work.appendingPathComponent("none.mkv").path],
+            home: home,
+            environment: ["PATH": "/nonexistent-bin"]
+        )
+        #expect(
+            noFFmpeg.status != 0 && noFFmpeg.output.contains("[export_failed]") && noFFmpeg.output.contains("apt install ffmpeg"),
+            "\(noFFmpeg.output)"
+        )
         let avi = try await LibraryCommandTests.run(["export", "aes-1", "--out", work.appendingPathComponent("x.avi").path], home: home)
         #expect(avi.status != 0 && avi.output.contains("[invalid_export_path]"), "\(avi.output)")
         let replaced = try await LibraryCommandTests.run(["export", "aes-1", "--out", exported.path, "--overwrite"], home: home)
@@ -95,11 +105,26 @@ struct ExportTests {
         #expect(!FileManager.default.fileExists(atPath: exported.path))
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.path).isEmpty)
 
+        // A curious user writes exportAllowed into the stored lease payload with the sqlite3 shell: the server's
+        // signature no longer verifies, so the lease's terms come from what was signed, and export is still refused.
+        let database = home.appendingPathComponent("stowage.sqlite").path
+        let stored = try await ProcessRunner.run(program: "sqlite3", [database, "SELECT payload FROM key_lease_payloads"])
+        let signed = String(decoding: stored.standardOutput, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let payload = String(decoding: try #require(Data(base64Encoded: signed)), as: UTF8.self)
+        #expect(payload.contains(#""lease":{"#) && !payload.contains("exportAllowed"))
+        let forged = Data(payload.replacingOccurrences(of: #""lease":{"#, with: #""lease":{"exportAllowed":true,"#).utf8).base64EncodedString()
+        let edit = try await ProcessRunner.run(program: "sqlite3", [database, "UPDATE key_lease_payloads SET payload = '\(forged)'"])
+        #expect(edit.status == 0)
+        let forgedExport = try await LibraryCommandTests.run(["export", fixture.assetId, "--out", exported.path], home: home)
+        #expect(forgedExport.status != 0 && forgedExport.output.contains("[export_not_allowed]"), "\(forgedExport.output)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.path).isEmpty)
+
         // The content owner allows export: the next lease the server signs says so.
         var configuration = try fixture.keyServer.loadConfiguration()
         configuration.policies[configuration.defaultPolicy]?.exportAllowed = true
         try fixture.keyServer.saveConfiguration(configuration)
         try await fixture.withServers(keyServerPort: keyServerPort) { _, _ in
+            // The renewal also repairs the edited lease (a fresh signed payload replaces it).
             let renew = try await LibraryCommandTests.run(["keys", "renew", fixture.assetId, "--token", token], home: home)
             #expect(renew.status == 0, "\(renew.output)")
         }

@@ -60,8 +60,8 @@ struct LocaleSelectionTests {
             let germanManifest = try manifest("de")
             #expect(germanManifest.renditions.map(\.id).sorted() == ["audio-de", "video"])
 
-            // Spanish, which nothing offers: the playlist's default English audio and English subtitles... only the
-            // audio's forced subtitles; Spanish subtitles do not exist, so none but those (and English has none).
+            // Spanish, which nothing offers: the playlist's default English audio; subtitles would be Spanish (the audio
+            // is not in the user's language) but there are none, and English has no forced ones: no subtitles.
             let spanish = try await LibraryCommandTests.run(["download", source] + common, home: home("es"), environment: ["LANG": "es_ES.UTF-8"])
             #expect(spanish.status == 0, "\(spanish.output)")
             #expect(spanish.output.contains("the playlist's default (DEFAULT=YES); none in your languages (es-ES)"), "\(spanish.output)")

@@ -63,19 +63,15 @@ struct DownloadPlanner: Sendable {
             var audioLanguage: String?
             if let group = variant.audio {
                 let candidates = multivariant.renditions(ofType: .audio, inGroup: group).filter { $0.uri != nil }
-                let audio = try Self.choose(candidates, options.audio, kind: "audio", defaultFallback: true, audioLanguage: nil)
+                let audio = try Self.choose(candidates, options.audio, kind: .audio, audioLanguage: nil)
                 audioLanguage = audio.first?.rendition.language
                 chosenRenditions += audio.map { ($0.rendition, .audio, $0.reason) }
             }
             if let group = variant.subtitles {
                 let candidates = multivariant.renditions(ofType: .subtitles, inGroup: group).filter { $0.uri != nil }
-                chosenRenditions += try Self.choose(
-                    candidates,
-                    options.subtitles,
-                    kind: "subtitles",
-                    defaultFallback: false,
-                    audioLanguage: audioLanguage
-                ).map { ($0.rendition, .subtitles, $0.reason) }
+                chosenRenditions += try Self.choose(candidates, options.subtitles, kind: .subtitles, audioLanguage: audioLanguage).map {
+                    ($0.rendition, .subtitles, $0.reason)
+                }
             }
             if existing == nil {
                 guard let variantURL = PlaylistURI.resolve(variant.uri, against: top.url) else { throw DownloadError.unsupportedURI(variant.uri) }
@@ -198,23 +194,25 @@ struct DownloadPlanner: Sendable {
 
     /// The renditions of one group to take, each with why.
     ///
-    /// - Parameter audioLanguage: for subtitles, the language of the audio chosen (automatic selection takes
-    ///   subtitles in the user's language only when the audio is not in it, and forced subtitles in the audio's).
+    /// - Parameters:
+    ///   - kind: `.audio` or `.subtitles`; audio always takes one rendition when the group has any (the first when
+    ///     none is DEFAULT=YES), subtitles may take none.
+    ///   - audioLanguage: for subtitles, the language of the audio chosen (automatic selection takes subtitles in the
+    ///     user's language only when the audio is not in it, and forced subtitles in the audio's).
     static func choose(
         _ candidates: [Rendition],
         _ choice: MediaSelectionOptions.Renditions,
-        kind: String,
-        defaultFallback: Bool,
+        kind: PackageRendition.Kind,
         audioLanguage: String?
     ) throws -> [(rendition: Rendition, reason: String)] {
         func defaults() -> [(rendition: Rendition, reason: String)] {
             let defaults = candidates.filter { $0.isDefault == true }
-            if defaults.isEmpty, defaultFallback, let first = candidates.first { return [(first, "the first of its group (none is DEFAULT=YES)")] }
+            if defaults.isEmpty, kind == .audio, let first = candidates.first { return [(first, "the first of its group (none is DEFAULT=YES)")] }
             return defaults.map { ($0, "the playlist's default (DEFAULT=YES)") }
         }
         switch choice {
         case .none: return []
-        case .all: return candidates.map { ($0, "all \(kind) asked for") }
+        case .all: return candidates.map { ($0, "all \(kind.rawValue) asked for") }
         case .defaults: return defaults()
         case .languages(let tags):
             var chosen: [Rendition] = []
@@ -227,12 +225,12 @@ struct DownloadPlanner: Sendable {
                 }
             }
             if chosen.isEmpty, !tags.isEmpty {
-                throw DownloadError.noMatchingRendition(kind: kind, requested: tags, available: candidates.compactMap(\.language))
+                throw DownloadError.noMatchingRendition(kind: kind.rawValue, requested: tags, available: candidates.compactMap(\.language))
             }
             return chosen.map { ($0, "asked for (\(tags.joined(separator: ",")))") }
         case .automatic(let languages):
             let your = languages.isEmpty ? "" : " (\(languages.joined(separator: ", ")))"
-            /// The best rendition for the user's languages, in their order; forced subtitles only as a last resort.
+            /// The rendition in the first of the user's languages `pool` offers (an exact tag before a looser match).
             func preferred(_ pool: [Rendition]) -> (Rendition, String)? {
                 for wanted in languages {
                     let matching = pool.filter { MediaSelectionOptions.language($0.language, matches: wanted) }
@@ -242,7 +240,7 @@ struct DownloadPlanner: Sendable {
                 }
                 return nil
             }
-            if kind == "audio" {
+            if kind == .audio {
                 if let (rendition, wanted) = preferred(candidates) {
                     return [(rendition, "your language (\(wanted), from the locale\(languages.count > 1 ? your : ""))")]
                 }

@@ -46,8 +46,8 @@ public struct MediaSelectionOptions: Sendable, Hashable, Codable {
     /// `LANG` that is set, as BCP 47 tags (`fr_FR.UTF-8@euro` becomes `fr-FR`); `C` and `POSIX` name no language.
     public static func preferredLanguages(environment: [String: String]) -> [String] {
         func tag(_ locale: Substring) -> String? {
-            let base = locale.split(separator: ".", maxSplits: 1).first.map { $0.split(separator: "@", maxSplits: 1).first ?? $0 } ?? ""
-            let text = base.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "_", with: "-")
+            // `language_REGION.codeset@modifier`: the part before the codeset and modifier.
+            let text = locale.prefix { $0 != "." && $0 != "@" }.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "_", with: "-")
             guard !text.isEmpty, text != "C", text != "POSIX", text.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
             return text
         }

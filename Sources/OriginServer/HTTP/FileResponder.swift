@@ -215,17 +215,7 @@ struct FileResponder: HTTPResponder {
             ? "too many requests (injected by the origin's network conditions)\n"
             : "service unavailable (injected by the origin's network conditions)\n"
         let body = ByteBuffer(string: text)
-        _ = requestLog?.append(
-            .init(
-                method: method.rawValue,
-                path: path,
-                range: range,
-                status: Int(status.code),
-                bytesSent: method == .head ? 0 : body.readableBytes,
-                fault: .error,
-                headers: Self.recordedHeaders(head)
-            )
-        )
+        record(method, path, range, status, head, bytesSent: method == .head ? 0 : body.readableBytes, fault: .error)
         if method == .head {
             headers[.contentLength] = String(body.readableBytes)
             return Response(status: status, headers: headers, body: ResponseBody())
@@ -244,15 +234,23 @@ struct FileResponder: HTTPResponder {
         return recorded
     }
 
-    private func record(_ method: HTTPRequest.Method, _ path: String, _ range: String?, _ status: HTTPResponse.Status, _ head: HTTPRequest) {
+    private func record(
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        _ range: String?,
+        _ status: HTTPResponse.Status,
+        _ head: HTTPRequest,
+        bytesSent: Int = 0,
+        fault: NetworkFault = .none
+    ) {
         _ = requestLog?.append(
             .init(
                 method: method.rawValue,
                 path: path,
                 range: range,
                 status: Int(status.code),
-                bytesSent: 0,
-                fault: .none,
+                bytesSent: bytesSent,
+                fault: fault,
                 headers: Self.recordedHeaders(head)
             )
         )
