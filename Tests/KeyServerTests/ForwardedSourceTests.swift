@@ -25,6 +25,23 @@ struct ForwardedSourceTests {
         #expect(ForwardedSource.client(peer: "::1", forwardedFor: ["2001:db8::1"], trusted: ["::1"]) == "2001:db8::1")
     }
 
+    @Test("config.json's databaseTimeout: 10 s when left out, refused outside 1-3600 s")
+    func databaseTimeout() throws {
+        let json = #"{"defaultPolicy": "default", "policies": {"default": {}}, "tokenAudience": "stowage:test"}"#
+        var configuration = try JSONDecoder().decode(KeyServerConfiguration.self, from: Data(json.utf8))
+        #expect(configuration.databaseTimeout == 10)
+        try configuration.validate()
+        let explicit = try JSONDecoder().decode(
+            KeyServerConfiguration.self,
+            from: Data(json.replacingOccurrences(of: "}}, ", with: "}}, \"databaseTimeout\": 45, ").utf8)
+        )
+        #expect(explicit.databaseTimeout == 45)
+        for bad in [0, 0.5, 3_601] {
+            configuration.databaseTimeout = bad
+            #expect(throws: KeyServerSetupError.self) { try configuration.validate() }
+        }
+    }
+
     @Test("config.json refuses a trusted proxy that is not an IP address")
     func validated() throws {
         var configuration = KeyServerConfiguration(tokenAudience: "stowage:test")

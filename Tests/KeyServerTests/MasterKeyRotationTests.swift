@@ -36,6 +36,9 @@ struct MasterKeyRotationTests {
             var configuration = try directory.loadConfiguration()
             configuration.allowWildcardAssets = true
             configuration.rateLimit = .init(requestsPerSecond: 1_000, burst: 1_000)
+            // The whole suite runs in parallel on two cores: a database operation may wait longer than the default 10 s
+            // there, and this test is about rotation, not about the database's speed.
+            configuration.databaseTimeout = 120
             try KeyServerFixture.write(configuration, to: directory)
             for asset in 0..<assetCount {
                 for index in 0..<2 {

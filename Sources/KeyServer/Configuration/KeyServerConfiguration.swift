@@ -34,6 +34,10 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
     /// The addresses of load balancers whose `X-Forwarded-For` names the client for `sourceRateLimit` (the address
     /// nearest the server that is not one of them); empty: the connection's address counts, the header is ignored.
     public var trustedProxies: [String] = []
+    /// With a PostgreSQL store: the longest one database operation may take, waiting for a connection included, in
+    /// seconds, before the request fails with `503 database_unavailable` (default 10). A fleet whose database is far
+    /// or busy may need more.
+    public var databaseTimeout: Double = 10
 
     /// A token bucket: `burst` requests at once, refilled at `requestsPerSecond`.
     public struct RateLimit: Sendable, Codable, Hashable {
@@ -68,7 +72,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case defaultPolicy, policies, rateLimit, sourceRateLimit, maxRequestBytes, tokenAudience, maxTokenLifetime, allowWildcardAssets
-        case trustedProxies
+        case trustedProxies, databaseTimeout
     }
 
     /// Everything but `defaultPolicy`, `policies` and `tokenAudience` may be left out (5 requests per second with
@@ -92,6 +96,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         maxTokenLifetime = try container.decodeIfPresent(Int64.self, forKey: .maxTokenLifetime) ?? defaults.maxTokenLifetime
         allowWildcardAssets = try container.decodeIfPresent(Bool.self, forKey: .allowWildcardAssets) ?? false
         trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies) ?? []
+        databaseTimeout = try container.decodeIfPresent(Double.self, forKey: .databaseTimeout) ?? defaults.databaseTimeout
     }
 
     /// The policy called `name`, or the default policy when `name` is nil.
@@ -114,6 +119,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         guard !tokenAudience.isEmpty else { throw invalid("tokenAudience must not be empty") }
         guard maxTokenLifetime > 0 else { throw invalid("maxTokenLifetime must be positive") }
         guard maxRequestBytes >= 1_024 else { throw invalid("maxRequestBytes must be at least 1024") }
+        guard databaseTimeout >= 1, databaseTimeout <= 3_600 else { throw invalid("databaseTimeout must be between 1 and 3600 seconds") }
         for address in trustedProxies where !ForwardedSource.isIPAddress(address) {
             throw invalid("trustedProxies: \"\(address)\" is not an IP address (write each balancer's address, e.g. \"10.0.0.5\")")
         }

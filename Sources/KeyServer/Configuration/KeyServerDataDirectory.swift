@@ -182,7 +182,8 @@ public struct KeyServerDataDirectory: Sendable {
     /// - Throws: ``KeyServerSetupError`` `invalid_database_url`, `database_unavailable`, `schema_outdated`.
     public func connect() async throws -> any KeyServerStore {
         guard let database else { return try openStore() }
-        let store = try PostgresKeyServerStore(url: database)
+        let timeout = try loadConfiguration().databaseTimeout
+        let store = try PostgresKeyServerStore(url: database, operationTimeout: .milliseconds(Int64(timeout * 1_000)))
         do {
             try await store.checkSchema()
         } catch {
