@@ -71,8 +71,10 @@ public struct KeyServerDataDirectory: Sendable {
     @discardableResult
     public static func initialize(at path: String, database: String?) async throws -> KeyServerDataDirectory {
         guard let database else { return try initialize(at: path) }
-        // The URL first: a typo fails before any file is written.
-        let store = try PostgresKeyServerStore(url: database)
+        // The URL first: a typo fails before any file is written. Creating the schema is rare and may wait for another
+        // instance creating it at the same moment, so it gets minutes rather than a request's 10 s (config.json, which
+        // names databaseTimeout, is written by this very call).
+        let store = try PostgresKeyServerStore(url: database, operationTimeout: .seconds(300))
         do {
             let directory = try prepare(KeyServerDataDirectory(path: path, database: database), openingSQLite: false)
             try await store.migrate()
