@@ -30,6 +30,7 @@ struct KeyServerFleetTests {
     static func initialize(_ dataDirectory: String, database: String, addingMovie: Bool = false) async throws {
         let initialized = try await keyserver(["init", "--data-dir", dataDirectory, "--database", database])
         try #require(initialized.status == 0, "\(initialized.output)")
+        try generousDatabaseTimeout(KeyServerDataDirectory(path: dataDirectory, database: database))
         guard addingMovie else { return }
         let added = try await keyserver(
             [
@@ -39,6 +40,14 @@ struct KeyServerFleetTests {
                 + ["--database", database]
         )
         try #require(added.status == 0, "\(added.output)")
+    }
+
+    /// config.json's databaseTimeout raised from 10 s to 120 s: the whole suite loads the machine, and these tests are
+    /// about the fleet's behaviour, not the database's speed.
+    static func generousDatabaseTimeout(_ directory: KeyServerDataDirectory) throws {
+        var configuration = try directory.loadConfiguration()
+        configuration.databaseTimeout = 120
+        try KeyServerFixture.write(configuration, to: directory)
     }
 
     /// A running `stowage keyserver run` and the URL it printed.
@@ -93,6 +102,7 @@ struct KeyServerFleetTests {
             let directory = KeyServerDataDirectory(path: dataDirectory, database: database)
             var configuration = try directory.loadConfiguration()
             configuration.allowWildcardAssets = true
+            configuration.databaseTimeout = 120
             try KeyServerFixture.write(configuration, to: directory)
             // The database from the environment, as a fleet's service manager would set it.
             let added = try await Self.keyserver(

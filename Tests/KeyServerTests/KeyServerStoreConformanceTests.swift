@@ -429,8 +429,9 @@ struct KeyServerStoreConformanceTests {
     @Test func postgresSchemaIsCheckedAndMigratedOnce() async throws {
         guard let url = StoreKind.postgresURL else { return }
         try await TestDatabase.with(url) { databaseURL in
-            let store = try PostgresKeyServerStore(url: databaseURL)
-            let other = try PostgresKeyServerStore(url: databaseURL)
+            // A generous bound, as in withStores: the whole suite loads the machine.
+            let store = try PostgresKeyServerStore(url: databaseURL, operationTimeout: .seconds(60))
+            let other = try PostgresKeyServerStore(url: databaseURL, operationTimeout: .seconds(60))
             do {
                 #expect(try await store.schemaVersionFound() == 0)
                 await #expect(throws: KeyServerSetupError.self) { try await store.checkSchema() }
