@@ -221,7 +221,7 @@ let package = Package(
         .testTarget(
             name: "OriginServerTests",
             dependencies: [
-                "OriginServer",
+                "OriginServer", "HLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -37,6 +37,8 @@ public struct Origin: Sendable {
         public var seed: UInt64
         /// Where every request is recorded, if anywhere.
         public var requestLog: OriginRequestLog?
+        /// Serve complete media playlists as live streams (``LiveSimulation``); nil serves files as they are.
+        public var live: LiveSimulation?
 
         /// - Parameters:
         ///   - root: the directory served at `/`.
@@ -45,14 +47,17 @@ public struct Origin: Sendable {
         ///   - conditions: how responses are shaped.
         ///   - seed: which requests fault, for rates between 0 and 1.
         ///   - requestLog: where to record requests.
+        ///   - live: serve complete media playlists as live streams.
         public init(
             root: String,
             host: String = "127.0.0.1",
             port: Int = 0,
             conditions: NetworkConditions = .unconditioned,
             seed: UInt64 = 0,
-            requestLog: OriginRequestLog? = nil
+            requestLog: OriginRequestLog? = nil,
+            live: LiveSimulation? = nil
         ) {
+            self.live = live
             self.root = root
             self.host = host
             self.port = port
@@ -118,7 +123,8 @@ public struct Origin: Sendable {
             conditions: configuration.conditions,
             seed: configuration.seed,
             requestLog: configuration.requestLog,
-            threadPool: .singleton
+            threadPool: .singleton,
+            live: configuration.live.map { LivePlaylists(simulation: $0) }
         )
         let host = configuration.host
         let app = Application(

@@ -15,6 +15,11 @@ struct OriginCommand: AsyncParsableCommand {
               stowage origin Fixtures/demo --port 8080
               stowage origin Fixtures/demo --profile lossy --seed 42
               stowage origin Fixtures/demo --bandwidth 200000 --latency 100 --error-rate 0.05
+            With --live, every complete media playlist is served as a live stream: a window of --window segments
+            whose live edge advances in real time (--speed times faster), with EXT-X-PROGRAM-DATE-TIME on every
+            segment and EXT-X-ENDLIST once the source is exhausted (--loop starts it again instead; --event grows an
+            EVENT playlist that never slides). Segment files are served as always.
+              stowage origin Fixtures/demo --live --window 3 --speed 4
             """
     )
 
@@ -54,6 +59,21 @@ struct OriginCommand: AsyncParsableCommand {
     @Option(help: "How long a stalled body pauses, in milliseconds.")
     var stallMs: Int?
 
+    @Flag(help: "Serve each complete media playlist as a live stream that advances in real time.")
+    var live = false
+
+    @Option(help: "With --live: segments in the sliding window (and in the stream when the origin starts).")
+    var window = 6
+
+    @Option(help: "With --live: media seconds per real second.")
+    var speed = 1.0
+
+    @Flag(help: "With --live: grow an EVENT playlist that never slides.")
+    var event = false
+
+    @Flag(help: "With --live: start the source again when it is exhausted, forever, instead of ending the stream.")
+    var loop = false
+
     func validate() throws {
         if let profile, NetworkConditions.profile(named: profile) == nil {
             throw ValidationError("unknown profile '\(profile)'; use one of \(NetworkConditions.profileNames.joined(separator: ", "))")
@@ -62,6 +82,9 @@ struct OriginCommand: AsyncParsableCommand {
             if let rate, !(0...1).contains(rate) { throw ValidationError("--\(name)-rate must be between 0 and 1") }
         }
         if let bandwidth, bandwidth < 1 { throw ValidationError("--bandwidth must be at least 1 byte per second") }
+        if window < 1 { throw ValidationError("--window must be at least 1 segment") }
+        if !(speed > 0 && speed <= 1000) { throw ValidationError("--speed must be above 0 and at most 1000") }
+        if !live, event || loop { throw ValidationError("--event and --loop need --live") }
     }
 
     var conditions: NetworkConditions {
@@ -77,7 +100,10 @@ struct OriginCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let origin = Origin(configuration: .init(root: directory, host: host, port: port, conditions: conditions, seed: seed))
+        let simulation = live ? LiveSimulation(window: window, speed: speed, event: event, loop: loop) : nil
+        let origin = Origin(
+            configuration: .init(root: directory, host: host, port: port, conditions: conditions, seed: seed, live: simulation)
+        )
         let service = OriginService(origin) { address in
             // Unbuffered, so a script reading our output sees the line at once.
             FileHandle.standardOutput.write(Data("listening on \(address.baseURL.absoluteString)\n".utf8))

@@ -1,3 +1,4 @@
+import HLS
 import Hummingbird
 import NIOCore
 import NIOPosix
@@ -33,9 +34,19 @@ struct FileResponder: HTTPResponder {
     let link: TokenBucket?
     let chunkSize: Int
     let threadPool: NIOThreadPool
+    /// Serves VOD media playlists as live streams, when set.
+    let live: LivePlaylists?
 
-    init(resolvedRoot: String, conditions: NetworkConditions, seed: UInt64, requestLog: OriginRequestLog?, threadPool: NIOThreadPool) {
+    init(
+        resolvedRoot: String,
+        conditions: NetworkConditions,
+        seed: UInt64,
+        requestLog: OriginRequestLog?,
+        threadPool: NIOThreadPool,
+        live: LivePlaylists? = nil
+    ) {
         self.resolvedRoot = resolvedRoot
+        self.live = live
         self.conditions = conditions
         self.seed = seed
         self.requestLog = requestLog
@@ -88,6 +99,19 @@ struct FileResponder: HTTPResponder {
             )
         if case .error(let tooManyRequests) = plan.action {
             return errorResponse(tooManyRequests: tooManyRequests, method: method, path: path.decoded, range: rangeHeader, head: request.head)
+        }
+
+        if let live, path.decoded.lowercased().hasSuffix(".m3u8"),
+            let view = try await live.view(at: file.path, holding: LivePlaylists.blockingSequence(in: target), threadPool: threadPool)
+        {
+            return livePlaylistResponse(
+                PlaylistWriter.write(.media(view)),
+                plan: plan,
+                method: method,
+                path: path.decoded,
+                request: request,
+                channel: context.channel
+            )
         }
 
         var headers: HTTPFields = [
@@ -181,6 +205,53 @@ struct FileResponder: HTTPResponder {
             }
         }
         try await writer.finish(nil)
+    }
+
+    /// A live view of a media playlist: no validators or ranges (it changes every segment), faults as for files.
+    private func livePlaylistResponse(
+        _ text: String,
+        plan: FaultPlan,
+        method: HTTPRequest.Method,
+        path: String,
+        request: Request,
+        channel: any Channel
+    ) -> Response {
+        let body = ByteBuffer(string: text)
+        let headers: HTTPFields = [
+            .contentType: MediaType.forFile(named: "index.m3u8"),
+            .contentLength: String(body.readableBytes),
+            .cacheControl: "no-cache",
+        ]
+        let cutsBody = method == .get && plan.cutOffset(bodyLength: body.readableBytes) != nil
+        let ticket = requestLog?.append(
+            .init(
+                method: method.rawValue,
+                path: path,
+                range: request.headers[.range],
+                status: 200,
+                bytesSent: 0,
+                fault: cutsBody ? plan.fault : .none,
+                headers: Self.recordedHeaders(request.head)
+            )
+        )
+        guard method == .get else { return Response(status: .ok, headers: headers, body: ResponseBody()) }
+        let cut = cutsBody ? plan.cutOffset(bodyLength: body.readableBytes) : nil
+        let action = plan.action
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ResponseBody(contentLength: body.readableBytes) { writer in
+                var rest = body
+                if let cut, let head = rest.readSlice(length: cut) {
+                    if let ticket { requestLog?.addBytesSent(head.readableBytes, to: ticket) }
+                    try await writer.write(head)
+                    try await injectFault(action, into: channel)
+                }
+                if let ticket { requestLog?.addBytesSent(rest.readableBytes, to: ticket) }
+                try await writer.write(rest)
+                try await writer.finish(nil)
+            }
+        )
     }
 
     /// Pauses for a stall; for a reset or a truncation, closes the connection and throws so nothing more is sent.
