@@ -49,7 +49,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .playlist(_, let message): message
         case .livePlaylist(let url):
-            "\(url) is a live playlist (no EXT-X-ENDLIST): only complete (VOD or ended) streams can be downloaded; try again once it ends"
+            "\(url) is a live playlist (no EXT-X-ENDLIST): a live stream is recorded by a new download, and cannot be added to a package that already exists; record it with `stowage download URL --asset-id NEW_ID`"
         case .noVariant(let url): "\(url) lists no variant stream to download"
         case .noMatchingRendition(let kind, let requested, let available):
             "no \(kind) rendition matches \(requested.joined(separator: ",")); available: \(available.isEmpty ? "none" : available.joined(separator: ","))"

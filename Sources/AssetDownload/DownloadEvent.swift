@@ -19,6 +19,12 @@ public enum DownloadEvent: Sendable {
     case paused(DownloadError?)
     /// The condition that paused the download passed; it continues.
     case resumed
+    /// A live recording found segments that left the playlist's window before they were seen: they are marked
+    /// EXT-X-GAP in the package (``OfflinePackage/PackageRecording/gaps``).
+    case recordingGap(PackageRecordingGap)
+    /// A live recording ended (why: ``OfflinePackage/PackageRecording/endReason``); the files still being fetched
+    /// complete the package.
+    case recordingEnded(PackageRecording)
     case finished(PackageManifest)
     case failed(DownloadError)
 }

@@ -13,9 +13,11 @@ struct DownloadRunner: Sendable {
     let events: AsyncStream<DownloadEvent>.Continuation
     /// Why the task was stopped, when it was stopped for a condition rather than by the user.
     let stopReason: StopReason
+    /// Whether a live recording was asked to stop.
+    let recordingControl: RecordingControl
 
-    private var store: DownloadStore { session.store }
-    private var now: Int64 { session.clock.now }
+    var store: DownloadStore { session.store }
+    var now: Int64 { session.clock.now }
 
     func run() async throws -> PackageManifest {
         defer { events.finish() }
@@ -75,6 +77,7 @@ struct DownloadRunner: Sendable {
         let existing = try? package.readManifest()
         var selection: MediaSelectionOptions?
         if case .addMedia(let options) = mode { selection = options }
+        var recordedFromPlan: [String: RecordedPlaylist]?
         if let existing, selection == nil {
             manifest = existing
         } else {
@@ -97,9 +100,11 @@ struct DownloadRunner: Sendable {
                 title: record.request.title,
                 options: selection ?? record.request.selection,
                 now: now,
-                existing: existing
+                existing: existing,
+                recording: record.request.recording
             )
             manifest = plan.manifest
+            if existing == nil, manifest.recording != nil { recordedFromPlan = plan.recordedPlaylists }
             if let existing, plan.manifest.keys.count != existing.keys.count {
                 try store.setKeysAcquired(assetId, false, at: now)
                 record.keysAcquired = false
@@ -120,6 +125,7 @@ struct DownloadRunner: Sendable {
             // Playlists first, the manifest last: a manifest on disk means its playlists are there.
             do {
                 try FileManager.default.createDirectory(at: package.url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                if let recordedFromPlan { try RecordingPackage.write(recordedFromPlan, package: package) }
                 for (path, text) in plan.playlists.sorted(by: { $0.key < $1.key }) {
                     try PackageDirectory.writeAtomically(Data(text.utf8), to: try package.url(forRelativePath: path))
                 }
@@ -135,7 +141,10 @@ struct DownloadRunner: Sendable {
         events.yield(.resolvedMediaSelections(manifest.renditions))
         if let warnings = manifest.playlistWarnings, !warnings.isEmpty { events.yield(.playlistWarnings(warnings)) }
 
-        if !record.keysAcquired, !manifest.keys.isEmpty {
+        let isRecording = manifest.recording.map { !$0.hasEnded } ?? false
+        // A recording obtains its keys beside its first reloads (a live window leaves no time to wait); its files wait
+        // for them all the same.
+        if !record.keysAcquired, !manifest.keys.isEmpty, !isRecording {
             try await acquireKeys(manifest: manifest, request: record.request)
             try store.setKeysAcquired(assetId, true, at: now)
         }
@@ -155,6 +164,31 @@ struct DownloadRunner: Sendable {
         }
         let tracker = ProgressTracker(manifest: manifest, completed: completed, events: events)
         await tracker.report()
+        // A live or EVENT stream is recorded while the workers fetch what it lists (docs/live-recording.md).
+        var recorder: RecordingPackage?
+        var recordingKeys: RecordingKeys?
+        if let recording = manifest.recording, !recording.hasEnded {
+            recordingControl.isRecording = true
+            await tracker.update(manifest, recording: true)
+            let dataDirectory = session.dataDirectory
+            let (machineID, clock, assetId) = (session.machineID, session.clock, assetId)
+            let package = RecordingPackage(
+                manifest: manifest,
+                recorded: try recordedFromPlan ?? RecordingPackage.load(manifest, package: package),
+                package: package
+            ) { inline in
+                let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
+                for (reference, key) in inline.sorted(by: { $0.key < $1.key }) {
+                    try keyStore.storeIdentityKey(key, uri: reference, assetId: assetId, expiresAt: nil, at: clock.now)
+                }
+            }
+            let request = record.request
+            let keys = RecordingKeys(held: try heldKeys(of: manifest)) { keys in
+                try await acquireRecordingKeys(keys, recording: package, request: request)
+            }
+            recorder = package
+            recordingKeys = keys
+        }
         let pending = manifest.renditions.flatMap { rendition in
             let estimate = rendition.files.isEmpty ? 0 : rendition.expectedBytes / Int64(rendition.files.count)
             return rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0, $0.byteRange?.length ?? estimate) }
@@ -169,14 +203,28 @@ struct DownloadRunner: Sendable {
                 link: session.configuration.bandwidth
             )
         )
-        let queue = WorkQueue(pending) { (try? store.wanted(assetId)) ?? [] }
+        let queue = WorkQueue(recorder == nil ? pending : [], open: recorder != nil) { (try? store.wanted(assetId)) ?? [] }
         let concurrency = max(1, min(record.request.concurrency, 32))
         try await withThrowingTaskGroup(of: Void.self) { group in
+            if let recorder, let recordingKeys {
+                let request = record.request
+                let startKeys = manifest.keys
+                group.addTask {
+                    try await self.record(
+                        recorder,
+                        queue: queue,
+                        tracker: tracker,
+                        request: request,
+                        keys: recordingKeys,
+                        start: (startKeys, pending)
+                    )
+                }
+            }
             for _ in 0..<concurrency {
                 group.addTask {
                     // A worker streams its next file while the previous one is flushed, renamed and recorded.
                     try await withThrowingTaskGroup(of: Void.self) { placing in
-                        while let (renditionId, file, estimate) = await queue.next() {
+                        while let (renditionId, file, estimate) = try await queue.next() {
                             try Task.checkCancellation()
                             // A player of this paused asset may have fetched the file since the download started.
                             if let done = try store.completedFile(assetId, path: file.path) {
@@ -206,6 +254,7 @@ struct DownloadRunner: Sendable {
             }
             try await group.waitForAll()
         }
+        if let recorder { manifest = await recorder.manifest }
 
         // Every file is in place: the manifest gets sizes and checksums, then the task is complete. A part file the
         // download left when it was paused is stale if a player fetched that file meanwhile (`fetchForPlayer`).
@@ -229,6 +278,7 @@ struct DownloadRunner: Sendable {
         manifest.updatedAt = now
         try package.writeManifest(manifest)
         try store.transition(assetId, .complete, at: now)
+        await recorder?.removeRecordingState()
         return manifest
     }
 
@@ -261,11 +311,36 @@ struct DownloadRunner: Sendable {
     // MARK: - Keys
 
     private func acquireKeys(manifest: PackageManifest, request: DownloadRequest) async throws {
+        let (leaseId, _) = try await obtain(manifest.keys, leaseFor: manifest.keys.filter { $0.kind == .skd }, request: request)
+        events.yield(.keysAcquired(leaseId: leaseId, keys: manifest.keys.count))
+    }
+
+    /// Keys that appeared while a stream is recorded: identity keys as they are; skd keys in a new lease for every skd
+    /// key ID of the recording, which then supersedes the asset's older lease.
+    func acquireRecordingKeys(_ keys: [PackageKey], recording: RecordingPackage, request: DownloadRequest) async throws {
+        let manifest = await recording.manifest
+        let hasSKD = keys.contains { $0.kind == .skd }
+        let (leaseId, keySession) = try await obtain(keys, leaseFor: hasSKD ? manifest.keys.filter { $0.kind == .skd } : [], request: request)
+        if let leaseId {
+            let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
+            try keyStore.supersede(by: leaseId, at: now)
+            // The superseded leases' releases go now if the server answers; else they stay queued for later.
+            _ = try? await keySession?.sync()
+        }
+        events.yield(.keysAcquired(leaseId: leaseId, keys: keys.count))
+    }
+
+    /// Obtains the identity keys of `keys`, and one lease for the skd keys of `leaseFor`; returns that lease's ID.
+    private func obtain(
+        _ keys: [PackageKey],
+        leaseFor skdKeys: [PackageKey],
+        request: DownloadRequest
+    ) async throws -> (leaseId: String?, session: KeySession?) {
         let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
         var fetch = IdentityKeyFetcher.Configuration()
         fetch.headers = request.scopedHeaders
-        let skdKeys = manifest.keys.filter { $0.kind == .skd }
         var leaseId: String?
+        var keySession: KeySession?
         if !skdKeys.isEmpty {
             let chosen = try session.keyServer(for: request)
             guard let server = chosen else {
@@ -275,7 +350,7 @@ struct DownloadRunner: Sendable {
                 )
             }
             let device = try DeviceIdentity.loadOrCreate(in: session.dataDirectory.url)
-            let keys = KeySession(
+            let client = KeySession(
                 clock: session.clock,
                 http: session.keyHTTP.client(for: server),
                 store: keyStore,
@@ -284,11 +359,12 @@ struct DownloadRunner: Sendable {
                 token: request.token
             )
             let entries = skdKeys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
-            leaseId = try await keys.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch).leaseId
+            keySession = client
+            leaseId = try await client.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch).leaseId
         }
         // Identity keys one by one, each checked against the length its METHOD takes.
         let fetcher = IdentityKeyFetcher(routes: session.http, store: keyStore, clock: session.clock, configuration: fetch)
-        for key in manifest.keys where key.kind == .identity {
+        for key in keys where key.kind == .identity {
             if InlineKeyURI.isReference(key.uri) {
                 // Stored when the download was planned; only a hand-edited key store lacks it.
                 guard (try? keyStore.identityKey(uri: key.uri, at: now)) != nil else {
@@ -303,7 +379,7 @@ struct DownloadRunner: Sendable {
             guard let url = IdentityKeyFetcher.fetchableURL(key.uri) else { throw DownloadError.unsupportedURI(key.uri) }
             _ = try await fetcher.key(for: url, assetId: assetId, lengths: key.allowedLengths)
         }
-        events.yield(.keysAcquired(leaseId: leaseId, keys: manifest.keys.count))
+        return (leaseId, keySession)
     }
 
     // MARK: - Space
@@ -359,12 +435,30 @@ actor WorkQueue {
     /// The paths players wait for, latest first (read anew for every file, so a wish from another process counts).
     private let wanted: @Sendable () -> [String]
 
-    init(_ items: [Item], wanted: @escaping @Sendable () -> [String] = { [] }) {
+    /// Whether more items may come (a live recording): ``next()`` then waits for them until ``close()``.
+    private var isOpen: Bool
+
+    init(_ items: [Item], open: Bool = false, wanted: @escaping @Sendable () -> [String] = { [] }) {
         self.items = items
+        self.isOpen = open
         self.wanted = wanted
     }
 
-    func next() -> Item? {
+    /// Adds files a recording found.
+    func append(_ more: [Item]) { items += more }
+
+    /// No more files will come.
+    func close() { isOpen = false }
+
+    /// The next file; while the queue is open and empty, waits (checking every 50 ms) for one or for ``close()``.
+    func next() async throws -> Item? {
+        while isOpen, position >= items.count {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return take()
+    }
+
+    private func take() -> Item? {
         for path in wanted() where !handedOut.contains(path) {
             if let index = items[position...].firstIndex(where: { $0.1.path == path }) {
                 // To the front of what is left; the rest keep their order.
@@ -409,6 +503,7 @@ actor ProgressTracker {
     private let events: AsyncStream<DownloadEvent>.Continuation
     private let started = ContinuousClock.now
     private var bytesThisRun: Int64 = 0
+    private var isRecording = false
 
     init(manifest: PackageManifest, completed: [String: CompletedFile], events: AsyncStream<DownloadEvent>.Continuation) {
         self.events = events
@@ -448,6 +543,25 @@ actor ProgressTracker {
         }
     }
 
+    /// Takes in the segments a live recording added: totals, durations and media time spans. While `recording`, a
+    /// rendition that caught up with the live edge is not reported complete.
+    func update(_ manifest: PackageManifest, recording: Bool) {
+        isRecording = recording
+        for rendition in manifest.renditions {
+            guard let index = renditions.firstIndex(where: { $0.progress.id == rendition.id }) else { continue }
+            var time = 0.0
+            for segment in rendition.segments {
+                if let path = segment.file?.path, renditions[index].spans[path] == nil {
+                    renditions[index].spans[path] = (start: time, end: time + segment.duration)
+                }
+                time += segment.duration
+            }
+            renditions[index].progress.durationSeconds = rendition.duration
+            renditions[index].progress.filesTotal = rendition.files.count
+            renditions[index].progress.expectedBytes = Int64(Double(rendition.bandwidth ?? 128_000) * rendition.duration / 8)
+        }
+    }
+
     func complete(_ path: String, renditionId: String, _ file: CompletedFile) {
         guard let index = renditions.firstIndex(where: { $0.progress.id == renditionId }) else { return }
         renditions[index].progress.filesDone += 1
@@ -458,7 +572,7 @@ actor ProgressTracker {
         }
         bytesThisRun += file.size
         report()
-        if renditions[index].progress.filesDone == renditions[index].progress.filesTotal {
+        if !isRecording, renditions[index].progress.filesDone == renditions[index].progress.filesTotal {
             events.yield(.renditionCompleted(id: renditionId))
         }
     }

@@ -176,17 +176,33 @@ public final class DownloadSession: Sendable {
     }
 
     /// The asset ID a download of `url` gets when none is given: the key server's asset named by the playlist's skd
-    /// key URIs (so the lease and the package share one ID), else one derived from the URL.
-    public func suggestedAssetID(for url: String, headers: ScopedHeaders = .none) async -> String {
-        let loader = PlaylistLoader(routes: http, headers: headers, timeoutSeconds: configuration.headTimeout)
-        if let loaded = try? await loader.load(url) {
-            let keys: [EncryptionKey]
-            switch loaded.parsed.playlist {
-            case .multivariant(let multivariant): keys = multivariant.sessionKeys
-            case .media(let media): keys = media.distinctKeys
-            }
+    /// key URIs (so the lease and the package share one ID): the multivariant playlist's session keys, else those of
+    /// its first variant's media playlist (a live packager announces no keys ahead); else, for a clear or
+    /// identity-key source, one derived from the URL.
+    ///
+    /// Playlists are loaded with the download's retries: a failure is thrown rather than answered with the URL's
+    /// ID, which would not match the asset the key server knows.
+    /// - Throws: ``DownloadError`` `playlist_unreadable` and the other load errors, after retries.
+    public func suggestedAssetID(for url: String, headers: ScopedHeaders = .none) async throws -> String {
+        let fetcher = PlaylistFetcher(
+            loader: PlaylistLoader(routes: http, headers: headers, timeoutSeconds: configuration.headTimeout),
+            retry: configuration.retry.firstContact
+        )
+        func skdAsset(_ keys: [EncryptionKey]) -> String? {
             for key in keys where key.effectiveKeyFormat == PlaylistKeySelection.skdKeyFormat {
                 if let uri = key.uri, let (asset, _) = try? PlaylistKeySelection.parseSKD(uri) { return asset }
+            }
+            return nil
+        }
+        let loaded = try await fetcher.load(PlaylistLoader.url(of: url))
+        switch loaded.parsed.playlist {
+        case .media(let media):
+            if let asset = skdAsset(media.distinctKeys) { return asset }
+        case .multivariant(let multivariant):
+            if let asset = skdAsset(multivariant.sessionKeys) { return asset }
+            if let first = multivariant.variants.first, let variantURL = PlaylistURI.resolve(first.uri, against: loaded.url) {
+                let variant = try await fetcher.load(variantURL, importedVariables: loaded.parsed.playlist.variables, referrer: loaded.url)
+                if case .media(let media) = variant.parsed.playlist, let asset = skdAsset(media.distinctKeys) { return asset }
             }
         }
         return DownloadRequest.assetID(for: url)
@@ -283,12 +299,20 @@ public final class DownloadSession: Sendable {
     private func launch(assetId: String, mode: Mode, lock: AssetLock) -> DownloadTask {
         let (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
         let reason = StopReason()
-        let runner = DownloadRunner(session: self, assetId: assetId, mode: mode, events: continuation, stopReason: reason)
+        let control = RecordingControl()
+        let runner = DownloadRunner(
+            session: self,
+            assetId: assetId,
+            mode: mode,
+            events: continuation,
+            stopReason: reason,
+            recordingControl: control
+        )
         let task = Task {
             defer { lock.release() }
             return try await runner.run()
         }
-        return DownloadTask(assetId: assetId, events: events, task: task, stopReason: reason)
+        return DownloadTask(assetId: assetId, events: events, task: task, stopReason: reason, recording: control)
     }
 }
 
@@ -299,6 +323,7 @@ public struct DownloadTask: Sendable {
     public let events: AsyncStream<DownloadEvent>
     let task: Task<PackageManifest, any Error>
     let stopReason: StopReason
+    let recording: RecordingControl
 
     /// Waits for the task: the complete package's manifest, or the error that stopped it (`CancellationError` after
     /// ``pause()``).
@@ -306,6 +331,17 @@ public struct DownloadTask: Sendable {
 
     /// Pauses: open transfers stop, partial files stay for a later resume. The task stays paused until resumed.
     public func pause() { task.cancel() }
+
+    /// Ends a live recording here and keeps it: the playlists stop being reloaded, the segments already listed are
+    /// fetched, and the package completes with what was recorded (EXT-X-ENDLIST added). Returns false when the task
+    /// does not record a live stream (or was already asked to stop).
+    @discardableResult
+    public func stopRecording() -> Bool { recording.requestStop() }
+
+    /// What Ctrl-C does: stops a live recording the first time (keeping it), pauses otherwise.
+    public func interrupt() {
+        if !stopRecording() { pause() }
+    }
 
     /// Stops the task because of a condition that may pass (no network, disk below its floor, outside the time
     /// window): it is recorded as paused with `reason`, and a service resumes it when the condition passes.

@@ -18,6 +18,10 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
         case queued
         /// A service waits for a condition before it runs the task again (``DownloadUpdate/reason`` says which).
         case waiting
+        /// A live recording found segments missing (``DownloadUpdate/gap``).
+        case recordingGap
+        /// A live recording ended (``DownloadUpdate/recording``).
+        case recordingEnded
     }
 
     /// One media selection as resolved.
@@ -64,6 +68,10 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
     public var error: Problem?
     /// `queued`: how many tasks run before this one.
     public var position: Int?
+    /// `recordingGap`: the segments missing.
+    public var gap: PackageRecordingGap?
+    /// `recordingEnded` and a recording's `finished`: its span, end and gaps.
+    public var recording: PackageRecording?
 
     public init(asset: String, event: Kind) {
         self.asset = asset
@@ -112,11 +120,18 @@ public struct DownloadUpdate: Codable, Sendable, Hashable {
             reason = why.map { ErrorDocument($0).error }
         case .resumed:
             self.init(asset: assetId, event: .resumed)
+        case .recordingGap(let missing):
+            self.init(asset: assetId, event: .recordingGap)
+            gap = missing
+        case .recordingEnded(let ended):
+            self.init(asset: assetId, event: .recordingEnded)
+            recording = ended
         case .finished(let manifest):
             self.init(asset: assetId, event: .finished)
             bytes = manifest.knownBytes
             complete = manifest.isComplete
             mediaSelectionCount = manifest.renditions.count
+            recording = manifest.recording
         case .failed(let failure):
             self.init(asset: assetId, event: .failed)
             error = ErrorDocument(failure).error

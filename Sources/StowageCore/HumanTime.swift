@@ -16,6 +16,16 @@ public enum HumanTime {
         return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)) UTC"
     }
 
+    /// `2026-11-25 14:02:07 UTC`: a moment to the second (the wall clock of a recorded broadcast).
+    public static func instant(_ time: Double) -> String {
+        var seconds = time_t(clamping: Int64(time.rounded(.down)))
+        var parts = tm()
+        guard time.isFinite, gmtime_r(&seconds, &parts) != nil else { return "\(time) s after 1970-01-01 UTC" }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) UTC"
+    }
+
     /// A duration in its two largest units: `2 d 4 h`, `3 h 20 min`, `45 s`.
     public static func duration(_ seconds: Int64) -> String {
         let value = max(0, seconds)

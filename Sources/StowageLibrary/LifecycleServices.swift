@@ -2,7 +2,7 @@ public import AssetDownload
 public import ServiceLifecycle
 
 /// A foreground download as a swift-service-lifecycle `Service`: it runs until the task ends, and a graceful shutdown
-/// of its group (SIGTERM, Ctrl-C) pauses the task, which keeps its files for `resume`. `stowage download` runs one in
+/// of its group (SIGTERM, Ctrl-C) pauses the task, which keeps its files for `resume` (a live recording ends instead, and is kept). `stowage download` runs one in
 /// a `ServiceGroup` with the signals, beside the loop that renders the task's events.
 public struct DownloadTaskService: Service {
     public let task: DownloadTask
@@ -16,7 +16,8 @@ public struct DownloadTaskService: Service {
         await withGracefulShutdownHandler {
             _ = try? await task.result()
         } onGracefulShutdown: {
-            task.pause()
+            // A live recording ends and is kept; a VOD download pauses.
+            task.interrupt()
         }
     }
 }

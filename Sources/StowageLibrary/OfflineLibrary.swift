@@ -99,7 +99,7 @@ public final class OfflineLibrary: Sendable {
     /// - Throws: ``AssetDownload/DownloadError`` `download_exists` when the asset has a task or a package already.
     public func download(_ request: DownloadRequest) async throws -> DownloadTask {
         var request = request
-        if request.assetId.isEmpty { request.assetId = await downloads.suggestedAssetID(for: request.url, headers: request.scopedHeaders) }
+        if request.assetId.isEmpty { request.assetId = try await downloads.suggestedAssetID(for: request.url, headers: request.scopedHeaders) }
         return try downloads.start(request)
     }
 
@@ -110,7 +110,7 @@ public final class OfflineLibrary: Sendable {
     /// - Throws: ``AssetDownload/DownloadError`` `download_exists` when the asset has a task or a package already.
     public func enqueue(_ request: DownloadRequest, priority: Int = 0) async throws -> String {
         var request = request
-        if request.assetId.isEmpty { request.assetId = await downloads.suggestedAssetID(for: request.url, headers: request.scopedHeaders) }
+        if request.assetId.isEmpty { request.assetId = try await downloads.suggestedAssetID(for: request.url, headers: request.scopedHeaders) }
         try downloads.enqueue(request, priority: priority)
         return request.assetId
     }

@@ -60,6 +60,12 @@ struct DownloadCommand: AsyncParsableCommand {
             --referer go with every request; each cookie of --cookies FILE (Netscape format) only to the hosts its
             line names. Requests go through --proxy, else HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, except to the hosts
             NO_PROXY names.
+            A playlist without EXT-X-ENDLIST (live, or EVENT) is recorded: reloaded at the cadence RFC 8216bis
+            prescribes (at once with blocking reload when the server offers it), every rendition in step, new keys
+            obtained as they appear, until EXT-X-ENDLIST, --duration of recorded media, --until, or Ctrl-C (which
+            ends the recording and keeps it; `stowage resume` after a crash goes on from the live edge). Segments
+            that left the playlist before they were fetched are marked EXT-X-GAP, and the command then exits with
+            status 3 saying how much is missing.
             --play starts playback (`stowage play`) as soon as the keys are stored and a first file has landed: files
             not there yet are waited for, and the download goes on; with --player the command ends when both have.
             Example:
@@ -68,6 +74,7 @@ struct DownloadCommand: AsyncParsableCommand {
               stowage download --background https://cdn.example/show/master.m3u8 --token "$TOKEN" --priority 5
               stowage download --attach demo-1
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --play --player mpv
+              stowage download http://127.0.0.1:8080/master.m3u8 --asset-id match-1 --duration 2h
               stowage download https://cdn.example/show/master.m3u8 --cookies cookies.txt --referer https://site.example/show \\
                 --user-agent 'Mozilla/5.0' --proxy http://127.0.0.1:3128
             """
@@ -140,6 +147,12 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "A title for `stowage list`.")
     var title: String?
 
+    @Option(help: "A live stream: stop recording after this much media (e.g. 2h, 90m, 30s).")
+    var duration: String?
+
+    @Option(help: "A live stream: stop recording at this time (ISO 8601, e.g. 2026-11-26T21:00:00Z).")
+    var until: String?
+
     @OptionGroup var browser: BrowserOptions
 
     @OptionGroup var output: DownloadRunOptions
@@ -154,12 +167,34 @@ struct DownloadCommand: AsyncParsableCommand {
             throw ValidationError("--player must be ffplay, mpv, vlc, ffmpeg-null or none")
         }
         guard (1...32).contains(concurrency) else { throw ValidationError("--concurrency must be 1...32") }
+        _ = try recordingLimits()
         for header in headers where !header.contains(":") { throw ValidationError("--header takes 'Name: value', got '\(header)'") }
         guard output.proxy.proxy == nil || !background else {
             throw ValidationError(
                 "--proxy applies to a download run here; the download service uses its own (`stowage service run --proxy`, or HTTPS_PROXY)"
             )
         }
+    }
+
+    /// `--duration` and `--until`.
+    func recordingLimits() throws -> RecordingLimits {
+        var limits = RecordingLimits()
+        if let duration {
+            let seconds = try Library.parseDuration(duration)
+            guard seconds > 0 else { throw ValidationError("--duration must be longer than 0 s") }
+            limits.maximumDuration = Double(seconds)
+        }
+        if let until {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime]
+            let fractional = ISO8601DateFormatter()
+            fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            guard let date = formatter.date(from: until) ?? fractional.date(from: until) else {
+                throw ValidationError("--until takes an ISO 8601 time with its zone, e.g. 2026-11-26T21:00:00Z; got '\(until)'")
+            }
+            limits.until = Int64(date.timeIntervalSince1970)
+        }
+        return limits
     }
 
     func run() async throws {
@@ -194,7 +229,8 @@ struct DownloadCommand: AsyncParsableCommand {
             keyServerURL: keyServer,
             trustedKeyServers: trustedKeyServers,
             token: token,
-            concurrency: concurrency
+            concurrency: concurrency,
+            recording: (try? recordingLimits()) ?? RecordingLimits()
         )
         if background {
             await ServiceDriver.submit(request, priority: priority, json: output.json)
@@ -364,8 +400,9 @@ enum DownloadDriver {
         await watcher.value
         var failure: (any Error)?
         var interrupted = false
+        var finished: PackageManifest?
         do {
-            _ = try await task.result()
+            finished = try await task.result()
         } catch is CancellationError {
             failure = nil
             interrupted = true
@@ -383,6 +420,22 @@ enum DownloadDriver {
         }
         await library.close()
         if let failure { CommandOutput.fail(failure, json: json) }
+        if let recording = finished?.recording, !recording.gaps.isEmpty {
+            // Complete, but not whole: said, and exit status 3, so a script never takes a recording with holes for a
+            // whole one.
+            let renditions = Set(recording.gaps.map(\.renditionId)).count
+            let message =
+                "the recording of \(task.assetId) is complete but misses about "
+                + "\(HumanTime.duration(Int64(recording.missingSeconds.rounded()))) of the broadcast, in \(recording.gaps.count) gap(s) "
+                + "over \(renditions) rendition(s): those segments left the live playlist before they were fetched "
+                + "(`stowage info \(task.assetId)` lists them)"
+            if json {
+                FileHandle.standardOutput.write(Data((Library.line(["event": "recording_gaps", "message": message]) + "\n").utf8))
+            } else {
+                FileHandle.standardError.write(Data("warning: \(message) [recording_gap]\n".utf8))
+            }
+            exit(3)
+        }
         if exitOnEnd { exit(0) }
     }
 }
@@ -428,6 +481,26 @@ final class ProgressDisplay {
         case .paused:
             say(update.reason.map { "paused: \($0.message) [\($0.code)]" } ?? "paused; run `stowage resume \(assetId)` to continue")
         case .resumed: say("resuming")
+        case .recordingGap:
+            if let gap = update.gap {
+                let span = gap.startsAt.map { start in " (\(HumanTime.instant(start)) to \(HumanTime.instant(gap.endsAt ?? start)))" } ?? ""
+                say(
+                    "gap: \(gap.segments) segment(s) of \(gap.renditionId), about \(HumanTime.duration(Int64(gap.seconds.rounded()))), "
+                        + "left the live playlist before they were fetched\(span); marked EXT-X-GAP"
+                )
+            }
+        case .recordingEnded:
+            if let recording = update.recording {
+                let why: String
+                switch recording.endReason {
+                case .endList: why = "the stream ended (EXT-X-ENDLIST)"
+                case .duration: why = "--duration reached"
+                case .until: why = "--until reached"
+                case .stopped: why = "stopped"
+                case nil: why = "ended"
+                }
+                say("recording ended: \(why); fetching the last segments")
+            }
         case .queued: say("queued in the service\(update.position.map { $0 > 0 ? " behind \($0) download(s)" : "" } ?? "")")
         case .waiting: say("waiting: \(update.reason?.message ?? "for a condition to pass") [\(update.reason?.code ?? "waiting")]")
         case .finished:

@@ -133,6 +133,24 @@ struct InfoCommand: AsyncParsableCommand {
                 "  \(info.isComplete ? "complete" : "incomplete"), \(Library.megabytes(info.sizeOnDisk)) on disk, lease: \(Library.leaseText(info.lease))"
             )
             print("  playable offline: \(info.isPlayableOffline ? "yes" : "no")")
+            if let recording = info.recording {
+                let state = recording.isRecording ? "recording (interrupted: `stowage resume \(info.assetId)` goes on)" : "recorded"
+                let why = recording.endReason.map { ", ended by \($0.rawValue)" } ?? ""
+                print("  \(recording.playlistType) stream \(state)\(why): \(HumanTime.duration(Int64(recording.seconds.rounded()))) of media")
+                if let start = recording.startsAt {
+                    print("    wall clock: \(HumanTime.instant(start)) to \(HumanTime.instant(recording.endsAt ?? start))")
+                }
+                if let first = recording.firstMediaSequence, let last = recording.lastMediaSequence {
+                    print("    media sequence \(first) to \(last)")
+                }
+                for gap in recording.gaps {
+                    let span = gap.startsAt.map { " (\(HumanTime.instant($0)) to \(HumanTime.instant(gap.endsAt ?? $0)))" } ?? ""
+                    print(
+                        "    gap in \(gap.renditionId): \(gap.segments) segment(s) from sequence \(gap.firstMediaSequence), about "
+                            + "\(HumanTime.duration(Int64(gap.seconds.rounded())))\(span)"
+                    )
+                }
+            }
             for selection in info.selections {
                 let detail = [selection.language, selection.resolution, selection.bandwidth.map { "\($0 / 1000) kbit/s" }].compactMap { $0 }
                 let availability = selection.isPlayableOffline ? "offline" : "online only (\(selection.reason ?? "not downloaded"))"
@@ -244,6 +262,7 @@ struct VerifyCommand: AsyncParsableCommand {
                     )
                 }
                 for problem in report.problems { print("  problem [\(problem.code.rawValue)]: \(problem.message)") }
+                for warning in report.warnings ?? [] { print("  warning [\(warning.code.rawValue)]: \(warning.message)") }
                 if let failure { FileHandle.standardError.write(Data("error: \(failure.message) [\(failure.code)]\n".utf8)) }
             }
             Foundation.exit(report.exitStatus)

@@ -73,22 +73,39 @@ struct PlaylistShapeTests {
         }
     }
 
-    @Test("a live playlist is refused and nothing is presented as complete")
+    @Test("a live playlist is recorded until stopped; stopping keeps what was recorded as a complete VOD package")
     func livePlaylist() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\na.ts\n"
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:40\n#EXTINF:2.0,\na.ts\n"
         try Self.serve(["live/index.m3u8": Data(live.utf8), "live/a.ts": Data(count: 188)], in: fixture)
         try await fixture.withServers { origin, _ in
             let session = try fixture.session()
             let url = origin.appendingPathComponent("live/index.m3u8").absoluteString
-            let run = await DownloadFixture.run(try session.start(DownloadRequest(url: url, assetId: "live")))
+            let task = try session.start(DownloadRequest(url: url, assetId: "live"))
+            var stopped = false
+            var events: [DownloadEvent] = []
+            for await event in task.events {
+                events.append(event)
+                // Once the segment is in place, the recording is stopped as Ctrl-C stops it.
+                if !stopped, case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone > 0 }) {
+                    #expect(task.stopRecording())
+                    stopped = true
+                }
+            }
+            let manifest = try await task.result()
             try await session.shutdown()
-            #expect(throws: DownloadError.livePlaylist(url: url)) { try run.result.get() }
-            // Refused before anything was stored: no record is left to resume (the same command can be run again).
-            #expect(try session.store.task("live") == nil)
-            #expect(!FileManager.default.fileExists(atPath: try PackageDirectory(assetId: "live", in: fixture.clientDirectory).url.path))
-            #expect(!FileManager.default.fileExists(atPath: try PackageDirectory(assetId: "live", in: fixture.clientDirectory).manifestURL.path))
+            #expect(!task.stopRecording(), "a recording is stopped once")
+            #expect(manifest.isComplete)
+            #expect(manifest.recording?.endReason == .stopped && manifest.recording?.gaps.isEmpty == true)
+            #expect(manifest.renditions.first?.segments.map(\.mediaSequence) == [40])
+            #expect(events.contains { if case .recordingEnded = $0 { true } else { false } })
+            let local = try String(
+                contentsOf: PackageDirectory(assetId: "live", in: fixture.clientDirectory).url.appendingPathComponent("video/index.m3u8"),
+                encoding: .utf8
+            )
+            #expect(local.contains("#EXT-X-ENDLIST") && local.contains("#EXT-X-MEDIA-SEQUENCE:40"))
+            #expect(try session.store.task("live")?.state == .completed)
         }
     }
 

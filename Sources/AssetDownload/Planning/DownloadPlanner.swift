@@ -15,6 +15,8 @@ struct DownloadPlan: Sendable {
     var inlineKeys: [String: SecretBytes]
     /// The key server advertised by EXT-X-SESSION-DATA `com.stowage.key-server`, if any.
     var advertisedKeyServer: URL?
+    /// For a live recording, the recorded playlist of each live rendition, by rendition ID.
+    var recordedPlaylists: [String: RecordedPlaylist] = [:]
 }
 
 /// Turns a playlist URL and media selection options into a ``DownloadPlan``: loads the multivariant playlist, picks a
@@ -31,11 +33,20 @@ struct DownloadPlanner: Sendable {
         title: String?,
         options: MediaSelectionOptions,
         now: Int64,
-        existing: PackageManifest? = nil
+        existing: PackageManifest? = nil,
+        recording: RecordingLimits = RecordingLimits()
     ) async throws -> DownloadPlan {
         let top = try await loader.load(url)
         var manifest = existing ?? PackageManifest(assetId: assetId, title: title, sourceURL: top.url.absoluteString, createdAt: now)
         var builder = PlanBuilder(manifest: manifest)
+        if existing == nil {
+            builder.recordingTemplate = PackageRecording(
+                playlistType: "live",
+                startedAt: now,
+                maximumDuration: recording.maximumDuration,
+                until: recording.until
+            )
+        }
         builder.noteWarnings(of: top)
         var localMultivariant: MultivariantPlaylist
         var advertised: URL?
@@ -172,7 +183,13 @@ struct DownloadPlanner: Sendable {
         manifest.updatedAt = now
         var playlists = builder.playlists
         playlists[manifest.multivariantPlaylist] = PlaylistWriter.write(.multivariant(localMultivariant), options: .init(omitDefinitions: true))
-        return DownloadPlan(manifest: manifest, playlists: playlists, inlineKeys: builder.inlineKeys, advertisedKeyServer: advertised)
+        return DownloadPlan(
+            manifest: manifest,
+            playlists: playlists,
+            inlineKeys: builder.inlineKeys,
+            advertisedKeyServer: advertised,
+            recordedPlaylists: builder.recordedPlaylists
+        )
     }
 
     // MARK: - Selection
@@ -280,6 +297,10 @@ struct PlanBuilder {
     var playlists: [String: String] = [:]
     /// Keys the playlists carry inline (`data:` URIs), by the reference the manifest names them with.
     var inlineKeys: [String: SecretBytes] = [:]
+    /// The recorded playlist of each rendition of a live recording, by rendition ID.
+    var recordedPlaylists: [String: RecordedPlaylist] = [:]
+    /// What a new package records when a playlist turns out to be live; nil refuses live playlists (`live_playlist`).
+    var recordingTemplate: PackageRecording?
 
     init(manifest: PackageManifest) {
         self.manifest = manifest
@@ -382,11 +403,6 @@ struct PlanBuilder {
         url: URL,
         selectedBecause: String? = nil
     ) throws {
-        guard media.isComplete else { throw DownloadError.livePlaylist(url: url.absoluteString) }
-        guard media.segments.count <= DownloadPlanner.maximumSegments else {
-            throw DownloadError.tooManySegments(url: url.absoluteString, count: media.segments.count)
-        }
-        let resolved = media.resolvedSegments(baseURL: url)
         var rendition = PackageRendition(
             id: id,
             kind: kind,
@@ -402,6 +418,50 @@ struct PlanBuilder {
             duration: media.totalDuration
         )
         rendition.selectedBecause = selectedBecause
+        if media.isComplete {
+            try fill(&rendition, media: media, url: url, ended: true)
+        } else {
+            // A live or EVENT playlist: recorded from what it holds now (docs/live-recording.md).
+            if manifest.recording == nil, var template = recordingTemplate {
+                template.playlistType = media.playlistType == .event ? "event" : "live"
+                manifest.recording = template
+            }
+            guard let recording = manifest.recording, !recording.hasEnded else { throw DownloadError.livePlaylist(url: url.absoluteString) }
+            var recorded = RecordedPlaylist(targetDuration: media.targetDuration, version: media.version)
+            let merge = try recorded.merge(media, url: url, renditionId: id, limit: recording.maximumDuration)
+            if let gap = merge.gap { manifest.recording?.gaps.append(gap) }
+            recordedPlaylists[id] = recorded
+            try fill(&rendition, media: recorded.playlist, url: url, ended: false)
+        }
+        manifest.renditions.append(rendition)
+    }
+
+    /// Rebuilds a recorded rendition from its recorded playlist (after a reload added segments, or once recording
+    /// ended): the segment list, init sections, duration and local playlist; file names stay, since the recorded
+    /// playlist only grows.
+    mutating func refresh(renditionId: String, ended: Bool) throws {
+        guard let index = manifest.renditions.firstIndex(where: { $0.id == renditionId }), let recorded = recordedPlaylists[renditionId],
+            let url = URL(string: manifest.renditions[index].sourceURL)
+        else { return }
+        var rendition = manifest.renditions[index]
+        rendition.initSections = []
+        rendition.segments = []
+        var media = recorded.playlist
+        if ended { media.endList = true }
+        try fill(&rendition, media: media, url: url, ended: ended)
+        manifest.renditions[index] = rendition
+    }
+
+    /// Lists `media`'s segments and init sections in `rendition` and writes its local playlist: complete when `ended`,
+    /// else an EVENT playlist without EXT-X-ENDLIST that grows as the recording does.
+    mutating func fill(_ rendition: inout PackageRendition, media: MediaPlaylist, url: URL, ended: Bool) throws {
+        guard media.segments.count <= DownloadPlanner.maximumSegments else {
+            throw DownloadError.tooManySegments(url: url.absoluteString, count: media.segments.count)
+        }
+        let id = rendition.id
+        rendition.duration = media.totalDuration
+        let resolved = media.resolvedSegments(baseURL: url)
+        var date: Double?
         var initIndex: [String: Int] = [:]
         var initNames: [Int: String] = [:]
         var segmentNames: [String] = []
@@ -461,20 +521,28 @@ struct PlanBuilder {
                     key: key
                 )
             }
-            rendition.segments.append(
-                PackageSegment(
-                    index: segment.index,
-                    duration: segment.duration,
-                    mediaSequence: segment.mediaSequence,
-                    discontinuitySequence: segment.discontinuitySequence,
-                    isGap: segment.isGap,
-                    initSection: initPosition,
-                    file: file
-                )
+            var packageSegment = PackageSegment(
+                index: segment.index,
+                duration: segment.duration,
+                mediaSequence: segment.mediaSequence,
+                discontinuitySequence: segment.discontinuitySequence,
+                isGap: segment.isGap,
+                initSection: initPosition,
+                file: file
             )
+            date = segment.programDateTime?.timeIntervalSince1970 ?? date
+            packageSegment.programDateTime = date
+            date = date.map { $0 + segment.duration }
+            rendition.segments.append(packageSegment)
         }
-        playlists[rendition.playlist] = localMediaPlaylist(media, url: url, segmentNames: segmentNames, initNames: initNames, initIndex: initIndex)
-        manifest.renditions.append(rendition)
+        playlists[rendition.playlist] = localMediaPlaylist(
+            media,
+            url: url,
+            segmentNames: segmentNames,
+            initNames: initNames,
+            initIndex: initIndex,
+            ended: ended
+        )
     }
 
     static func isWholeFile(_ method: EncryptionMethod) -> Bool {
@@ -488,7 +556,8 @@ struct PlanBuilder {
         url: URL,
         segmentNames: [String],
         initNames: [Int: String],
-        initIndex: [String: Int]
+        initIndex: [String: Int],
+        ended: Bool = true
     ) -> String {
         var local = media
         local.definitions = []
@@ -497,7 +566,12 @@ struct PlanBuilder {
         local.skip = nil
         local.preloadHints = []
         local.renditionReports = []
-        local.endList = true
+        local.endList = ended
+        if !ended {
+            local.playlistType = .event
+        } else if manifest.recording != nil {
+            local.playlistType = .vod
+        }
         local.trailingTags = media.trailingTags.filter {
             if case .part = $0 { return false }
             return true

@@ -29,6 +29,8 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
     public var advertisedKeyServerURL: String?
     public var token: String?
     public var concurrency: Int
+    /// When a live or EVENT recording stops by itself (`--duration`, `--until`); ignored for VOD.
+    public var recording: RecordingLimits
 
     public init(
         url: String,
@@ -41,8 +43,10 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         keyServerURL: String? = nil,
         trustedKeyServers: [String] = [],
         token: String? = nil,
-        concurrency: Int = 4
+        concurrency: Int = 4,
+        recording: RecordingLimits = RecordingLimits()
     ) {
+        self.recording = recording
         self.url = url
         self.assetId = assetId
         self.title = title
@@ -65,7 +69,7 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case url, assetId, title, selection, headers, headerHosts, browser, keyServerURL, trustedKeyServers, advertisedKeyServerURL, token
-        case concurrency
+        case concurrency, recording
     }
 
     /// Requests stored before `headerHosts`, `browser` and `trustedKeyServers` existed read back with empty ones.
@@ -83,6 +87,7 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         advertisedKeyServerURL = try container.decodeIfPresent(String.self, forKey: .advertisedKeyServerURL)
         token = try container.decodeIfPresent(String.self, forKey: .token)
         concurrency = try container.decode(Int.self, forKey: .concurrency)
+        recording = try container.decodeIfPresent(RecordingLimits.self, forKey: .recording) ?? RecordingLimits()
     }
 
     /// An asset ID derived from a URL: the last path components without extensions, made safe, plus a short hash.
@@ -94,6 +99,19 @@ public struct DownloadRequest: Sendable, Codable, Hashable {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in url.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         return "\(base.prefix(48))-\(String(hash & 0xffff_ffff, radix: 16))"
+    }
+}
+
+/// When a live or EVENT recording stops by itself, besides EXT-X-ENDLIST and ``DownloadTask/stopRecording()``.
+public struct RecordingLimits: Sendable, Codable, Hashable {
+    /// Recorded media seconds after which recording stops (`--duration 2h`): it ends with the segment that reaches it.
+    public var maximumDuration: Double?
+    /// The time at which recording stops (`--until`), seconds since 1970.
+    public var until: Int64?
+
+    public init(maximumDuration: Double? = nil, until: Int64? = nil) {
+        self.maximumDuration = maximumDuration
+        self.until = until
     }
 }
 

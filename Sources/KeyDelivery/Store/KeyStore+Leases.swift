@@ -250,6 +250,49 @@ extension KeyStore {
         return record
     }
 
+    /// Replaces the other leases of `leaseId`'s asset that still hold keys with `leaseId`, a lease issued later for a
+    /// superset of their key IDs (a live recording whose keys rotated, docs/key-protocol-extensions.md): the newer
+    /// lease takes the earliest first play among them, so a key rotation never starts a second playback window, and
+    /// the older leases are returned (key material erased, release queued), so the asset holds one lease. In one
+    /// transaction.
+    ///
+    /// - Returns: the leases that were returned.
+    /// - Throws: ``KeyStoreError`` `unknown_lease` when `leaseId` is not stored.
+    @discardableResult
+    public func supersede(by leaseId: String, at now: Int64) throws -> [LeaseRecord] {
+        let secrets = try secrets()
+        let pinsPath = pinsPath
+        let returned = try writeState(at: now) { db, state in
+            guard let newer = try Self.authenticated(leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath) else {
+                throw KeyStoreError.unknownLease(leaseId)
+            }
+            let older = try Self.authenticatedLeases(assetId: newer.assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
+                .filter { $0.leaseId != leaseId && ($0.state.holdsKeyMaterial || $0.hasKeyMaterial) }
+            let firstPlay = (older.compactMap(\.record.firstPlayedAt) + [newer.record.firstPlayedAt].compactMap { $0 }).min()
+            if let firstPlay, firstPlay != newer.record.firstPlayedAt, newer.state.holdsKeyMaterial {
+                var lifecycle = LeaseLifecycle(record: newer.record)
+                if newer.record.firstPlayedAt == nil { _ = try lifecycle.startPlayback(at: firstPlay) }
+                try db.execute(
+                    sql: "UPDATE key_leases SET first_played_at = ?, state = ? WHERE lease_id = ?",
+                    arguments: [firstPlay, lifecycle.record.state.rawValue, leaseId]
+                )
+                state.recordFirstPlay(leaseId, at: firstPlay)
+                try Self.seal(leaseId, db, secrets: secrets)
+            }
+            var records: [LeaseRecord] = []
+            for stored in older {
+                records.append(
+                    try Self.end(stored, at: now, kind: .return, reason: "superseded by \(leaseId)", db, state: &state, secrets: secrets) {
+                        try $0.returnLease(at: now)
+                    }
+                )
+            }
+            return records
+        }
+        checkpoint()
+        return returned
+    }
+
     /// Returns every lease of `assetId` that still holds keys and erases the asset's sealed identity keys.
     ///
     /// - Returns: the leases that were returned.

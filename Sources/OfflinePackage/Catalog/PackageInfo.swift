@@ -87,6 +87,41 @@ public struct PackageInfo: Codable, Sendable, Hashable {
     public var keys: [VerificationReport.KeyStatus]
     /// Every media selection, in manifest order.
     public var selections: [MediaSelection]
+    /// For a recorded live or EVENT stream: the span it holds on the broadcast's wall clock, and what is missing.
+    public var recording: Recording?
+
+    /// A recorded live stream's span (from its main rendition: the video, else the first).
+    public struct Recording: Codable, Sendable, Hashable {
+        /// `live` or `event`.
+        public var playlistType: String
+        /// Whether recording still goes on (or was interrupted and can be resumed).
+        public var isRecording: Bool
+        /// Why it ended, once it has.
+        public var endReason: PackageRecording.EndReason?
+        /// Media sequence numbers of the first and last segment recorded.
+        public var firstMediaSequence: Int?
+        public var lastMediaSequence: Int?
+        /// Seconds of media recorded, gaps included.
+        public var seconds: Double
+        /// When the first segment began and the last ended on the broadcast's clock (EXT-X-PROGRAM-DATE-TIME),
+        /// seconds since 1970; nil when the stream gives no dates.
+        public var startsAt: Double?
+        public var endsAt: Double?
+        /// Missing segments, by rendition.
+        public var gaps: [PackageRecordingGap]
+
+        init(_ recording: PackageRecording, main: PackageRendition?) {
+            playlistType = recording.playlistType
+            isRecording = !recording.hasEnded
+            endReason = recording.endReason
+            firstMediaSequence = main?.segments.first?.mediaSequence
+            lastMediaSequence = main?.segments.last?.mediaSequence
+            seconds = main?.duration ?? 0
+            startsAt = main?.segments.first?.programDateTime
+            endsAt = main?.segments.last.flatMap { last in last.programDateTime.map { $0 + last.duration } }
+            gaps = recording.gaps
+        }
+    }
 
     /// The selections that play offline.
     public var offlineSelections: [MediaSelection] { selections.filter(\.isPlayableOffline) }
@@ -179,7 +214,10 @@ public struct PackageInfo: Codable, Sendable, Hashable {
             keys: manifest.keys.map {
                 VerificationReport.KeyStatus(keyId: $0.keyId, kind: $0.kind.rawValue, isAvailable: keys.keys[$0.keyId] != nil)
             },
-            selections: selections + elsewhere
+            selections: selections + elsewhere,
+            recording: manifest.recording.map {
+                Recording($0, main: manifest.renditions.first { $0.kind == .video } ?? manifest.renditions.first)
+            }
         )
     }
 }

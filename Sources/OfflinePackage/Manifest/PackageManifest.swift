@@ -33,6 +33,8 @@ public struct PackageManifest: Codable, Sendable, Hashable {
     /// What the source's playlists do that RFC 8216bis does not allow but players accept, and how each was read
     /// (`stowage inspect --strict` refuses them). Nil or empty when the playlists were valid.
     public var playlistWarnings: [PackagePlaylistWarning]?
+    /// Set when the package records a live or EVENT stream (docs/live-recording.md); nil for VOD.
+    public var recording: PackageRecording?
 
     public init(
         assetId: String,
@@ -272,6 +274,9 @@ public struct PackageSegment: Codable, Sendable, Hashable {
     public var initSection: Int?
     /// The stored file; nil for EXT-X-GAP segments, which are not fetched.
     public var file: PackageFile?
+    /// When the segment began on the broadcast's wall clock (EXT-X-PROGRAM-DATE-TIME, or the previous segment's plus
+    /// its duration), in seconds since 1970; nil when the playlist gives no date.
+    public var programDateTime: Double?
 
     public init(
         index: Int,
@@ -337,5 +342,74 @@ public struct PackageSourceRendition: Codable, Sendable, Hashable {
         }
         let trimmed = String(allowed).split(separator: "-").joined(separator: "-")
         return trimmed.isEmpty ? "x" : String(trimmed.prefix(32))
+    }
+}
+
+/// A live or EVENT stream recorded into a package: the span, why it ended, and what is missing.
+public struct PackageRecording: Codable, Sendable, Hashable {
+    /// Why a recording ended.
+    public enum EndReason: String, Codable, Sendable, Hashable {
+        /// Every recorded playlist got EXT-X-ENDLIST: the broadcast ended.
+        case endList = "endlist"
+        /// The `--duration` of recorded media was reached.
+        case duration
+        /// The `--until` time came.
+        case until
+        /// The user stopped it (Ctrl-C, SIGTERM, ``stop``).
+        case stopped
+    }
+
+    /// `live` (a sliding window) or `event` (EXT-X-PLAYLIST-TYPE:EVENT, grows from its first segment).
+    public var playlistType: String
+    /// When recording began, seconds since 1970.
+    public var startedAt: Int64
+    /// When recording ended; nil while it goes on (or was interrupted and can be resumed).
+    public var endedAt: Int64?
+    public var endReason: EndReason?
+    /// `--duration`: the recorded media seconds after which recording stops.
+    public var maximumDuration: Double?
+    /// `--until`: the time at which recording stops, seconds since 1970.
+    public var until: Int64?
+    /// Segments that left the playlist's window before they were fetched, in order.
+    public var gaps: [PackageRecordingGap]
+
+    public init(playlistType: String, startedAt: Int64, maximumDuration: Double? = nil, until: Int64? = nil) {
+        self.playlistType = playlistType
+        self.startedAt = startedAt
+        self.maximumDuration = maximumDuration
+        self.until = until
+        self.gaps = []
+    }
+
+    /// Whether recording is over (the package can complete).
+    public var hasEnded: Bool { endedAt != nil }
+
+    /// Seconds of the broadcast missing: the most any one rendition misses (renditions miss the same span, each in
+    /// its own segments).
+    public var missingSeconds: Double {
+        Dictionary(grouping: gaps, by: \.renditionId).values.map { $0.reduce(0) { $0 + $1.seconds } }.max() ?? 0
+    }
+}
+
+/// Segments of one rendition missing from a recording, marked EXT-X-GAP in its playlist.
+public struct PackageRecordingGap: Codable, Sendable, Hashable {
+    public var renditionId: String
+    /// The media sequence number of the first missing segment.
+    public var firstMediaSequence: Int
+    /// How many segments are missing.
+    public var segments: Int
+    /// Their duration, estimated from the dates around them (or the target duration).
+    public var seconds: Double
+    /// The wall-clock span missing, seconds since 1970, when the playlist gives dates.
+    public var startsAt: Double?
+    public var endsAt: Double?
+
+    public init(renditionId: String, firstMediaSequence: Int, segments: Int, seconds: Double, startsAt: Double?, endsAt: Double?) {
+        self.renditionId = renditionId
+        self.firstMediaSequence = firstMediaSequence
+        self.segments = segments
+        self.seconds = seconds
+        self.startsAt = startsAt
+        self.endsAt = endsAt
     }
 }

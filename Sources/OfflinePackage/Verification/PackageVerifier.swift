@@ -1,6 +1,7 @@
 public import Foundation
 public import KeyDelivery
 import MediaCrypto
+import StowageCore
 import StowageCrypto
 
 /// Answers "will this play offline?" before the user goes offline: `stowage verify ASSET [--deep] [--for DURATION]`.
@@ -159,7 +160,20 @@ public struct PackageVerifier: Sendable {
                 VerificationReport.KeyStatus(keyId: $0.keyId, kind: $0.kind.rawValue, isAvailable: keys.keys[$0.keyId] != nil)
             },
             renditions: renditions,
-            problems: problems
+            problems: problems,
+            warnings: (manifest.recording?.gaps ?? []).map { gap in
+                let span = gap.startsAt.map { start in
+                    ", from \(HumanTime.instant(start)) to \(HumanTime.instant(gap.endsAt ?? start + gap.seconds)) on the broadcast's clock"
+                }
+                return VerificationProblem(
+                    .recordingGap,
+                    message:
+                        "\(gap.segments) segment(s) of \(gap.renditionId) from media sequence \(gap.firstMediaSequence), about "
+                        + "\(HumanTime.duration(Int64(gap.seconds.rounded()))), were not recorded\(span ?? ""): they left the live "
+                        + "playlist before they were fetched; players skip the gap",
+                    rendition: gap.renditionId
+                )
+            }
         )
     }
 

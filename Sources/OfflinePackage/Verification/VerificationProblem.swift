@@ -61,6 +61,9 @@ public struct VerificationProblem: Codable, Sendable, Hashable, CustomStringConv
         case decryptionFailed = "decryption_failed"
         /// The decrypted data is not valid MPEG-TS or fragmented MP4.
         case invalidMedia = "invalid_media"
+        /// A warning, never a problem: a live recording misses segments that left the playlist before they were
+        /// fetched (marked EXT-X-GAP; players skip them).
+        case recordingGap = "recording_gap"
     }
 
     /// What kind of problem this is.

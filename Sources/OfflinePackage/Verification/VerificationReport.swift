@@ -124,6 +124,8 @@ public struct VerificationReport: Codable, Sendable, Hashable {
     public var renditions: [RenditionResult]
     /// Every problem found: package-level ones (manifest, keys, lease) first, then by rendition and file.
     public var problems: [VerificationProblem]
+    /// What does not stop the package from playing but the user should know (`recording_gap`); nil when none.
+    public var warnings: [VerificationProblem]?
 
     /// A report.
     public init(
@@ -136,8 +138,10 @@ public struct VerificationReport: Codable, Sendable, Hashable {
         lease: PackageLeaseSummary?,
         keys: [KeyStatus],
         renditions: [RenditionResult],
-        problems: [VerificationProblem]
+        problems: [VerificationProblem],
+        warnings: [VerificationProblem] = []
     ) {
+        self.warnings = warnings.isEmpty ? nil : warnings
         self.assetId = assetId
         self.title = title
         self.depth = depth

@@ -1,0 +1,209 @@
+import Foundation
+import HLS
+import KeyDelivery
+import OfflinePackage
+import StowageCrypto
+import Synchronization
+
+/// Whether a recording was asked to stop: Ctrl-C ends a live recording and keeps it (``DownloadTask/stopRecording()``),
+/// where it pauses a VOD download.
+final class RecordingControl: Sendable {
+    private let state = Mutex<(recording: Bool, stopRequested: Bool)>((false, false))
+
+    /// Whether the task records a live stream (set once the plan says so).
+    var isRecording: Bool {
+        get { state.withLock { $0.recording } }
+        set { state.withLock { $0.recording = newValue } }
+    }
+
+    var stopRequested: Bool { state.withLock { $0.stopRequested } }
+
+    /// Asks a recording to stop; returns false when the task does not record or was already asked.
+    func requestStop() -> Bool {
+        state.withLock { state in
+            guard state.recording, !state.stopRequested else { return false }
+            state.stopRequested = true
+            return true
+        }
+    }
+}
+
+/// The growing package of a live recording: the manifest, each rendition's recorded playlist, and the files that
+/// carry them on disk (the recorded playlists in `.recording/`, the local playlists, the manifest, in that order).
+actor RecordingPackage {
+    static let directoryName = ".recording"
+
+    private var builder: PlanBuilder
+    let package: PackageDirectory
+    /// Seals `data:` keys before the manifest that names them is written.
+    let storeInlineKeys: @Sendable ([String: SecretBytes]) throws -> Void
+
+    init(
+        manifest: PackageManifest,
+        recorded: [String: RecordedPlaylist],
+        package: PackageDirectory,
+        storeInlineKeys: @escaping @Sendable ([String: SecretBytes]) throws -> Void
+    ) {
+        var builder = PlanBuilder(manifest: manifest)
+        builder.recordedPlaylists = recorded
+        self.builder = builder
+        self.package = package
+        self.storeInlineKeys = storeInlineKeys
+    }
+
+    var manifest: PackageManifest { builder.manifest }
+
+    /// The renditions still recording, with their source URLs.
+    var liveRenditions: [(id: String, url: URL)] {
+        builder.manifest.renditions.compactMap { rendition in
+            guard builder.recordedPlaylists[rendition.id] != nil, let url = URL(string: rendition.sourceURL) else { return nil }
+            return (rendition.id, url)
+        }
+    }
+
+    func recordedDuration(of renditionId: String) -> Double { builder.recordedPlaylists[renditionId]?.duration ?? 0 }
+
+    func lastSequence(of renditionId: String) -> Int? { builder.recordedPlaylists[renditionId]?.lastSequence }
+
+    /// The recorded playlists of a package on disk (a resumed recording).
+    static func load(_ manifest: PackageManifest, package: PackageDirectory) throws -> [String: RecordedPlaylist] {
+        var recorded: [String: RecordedPlaylist] = [:]
+        for rendition in manifest.renditions {
+            let url = package.url.appendingPathComponent(directoryName).appendingPathComponent("\(rendition.id).m3u8")
+            guard FileManager.default.fileExists(atPath: url.path) else { continue }
+            guard let data = FileManager.default.contents(atPath: url.path), let parsed = try? PlaylistParser.parse(data),
+                case .media(let media) = parsed.playlist
+            else {
+                throw DownloadError.storage(
+                    "the recorded playlist \(url.path) of \(manifest.assetId) cannot be read; stop the recording with "
+                        + "`stowage delete \(manifest.assetId)` and record again"
+                )
+            }
+            recorded[rendition.id] = RecordedPlaylist(playlist: media)
+        }
+        return recorded
+    }
+
+    /// Writes the recorded playlists (only), for a new plan.
+    static func write(_ recorded: [String: RecordedPlaylist], package: PackageDirectory) throws {
+        for (id, playlist) in recorded.sorted(by: { $0.key < $1.key }) {
+            let url = package.url.appendingPathComponent(directoryName).appendingPathComponent("\(id).m3u8")
+            try PackageDirectory.writeAtomically(Data(PlaylistWriter.write(.media(playlist.playlist)).utf8), to: url)
+        }
+    }
+
+    /// What one reload changed.
+    struct Update: Sendable {
+        var merge: RecordedPlaylist.Merge
+        /// Files to fetch that the package did not list before.
+        var newFiles: [PackageFile]
+        /// Keys the package did not list before.
+        var newKeys: [PackageKey]
+    }
+
+    /// Folds a reload into `renditionId`'s recording and writes it out.
+    func merge(_ reload: MediaPlaylist, url: URL, renditionId: String) throws -> Update {
+        guard var recorded = builder.recordedPlaylists[renditionId] else {
+            return Update(merge: .init(), newFiles: [], newKeys: [])
+        }
+        let known = Set(builder.manifest.files.map(\.path))
+        let knownKeys = Set(builder.manifest.keys.map(\.keyId))
+        let merge = try recorded.merge(reload, url: url, renditionId: renditionId, limit: builder.manifest.recording?.maximumDuration)
+        guard merge.appended > 0 else { return Update(merge: merge, newFiles: [], newKeys: []) }
+        builder.recordedPlaylists[renditionId] = recorded
+        if let gap = merge.gap { builder.manifest.recording?.gaps.append(gap) }
+        try builder.refresh(renditionId: renditionId, ended: false)
+        try save(renditionIds: [renditionId])
+        let files = builder.manifest.rendition(id: renditionId)?.files.filter { !known.contains($0.path) } ?? []
+        let keys = builder.manifest.keys.filter { !knownKeys.contains($0.keyId) }
+        return Update(merge: merge, newFiles: files, newKeys: keys)
+    }
+
+    /// Ends the recording: every local playlist gets EXT-X-ENDLIST (type VOD), the manifest the end and its reason.
+    func end(_ reason: PackageRecording.EndReason, at now: Int64) throws -> PackageManifest {
+        let ids = Array(builder.recordedPlaylists.keys).sorted()
+        for id in ids {
+            builder.recordedPlaylists[id]?.end()
+            try builder.refresh(renditionId: id, ended: true)
+        }
+        builder.manifest.recording?.endedAt = now
+        builder.manifest.recording?.endReason = reason
+        builder.manifest.updatedAt = now
+        try save(renditionIds: ids)
+        return builder.manifest
+    }
+
+    private func save(renditionIds: [String]) throws {
+        if !builder.inlineKeys.isEmpty {
+            try storeInlineKeys(builder.inlineKeys)
+            builder.inlineKeys = [:]
+        }
+        do {
+            for id in renditionIds {
+                guard let recorded = builder.recordedPlaylists[id], let rendition = builder.manifest.rendition(id: id) else { continue }
+                let url = package.url.appendingPathComponent(Self.directoryName).appendingPathComponent("\(id).m3u8")
+                try PackageDirectory.writeAtomically(Data(PlaylistWriter.write(.media(recorded.playlist)).utf8), to: url)
+                if let text = builder.playlists[rendition.playlist] {
+                    try PackageDirectory.writeAtomically(Data(text.utf8), to: try package.url(forRelativePath: rendition.playlist))
+                }
+            }
+        } catch {
+            throw DownloadError.storage("cannot write the playlists of recording \(builder.manifest.assetId): \(error)")
+        }
+        try package.writeManifest(builder.manifest)
+    }
+
+    /// Removes the recorded playlists once the finished manifest is written.
+    func removeRecordingState() {
+        try? FileManager.default.removeItem(at: package.url.appendingPathComponent(Self.directoryName))
+    }
+}
+
+/// Obtains keys that appear while a stream is recorded, one acquisition at a time: identity keys as they appear; skd
+/// keys in a new lease for every skd key ID recorded so far, which supersedes the asset's older lease
+/// (``KeyDelivery/KeyStore/supersede(by:at:)``), so the recording holds one lease and a rotation never starts a second
+/// playback window (docs/key-protocol-extensions.md).
+actor RecordingKeys {
+    private var held: Set<String>
+    /// The acquisition under way and the key IDs it obtains.
+    private var inFlight: Task<Set<String>, any Error>?
+    private let acquire: @Sendable ([PackageKey]) async throws -> Void
+
+    init(held: Set<String>, acquire: @escaping @Sendable ([PackageKey]) async throws -> Void) {
+        self.held = held
+        self.acquire = acquire
+    }
+
+    /// Returns once every key of `keys` is held. Renditions that meet a new key together share one acquisition.
+    func ensure(_ keys: [PackageKey]) async throws {
+        // Bounded: each pass returns, takes in an acquisition that ended (or failed), or runs one.
+        for _ in 0..<8 {
+            let missing = keys.filter { !held.contains($0.keyId) }
+            if missing.isEmpty { return }
+            if let inFlight {
+                if let obtained = try? await inFlight.value { held.formUnion(obtained) }
+                if self.inFlight == inFlight { self.inFlight = nil }
+                continue
+            }
+            let acquire = self.acquire
+            let task = Task {
+                try await acquire(missing)
+                return Set(missing.map(\.keyId))
+            }
+            inFlight = task
+            let obtained: Set<String>
+            do {
+                obtained = try await task.value
+            } catch {
+                if inFlight == task { inFlight = nil }
+                throw error
+            }
+            held.formUnion(obtained)
+            if inFlight == task { inFlight = nil }
+        }
+        throw DownloadError.keys(
+            code: "keys_unavailable",
+            message: "the keys of a recording could not be obtained; run `stowage resume` to try again"
+        )
+    }
+}

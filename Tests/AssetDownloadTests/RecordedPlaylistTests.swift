@@ -1,0 +1,94 @@
+import Foundation
+import HLS
+import OfflinePackage
+import Testing
+
+@testable import AssetDownload
+
+/// How reloads of a live playlist fold into a recording: each segment once, sequence numbers kept, the keys in effect
+/// written out where a reload says they changed, and segments that left the window before they were seen recorded as
+/// EXT-X-GAP with their span.
+@Suite("Recorded playlists")
+struct RecordedPlaylistTests {
+    static let url = URL(string: "https://live.test/ch1/index.m3u8")!
+
+    /// A live window: `first`..`last` (2 s segments), a date on the first, the key `k2` from sequence `keyChange`.
+    static func window(_ first: Int, _ last: Int, keyChange: Int = 1000, discontinuityAt: Int? = nil, end: Bool = false) -> MediaPlaylist {
+        var lines = ["#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:\(first)"]
+        let discontinuitiesBefore = discontinuityAt.map { $0 < first ? 1 : 0 } ?? 0
+        lines.append("#EXT-X-DISCONTINUITY-SEQUENCE:\(discontinuitiesBefore)")
+        lines.append(#"#EXT-X-KEY:METHOD=AES-128,URI="\#(first >= keyChange ? "k2" : "k1").key""#)
+        let date = Date(timeIntervalSince1970: 1_800_000_000 + Double(first) * 2)
+        let formatter = ISO8601DateFormatter()
+        lines.append("#EXT-X-PROGRAM-DATE-TIME:\(formatter.string(from: date))")
+        for sequence in first...last {
+            if sequence == keyChange, sequence != first { lines.append(#"#EXT-X-KEY:METHOD=AES-128,URI="k2.key""#) }
+            if sequence == discontinuityAt, sequence != first || discontinuitiesBefore == 0 { lines.append("#EXT-X-DISCONTINUITY") }
+            lines += ["#EXTINF:2,", "s\(sequence).ts"]
+        }
+        if end { lines.append("#EXT-X-ENDLIST") }
+        guard case .media(let media) = try! PlaylistParser.parse(lines.joined(separator: "\n") + "\n").playlist else { fatalError() }
+        return media
+    }
+
+    /// (sequence, URI, key URI, discontinuity sequence, gap) of each recorded segment, as a player resolves them.
+    static func resolved(_ recorded: RecordedPlaylist) -> [(Int, String, String?, Int, Bool)] {
+        recorded.playlist.resolvedSegments(baseURL: nil).map {
+            ($0.mediaSequence, $0.uri, $0.keys.first?.uri, $0.discontinuitySequence, $0.isGap)
+        }
+    }
+
+    @Test("overlapping reloads add each segment once, with absolute URIs and the source's sequence numbers")
+    func overlapping() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        let first = try recorded.merge(Self.window(5, 7), url: Self.url, renditionId: "video", limit: nil)
+        #expect(first.appended == 3 && first.gap == nil && !first.ended)
+        let second = try recorded.merge(Self.window(6, 9, keyChange: 9), url: Self.url, renditionId: "video", limit: nil)
+        #expect(second.appended == 2 && second.gap == nil)
+        let unchanged = try recorded.merge(Self.window(6, 9, keyChange: 9), url: Self.url, renditionId: "video", limit: nil)
+        #expect(unchanged.appended == 0)
+        let segments = Self.resolved(recorded)
+        #expect(segments.map(\.0) == [5, 6, 7, 8, 9])
+        #expect(segments.map(\.1) == (5...9).map { "https://live.test/ch1/s\($0).ts" })
+        #expect(segments.map(\.2) == ["k1", "k1", "k1", "k1", "k2"].map { "https://live.test/ch1/\($0).key" })
+        let ended = try recorded.merge(Self.window(8, 10, keyChange: 9, end: true), url: Self.url, renditionId: "video", limit: nil)
+        #expect(ended.ended && ended.appended == 1)
+    }
+
+    @Test("segments that left the window become EXT-X-GAP with the dated span; the keys and a hidden discontinuity are restated")
+    func gap() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        _ = try recorded.merge(Self.window(0, 2), url: Self.url, renditionId: "video", limit: nil)
+        // Away while 3..6 went by; the key changed at 4 and a discontinuity came at 5, both unseen.
+        let merge = try recorded.merge(Self.window(7, 9, keyChange: 4, discontinuityAt: 5), url: Self.url, renditionId: "video", limit: nil)
+        let gap = try #require(merge.gap)
+        #expect(gap.firstMediaSequence == 3 && gap.segments == 4 && gap.renditionId == "video")
+        #expect(gap.seconds == 8)
+        #expect(gap.startsAt == 1_800_000_006 && gap.endsAt == 1_800_000_014)
+        let segments = Self.resolved(recorded)
+        #expect(segments.map(\.0) == Array(0...9))
+        #expect(segments.map(\.4) == [false, false, false, true, true, true, true, false, false, false])
+        #expect(segments.suffix(3).map(\.2) == Array(repeating: "https://live.test/ch1/k2.key", count: 3))
+        #expect(segments.suffix(3).map(\.3) == [1, 1, 1])
+        #expect(recorded.duration == 20)
+    }
+
+    @Test("a limit stops the recording with the segment that reaches it")
+    func limit() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        let merge = try recorded.merge(Self.window(0, 9), url: Self.url, renditionId: "video", limit: 5)
+        #expect(merge.reachedLimit && merge.appended == 3 && recorded.duration == 6)
+    }
+
+    @Test("a sequence number that jumps by more than a recording can miss is refused, naming the jump")
+    func jump() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        _ = try recorded.merge(Self.window(0, 1), url: Self.url, renditionId: "video", limit: nil)
+        #expect {
+            try recorded.merge(Self.window(5_000_000, 5_000_001), url: Self.url, renditionId: "video", limit: nil)
+        } throws: { error in
+            (error as? DownloadError)?.code == "live_sequence_jump" && "\(error)".contains("5000000")
+        }
+        #expect(recorded.lastSequence == 1)
+    }
+}

@@ -1,0 +1,312 @@
+import DownloadTestSupport
+import Foundation
+import KeyDelivery
+import OfflinePackage
+import StowageCore
+import StowageLibrary
+import StowageTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Live recording end to end, through the command line: a clear source made by ffmpeg, packaged with
+/// `stowage package --rotate-every 2` (SAMPLE-AES, a new skd key every two segments, and, as a live packager would,
+/// no EXT-X-SESSION-KEY announcing keys ahead), served by `stowage origin --live`, recorded by `stowage download`.
+/// Every recorded file must equal the origin's, and ffmpeg's packets of the played package must equal those of the
+/// clear segments the recording covers.
+@Suite("Live recording: origin --live, key rotation, gaps after a kill, EVENT, --duration", .serialized, .timeLimit(.minutes(5)))
+struct LiveRecordingTests {
+    /// A fixture's key server with `live-1` packaged from an ffmpeg source of `seconds` (2 s segments, a video variant
+    /// and an audio rendition).
+    struct Live {
+        let fixture: DownloadFixture
+        let clear: URL
+        let origin: URL
+        var home: URL { fixture.clientDirectory.url }
+        var package: URL { home.appendingPathComponent("packages/live-1") }
+
+        static func make(seconds: Int) async throws -> Live {
+            let fixture = try await DownloadFixture.make()
+            let clear = fixture.root.appendingPathComponent("clear", isDirectory: true)
+            try FileManager.default.createDirectory(at: clear, withIntermediateDirectories: true)
+            let ffmpeg = try await ProcessRunner.run(
+                program: "ffmpeg",
+                [
+                    "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=192x108:rate=25", "-f", "lavfi", "-i",
+                    "sine=frequency=440:sample_rate=48000", "-t", String(seconds), "-map", "0:v", "-map", "1:a", "-c:v", "libx264",
+                    "-profile:v", "baseline", "-pix_fmt", "yuv420p", "-g", "50", "-keyint_min", "50", "-sc_threshold", "0", "-c:a", "aac",
+                    "-b:a", "64k", "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod", "-hls_segment_filename",
+                    clear.path + "/stream_%v/seg_%d.ts", "-master_pl_name", "master.m3u8", "-var_stream_map",
+                    "v:0,agroup:aud a:0,agroup:aud,default:yes", clear.path + "/stream_%v/index.m3u8",
+                ]
+            )
+            #expect(ffmpeg.status == 0, "\(String(decoding: ffmpeg.standardError, as: UTF8.self))")
+            let origin = fixture.root.appendingPathComponent("live-origin", isDirectory: true)
+            let packaged = try await run(
+                [
+                    "package", clear.appendingPathComponent("master.m3u8").path, "--asset-id", "live-1", "--method", "sample-aes",
+                    "--out", origin.appendingPathComponent("live-1").path, "--keyserver-data-dir",
+                    fixture.root.appendingPathComponent("keyserver").path, "--rotate-every", "2",
+                ],
+                home: fixture.clientDirectory.url
+            )
+            #expect(packaged.status == 0, "\(packaged.output)")
+            // A live packager cannot announce keys it has not made yet: the keys appear in the media playlists only.
+            let master = origin.appendingPathComponent("live-1/master.m3u8")
+            let text = try String(contentsOf: master, encoding: .utf8)
+            #expect(text.contains("EXT-X-SESSION-KEY"))
+            try text.split(separator: "\n").filter { !$0.hasPrefix("#EXT-X-SESSION-KEY") }.joined(separator: "\n")
+                .write(to: master, atomically: true, encoding: .utf8)
+            return Live(fixture: fixture, clear: clear, origin: origin)
+        }
+
+        /// `stowage origin --live` on the packaged asset; its base URL.
+        func startOrigin(_ extra: [String]) async throws -> (RunningProcess, URL) {
+            let process = try ProcessRunner.start(try StowageExecutable.url(), ["origin", origin.path, "--live"] + extra)
+            var output = Data()
+            let deadline = ContinuousClock.now + .seconds(30)
+            while process.isRunning, !output.contains(UInt8(ascii: "\n")), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+                output = try process.standardOutput()
+            }
+            let line = String(decoding: output.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+            guard line.hasPrefix("listening on "), let url = URL(string: String(line.dropFirst("listening on ".count))) else {
+                process.kill()
+                throw FrameHashes.Failure(description: "the origin did not start: \(line)")
+            }
+            return (process, url)
+        }
+
+        /// The download's arguments for the asset on `origin`.
+        func download(_ origin: URL, keyServer: URL, token: String, _ extra: [String] = []) -> [String] {
+            [
+                "download", origin.appendingPathComponent("live-1/master.m3u8").absoluteString, "--key-server", keyServer.absoluteString, "--token",
+                token,
+            ]
+                + extra
+        }
+
+        func manifest() throws -> PackageManifest {
+            try JSONDecoder().decode(PackageManifest.self, from: Data(contentsOf: package.appendingPathComponent("manifest.json")))
+        }
+
+        /// Every file of the package equals the origin's file it came from.
+        func assertFilesEqualSource(_ manifest: PackageManifest, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            #expect(!manifest.files.isEmpty, sourceLocation: sourceLocation)
+            for file in manifest.files {
+                let local = try Data(contentsOf: package.appendingPathComponent(file.path))
+                let path = try #require(URL(string: file.sourceURL)).path
+                let source = try Data(contentsOf: origin.appendingPathComponent(path))
+                #expect(local == source, "\(file.path) differs from \(file.sourceURL)", sourceLocation: sourceLocation)
+            }
+        }
+
+        /// A clear playlist of the source's segments the rendition recorded (its media sequence numbers), for
+        /// ffmpeg's reference packets.
+        func clearReference(of rendition: PackageRendition, stream: String) throws -> URL {
+            var lines = [
+                "#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:\(rendition.segments.first?.mediaSequence ?? 0)",
+            ]
+            for segment in rendition.segments where !segment.isGap {
+                lines += [String(format: "#EXTINF:%.6f,", segment.duration), "seg_\(segment.mediaSequence).ts"]
+            }
+            lines.append("#EXT-X-ENDLIST")
+            let url = clear.appendingPathComponent("\(stream)/recorded.m3u8")
+            try (lines.joined(separator: "\n") + "\n").write(to: url, atomically: true, encoding: .utf8)
+            return url
+        }
+    }
+
+    /// Runs `stowage` with `STOWAGE_HOME` and no locale; status and both outputs together.
+    static func run(_ arguments: [String], home: URL, timeout: Duration = .seconds(120)) async throws -> (status: Int32, output: String) {
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"] { environment[name] = nil }
+        environment["STOWAGE_HOME"] = home.path
+        let result = try await ProcessRunner.run(try StowageExecutable.url(), arguments, environment: environment, timeout: timeout)
+        return (result.status, String(decoding: result.standardOutput + result.standardError, as: UTF8.self))
+    }
+
+    /// Size and MD5 of each packet of the first stream of type `stream` of `input`, as ffmpeg copies them.
+    static func packets(_ input: String, stream: String) async throws -> [String] {
+        let result = try await ProcessRunner.run(
+            program: "ffmpeg",
+            ["-nostdin", "-v", "error", "-i", input, "-map", "0:\(stream):0", "-c", "copy", "-f", "framemd5", "-"],
+            timeout: .seconds(120)
+        )
+        #expect(result.status == 0, "ffmpeg \(input): \(String(decoding: result.standardError, as: UTF8.self))")
+        return String(decoding: result.standardOutput, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map {
+            $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
+        }
+    }
+
+    /// Plays the package through the gate and compares ffmpeg's packets of each stream with the clear segments'.
+    static func assertPlaysLikeClearTwin(_ live: Live, manifest: PackageManifest) async throws {
+        let library = try OfflineLibrary(dataDirectory: live.fixture.clientDirectory)
+        let playback = try await library.play(assetId: "live-1", online: false)
+        do {
+            for (kind, stream, folder) in [(PackageRendition.Kind.video, "v", "stream_0"), (.audio, "a", "stream_1")] {
+                let rendition = try #require(manifest.renditions.first { $0.kind == kind })
+                let clear = try await packets(try live.clearReference(of: rendition, stream: folder).path, stream: stream)
+                #expect(clear.count > 20)
+                let played = try await packets(playback.address.sessionMultivariantURL.absoluteString, stream: stream)
+                #expect(played == clear, "\(stream): \(played.count) packets against the clear segments' \(clear.count)")
+            }
+        } catch {
+            await playback.stop()
+            throw error
+        }
+        await playback.stop()
+        await library.close()
+    }
+
+    @Test(
+        "a SAMPLE-AES stream rotating keys every 2 segments, window 3 at 4x, is recorded to its EXT-X-ENDLIST, whole and identical",
+        arguments: [[], ["--profile", "lossy", "--seed", "11"]]
+    )
+    func recordsToEndList(_ conditions: [String]) async throws {
+        let live = try await Live.make(seconds: 24)
+        defer { live.fixture.remove() }
+        let token = try await live.fixture.token()
+        try await live.fixture.withServers { _, keyServer in
+            let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "4"] + conditions)
+            defer { origin.kill() }
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token), home: live.home)
+            #expect(recorded.status == 0, "\(recorded.output)")
+            #expect(recorded.output.contains("recording ended: the stream ended (EXT-X-ENDLIST)"), "\(recorded.output)")
+        }
+        let manifest = try live.manifest()
+        let recording = try #require(manifest.recording)
+        #expect(recording.endReason == .endList && recording.gaps.isEmpty && recording.playlistType == "live")
+        #expect(manifest.isComplete)
+        try live.assertFilesEqualSource(manifest)
+        let video = try #require(manifest.rendition(id: "video"))
+        // The recording ends with the source's last segment, and holds every segment from where it began.
+        #expect(video.segments.last?.mediaSequence == 11)
+        #expect(video.segments.map(\.mediaSequence) == Array((video.segments.first?.mediaSequence ?? 0)...11))
+        #expect(video.segments.allSatisfy { $0.programDateTime != nil })
+        // Keys rotated during the recording: the last lease covers every key, and it is the only one holding keys.
+        #expect(Set(video.files.compactMap(\.key?.keyId)).count >= 3)
+        let store = try KeyStore(dataDirectory: live.home, clock: SystemClock())
+        let holding = try store.leases(assetId: "live-1").filter { $0.state.holdsKeyMaterial }
+        #expect(holding.count == 1)
+        let leased = Set(holding.first?.record.terms.keyIds ?? [])
+        #expect(leased.isSuperset(of: manifest.keys.map(\.keyId)))
+        let local = try String(contentsOf: live.package.appendingPathComponent("video/index.m3u8"), encoding: .utf8)
+        #expect(local.contains("#EXT-X-ENDLIST") && local.contains("#EXT-X-PLAYLIST-TYPE:VOD") && !local.contains("#EXT-X-GAP"))
+        #expect(!FileManager.default.fileExists(atPath: live.package.appendingPathComponent(".recording").path))
+
+        let verify = try await Self.run(["verify", "live-1", "--deep"], home: live.home)
+        #expect(verify.status == 0 && !verify.output.contains("recording_gap"), "\(verify.output)")
+        try await Self.assertPlaysLikeClearTwin(live, manifest: manifest)
+    }
+
+    @Test("SIGKILL for longer than the window, then resume: what came before and after is kept, the hole is a marked gap, exit status 3")
+    func killedRecorderLeavesMarkedGap() async throws {
+        let live = try await Live.make(seconds: 40)
+        defer { live.fixture.remove() }
+        let token = try await live.fixture.token()
+        let output = live.fixture.root.appendingPathComponent("record.log")
+        try await live.fixture.withServers { _, keyServer in
+            let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "4"])
+            defer { origin.kill() }
+            var environment = ProcessInfo.processInfo.environment
+            environment["STOWAGE_HOME"] = live.home.path
+            let fd = open(output.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            let recorder = try ChildProcess.launch(
+                try StowageExecutable.url().path,
+                live.download(url, keyServer: keyServer, token: token),
+                environment: environment,
+                standardOutput: .descriptor(fd),
+                standardError: .descriptor(fd)
+            )
+            close(fd)
+            // Killed once the first segments are in place (bounded wait).
+            for _ in 0..<300 {
+                let done = (try? FileManager.default.contentsOfDirectory(atPath: live.package.appendingPathComponent("video").path)) ?? []
+                if done.filter({ $0.hasSuffix(".ts") }).count >= 2 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            recorder.send(SIGKILL)
+            _ = await recorder.waitForExit()
+            // Away for 3 s: 12 s of media at 4x, four times the 6 s window.
+            try await Task.sleep(for: .seconds(3))
+            let resumed = try await Self.run(["resume", "live-1"], home: live.home)
+            #expect(resumed.status == 3, "\(resumed.output)")
+            #expect(resumed.output.contains("[recording_gap]") && resumed.output.contains("of the broadcast"), "\(resumed.output)")
+        }
+        let manifest = try live.manifest()
+        let recording = try #require(manifest.recording)
+        #expect(recording.endReason == .endList)
+        #expect(manifest.isComplete)
+        let gaps = recording.gaps.filter { $0.renditionId == "video" }
+        #expect(gaps.count == 1)
+        let gap = try #require(gaps.first)
+        #expect(gap.segments >= 3 && gap.seconds >= 6)
+        let start = try #require(gap.startsAt)
+        let end = try #require(gap.endsAt)
+        #expect(abs((end - start) - gap.seconds) < 0.01)
+        // Before and after the gap, every file equals the source; the gap's segments are EXT-X-GAP in the playlist.
+        try live.assertFilesEqualSource(manifest)
+        let video = try #require(manifest.rendition(id: "video"))
+        #expect(video.segments.last?.mediaSequence == 19)
+        let missing = video.segments.filter(\.isGap).map(\.mediaSequence)
+        #expect(missing == Array(gap.firstMediaSequence..<(gap.firstMediaSequence + gap.segments)))
+        #expect(video.segments.contains { !$0.isGap && $0.mediaSequence < gap.firstMediaSequence })
+        let local = try String(contentsOf: live.package.appendingPathComponent("video/index.m3u8"), encoding: .utf8)
+        #expect(local.components(separatedBy: "#EXT-X-GAP").count - 1 == gap.segments)
+
+        let verify = try await Self.run(["verify", "live-1", "--deep"], home: live.home)
+        #expect(verify.status == 0, "\(verify.output)")
+        #expect(verify.output.contains("warning [recording_gap]"), "\(verify.output)")
+        let info = try await Self.run(["info", "live-1"], home: live.home)
+        #expect(info.output.contains("gap in video") && info.output.contains("wall clock:"), "\(info.output)")
+    }
+
+    @Test("an EVENT playlist that grows is recorded from its first segment, even when the recorder starts late")
+    func eventFromFirstSegment() async throws {
+        let live = try await Live.make(seconds: 16)
+        defer { live.fixture.remove() }
+        let token = try await live.fixture.token()
+        try await live.fixture.withServers { _, keyServer in
+            let (origin, url) = try await live.startOrigin(["--window", "2", "--speed", "4", "--event"])
+            defer { origin.kill() }
+            // 1.2 s late: a sliding window of 2 would have lost the first segments by now.
+            try await Task.sleep(for: .milliseconds(1200))
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token), home: live.home)
+            #expect(recorded.status == 0, "\(recorded.output)")
+        }
+        let manifest = try live.manifest()
+        #expect(manifest.recording?.playlistType == "event" && manifest.recording?.gaps.isEmpty == true)
+        let video = try #require(manifest.rendition(id: "video"))
+        #expect(video.segments.map(\.mediaSequence) == Array(0...7))
+        try live.assertFilesEqualSource(manifest)
+        try await Self.assertPlaysLikeClearTwin(live, manifest: manifest)
+    }
+
+    @Test("--duration stops a looping stream at the segment that reaches it, and the package verifies")
+    func durationLimit() async throws {
+        let live = try await Live.make(seconds: 8)
+        defer { live.fixture.remove() }
+        let token = try await live.fixture.token()
+        try await live.fixture.withServers { _, keyServer in
+            let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "4", "--loop"])
+            defer { origin.kill() }
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token, ["--duration", "9s"]), home: live.home)
+            #expect(recorded.status == 0, "\(recorded.output)")
+            #expect(recorded.output.contains("--duration reached"), "\(recorded.output)")
+        }
+        let manifest = try live.manifest()
+        #expect(manifest.recording?.endReason == .duration)
+        let video = try #require(manifest.rendition(id: "video"))
+        // 2 s segments: four make 8 s, short of 9; the fifth reaches it.
+        #expect(video.segments.count == 5)
+        #expect(video.duration == 10)
+        let first = try #require(video.segments.first?.mediaSequence)
+        #expect(video.segments.map(\.mediaSequence) == Array(first..<(first + 5)))
+        try live.assertFilesEqualSource(manifest)
+        let verify = try await Self.run(["verify", "live-1", "--deep"], home: live.home)
+        #expect(verify.status == 0, "\(verify.output)")
+    }
+}
