@@ -149,6 +149,35 @@ struct DownloadRunner: Sendable {
             try store.setKeysAcquired(assetId, true, at: now)
         }
 
+        // A live or EVENT stream is recorded while the workers fetch what it lists (docs/live-recording.md).
+        var recorder: RecordingPackage?
+        var recordingKeys: RecordingKeys?
+        if isRecording {
+            recordingControl.isRecording = true
+            let dataDirectory = session.dataDirectory
+            let (machineID, clock, assetId) = (session.machineID, session.clock, assetId)
+            let recording = RecordingPackage(
+                manifest: manifest,
+                recorded: try recordedFromPlan ?? RecordingPackage.load(manifest, package: package),
+                package: package
+            ) { inline in
+                let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
+                for (reference, key) in inline.sorted(by: { $0.key < $1.key }) {
+                    try keyStore.storeIdentityKey(key, uri: reference, assetId: assetId, expiresAt: nil, at: clock.now)
+                }
+            }
+            // A run killed between writing its recorded playlists and the manifest left the manifest behind them; one
+            // killed between storing a new lease and superseding the older ones left two leases holding keys.
+            if recordedFromPlan == nil { manifest = try await recording.reconcile() }
+            let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
+            if let newest = try keyStore.leaseToSupersedeWith(assetId: assetId) { try keyStore.supersede(by: newest, at: now) }
+            let request = record.request
+            recordingKeys = RecordingKeys(held: try heldKeys(of: manifest)) { keys in
+                try await acquireRecordingKeys(keys, recording: recording, request: request)
+            }
+            recorder = recording
+        }
+
         let accessLog = try? ExtendedLogFile(url: package.accessLogURL, fields: ExtendedLogFile.accessFields)
         let errorLog = try? ExtendedLogFile(url: package.errorLogURL, fields: ExtendedLogFile.errorFields)
         var completed = try store.completedFiles(assetId)
@@ -164,31 +193,7 @@ struct DownloadRunner: Sendable {
         }
         let tracker = ProgressTracker(manifest: manifest, completed: completed, events: events)
         await tracker.report()
-        // A live or EVENT stream is recorded while the workers fetch what it lists (docs/live-recording.md).
-        var recorder: RecordingPackage?
-        var recordingKeys: RecordingKeys?
-        if let recording = manifest.recording, !recording.hasEnded {
-            recordingControl.isRecording = true
-            await tracker.update(manifest, recording: true)
-            let dataDirectory = session.dataDirectory
-            let (machineID, clock, assetId) = (session.machineID, session.clock, assetId)
-            let package = RecordingPackage(
-                manifest: manifest,
-                recorded: try recordedFromPlan ?? RecordingPackage.load(manifest, package: package),
-                package: package
-            ) { inline in
-                let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
-                for (reference, key) in inline.sorted(by: { $0.key < $1.key }) {
-                    try keyStore.storeIdentityKey(key, uri: reference, assetId: assetId, expiresAt: nil, at: clock.now)
-                }
-            }
-            let request = record.request
-            let keys = RecordingKeys(held: try heldKeys(of: manifest)) { keys in
-                try await acquireRecordingKeys(keys, recording: package, request: request)
-            }
-            recorder = package
-            recordingKeys = keys
-        }
+        if recorder != nil { await tracker.update(manifest, recording: true) }
         let pending = manifest.renditions.flatMap { rendition in
             let estimate = rendition.files.isEmpty ? 0 : rendition.expectedBytes / Int64(rendition.files.count)
             return rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0, $0.byteRange?.length ?? estimate) }
@@ -203,7 +208,8 @@ struct DownloadRunner: Sendable {
                 link: session.configuration.bandwidth
             )
         )
-        let queue = WorkQueue(recorder == nil ? pending : [], open: recorder != nil) { (try? store.wanted(assetId)) ?? [] }
+        // A recording's files are fetched at once (the oldest are about to leave the window); its keys come beside.
+        let queue = WorkQueue(pending, open: recorder != nil) { (try? store.wanted(assetId)) ?? [] }
         let concurrency = max(1, min(record.request.concurrency, 32))
         try await withThrowingTaskGroup(of: Void.self) { group in
             if let recorder, let recordingKeys {
@@ -216,7 +222,7 @@ struct DownloadRunner: Sendable {
                         tracker: tracker,
                         request: request,
                         keys: recordingKeys,
-                        start: (startKeys, pending)
+                        startKeys: startKeys
                     )
                 }
             }
@@ -275,10 +281,17 @@ struct DownloadRunner: Sendable {
             }
             manifest.renditions[r].isComplete = manifest.renditions[r].files.allSatisfy { completed[$0.path] != nil }
         }
+        // Never a package reported complete with a file missing (a recording whose manifest outgrew its queue).
+        if let missing = manifest.files.first(where: { completed[$0.path] == nil }) {
+            throw DownloadError.storage(
+                "\(missing.path) of \(assetId) was never fetched though the download ran to its end; run `stowage resume \(assetId)` to fetch it"
+            )
+        }
         manifest.updatedAt = now
         try package.writeManifest(manifest)
         try store.transition(assetId, .complete, at: now)
-        await recorder?.removeRecordingState()
+        // The recorded playlists are not needed once the package is complete, however the recording ended.
+        try? FileManager.default.removeItem(at: package.url.appendingPathComponent(RecordingPackage.directoryName))
         return manifest
     }
 

@@ -77,7 +77,11 @@ struct PlaylistShapeTests {
     func livePlaylist() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:40\n#EXTINF:2.0,\na.ts\n"
+        // The key is written into the playlist (a data: URI): it must never reach the disk in the clear, not even in
+        // the recorded playlists kept while recording.
+        let key = "000102030405060708090a0b0c0d0e0f"
+        let inline = "data:text/plain;base64,\(Data((0..<16).map { UInt8($0) }).base64EncodedString())"
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:40\n#EXT-X-KEY:METHOD=AES-128,URI=\"\(inline)\"\n#EXTINF:2.0,\na.ts\n"
         try Self.serve(["live/index.m3u8": Data(live.utf8), "live/a.ts": Data(count: 188)], in: fixture)
         try await fixture.withServers { origin, _ in
             let session = try fixture.session()
@@ -89,6 +93,10 @@ struct PlaylistShapeTests {
                 events.append(event)
                 // Once the segment is in place, the recording is stopped as Ctrl-C stops it.
                 if !stopped, case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone > 0 }) {
+                    let package = try PackageDirectory(assetId: "live", in: fixture.clientDirectory).url
+                    let recorded = try String(contentsOf: package.appendingPathComponent(".recording/video.m3u8"), encoding: .utf8)
+                    #expect(recorded.contains("stowage-inline-key:") && !recorded.contains("data:") && !recorded.contains(key))
+                    #expect(try filesContaining(key, under: package).isEmpty)
                     #expect(task.stopRecording())
                     stopped = true
                 }
@@ -106,6 +114,10 @@ struct PlaylistShapeTests {
             )
             #expect(local.contains("#EXT-X-ENDLIST") && local.contains("#EXT-X-MEDIA-SEQUENCE:40"))
             #expect(try session.store.task("live")?.state == .completed)
+            #expect(manifest.keys.first?.uri.hasPrefix("stowage-inline-key:") == true)
+            let package = try PackageDirectory(assetId: "live", in: fixture.clientDirectory).url
+            #expect(!FileManager.default.fileExists(atPath: package.appendingPathComponent(".recording").path))
+            #expect(try filesContaining(key, under: package).isEmpty)
         }
     }
 
@@ -182,4 +194,16 @@ struct PlaylistShapeTests {
             #expect(log.count(path: "/absurd/s.ts") == 0)
         }
     }
+}
+
+/// The files under `directory` whose bytes contain `hex` (lowercase), as text or as raw bytes.
+func filesContaining(_ hex: String, under directory: URL) throws -> [String] {
+    let raw = Data(stride(from: 0, to: hex.count, by: 2).map { UInt8(hex.dropFirst($0).prefix(2), radix: 16)! })
+    let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+    var found: [String] = []
+    while let file = enumerator?.nextObject() as? URL {
+        guard let bytes = try? Data(contentsOf: file) else { continue }
+        if bytes.range(of: Data(hex.utf8)) != nil || bytes.range(of: raw) != nil { found.append(file.lastPathComponent) }
+    }
+    return found
 }

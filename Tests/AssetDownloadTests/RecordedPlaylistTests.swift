@@ -92,3 +92,55 @@ struct RecordedPlaylistTests {
         #expect(recorded.lastSequence == 1)
     }
 }
+
+/// The review's cases: a discontinuity of its own after a gap that hid another, a limit inside a gap, a playlist that
+/// falls behind, inline keys never written out.
+@Suite("Recorded playlists: edges")
+struct RecordedPlaylistEdgeTests {
+    @Test("a gap hiding one discontinuity before a segment with its own keeps both")
+    func discontinuityAfterGap() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        _ = try recorded.merge(RecordedPlaylistTests.window(0, 2), url: RecordedPlaylistTests.url, renditionId: "v", limit: nil)
+        // Discontinuities at 4 (hidden) and 6 (the first segment seen again): the source's sequence there is 2.
+        var lines = ["#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:6", "#EXT-X-DISCONTINUITY-SEQUENCE:1"]
+        lines += [#"#EXT-X-KEY:METHOD=AES-128,URI="k1.key""#, "#EXT-X-DISCONTINUITY", "#EXTINF:2,", "s6.ts", "#EXTINF:2,", "s7.ts"]
+        guard case .media(let reload) = try PlaylistParser.parse(lines.joined(separator: "\n") + "\n").playlist else { return }
+        _ = try recorded.merge(reload, url: RecordedPlaylistTests.url, renditionId: "v", limit: nil)
+        let segments = recorded.playlist.resolvedSegments(baseURL: nil)
+        #expect(segments.map(\.mediaSequence) == Array(0...7))
+        #expect(segments.suffix(2).map(\.discontinuitySequence) == [2, 2])
+    }
+
+    @Test("a limit that falls inside a gap ends the recording there")
+    func limitInsideGap() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        _ = try recorded.merge(RecordedPlaylistTests.window(0, 1), url: RecordedPlaylistTests.url, renditionId: "v", limit: 9)
+        let merge = try recorded.merge(RecordedPlaylistTests.window(10, 12), url: RecordedPlaylistTests.url, renditionId: "v", limit: 9)
+        #expect(merge.reachedLimit)
+        #expect(merge.gap?.segments == 3)
+        #expect(recorded.duration == 10)
+        #expect(recorded.lastSequence == 4)
+    }
+
+    @Test("a reload behind the recording adds nothing and does not end it, even with EXT-X-ENDLIST")
+    func behind() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        _ = try recorded.merge(RecordedPlaylistTests.window(10, 12), url: RecordedPlaylistTests.url, renditionId: "v", limit: nil)
+        let stale = try recorded.merge(RecordedPlaylistTests.window(0, 3, end: true), url: RecordedPlaylistTests.url, renditionId: "v", limit: nil)
+        #expect(stale.isBehind && !stale.ended && stale.appended == 0)
+    }
+
+    @Test("a gap longer than the target duration per segment raises the target duration")
+    func longGapSegments() throws {
+        var recorded = RecordedPlaylist(targetDuration: 2, version: nil)
+        _ = try recorded.merge(RecordedPlaylistTests.window(0, 0), url: RecordedPlaylistTests.url, renditionId: "v", limit: nil)
+        // Dated 20 s apart with one segment between: 18 s of gap in one segment, capped at three target durations.
+        var lines = ["#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:2"]
+        lines += ["#EXT-X-PROGRAM-DATE-TIME:2027-01-15T08:00:20Z", "#EXTINF:2,", "s2.ts"]
+        guard case .media(let reload) = try PlaylistParser.parse(lines.joined(separator: "\n") + "\n").playlist else { return }
+        _ = try recorded.merge(reload, url: RecordedPlaylistTests.url, renditionId: "v", limit: nil)
+        let gap = try #require(recorded.playlist.segments.first { $0.isGap })
+        #expect(gap.duration == 6)
+        #expect(recorded.playlist.targetDuration >= 6)
+    }
+}

@@ -151,7 +151,8 @@ struct LiveRecordingTests {
                 let clear = try await packets(try live.clearReference(of: rendition, stream: folder).path, stream: stream)
                 #expect(clear.count > 20)
                 let played = try await packets(playback.address.sessionMultivariantURL.absoluteString, stream: stream)
-                #expect(played == clear, "\(stream): \(played.count) packets against the clear segments' \(clear.count)")
+                let same = played == clear
+                #expect(same, "\(stream): \(played.count) packets against the clear segments' \(clear.count)")
             }
         } catch {
             await playback.stop()
@@ -262,6 +263,69 @@ struct LiveRecordingTests {
         #expect(verify.output.contains("warning [recording_gap]"), "\(verify.output)")
         let info = try await Self.run(["info", "live-1"], home: live.home)
         #expect(info.output.contains("gap in video") && info.output.contains("wall clock:"), "\(info.output)")
+    }
+
+    @Test("played while it records: the served playlist grows as an EVENT playlist, and ffmpeg's packets equal the clear segments'")
+    func playWhileRecording() async throws {
+        let live = try await Live.make(seconds: 24)
+        defer { live.fixture.remove() }
+        let token = try await live.fixture.token()
+        let work = live.fixture.root.appendingPathComponent("played", isDirectory: true)
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let output = live.fixture.root.appendingPathComponent("record.log")
+        try await live.fixture.withServers { _, keyServer in
+            // 2x: 12 s of real time, time enough for a player to join while the stream goes on.
+            let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "2"])
+            defer { origin.kill() }
+            var environment = ProcessInfo.processInfo.environment
+            environment["STOWAGE_HOME"] = live.home.path
+            let fd = open(output.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            let recorder = try ChildProcess.launch(
+                try StowageExecutable.url().path,
+                live.download(url, keyServer: keyServer, token: token),
+                environment: environment,
+                standardOutput: .descriptor(fd),
+                standardError: .descriptor(fd)
+            )
+            close(fd)
+            for _ in 0..<500 {
+                let done = (try? FileManager.default.contentsOfDirectory(atPath: live.package.appendingPathComponent("video").path)) ?? []
+                if done.filter({ $0.hasSuffix(".ts") }).count >= 1 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let library = try OfflineLibrary(dataDirectory: live.fixture.clientDirectory)
+            let playback = try await library.play(assetId: "live-1", online: false)
+            let first = try String(contentsOf: live.package.appendingPathComponent("video/index.m3u8"), encoding: .utf8)
+            #expect(first.contains("#EXT-X-PLAYLIST-TYPE:EVENT") && !first.contains("#EXT-X-ENDLIST"))
+            // The player reads the growing playlist from its first segment until EXT-X-ENDLIST comes.
+            let played = try await ProcessRunner.run(
+                program: "ffmpeg",
+                [
+                    "-nostdin", "-v", "error", "-live_start_index", "0", "-i", playback.address.sessionMultivariantURL.absoluteString,
+                    "-map", "0:v:0", "-c", "copy", "-f", "framemd5", work.appendingPathComponent("v.txt").path,
+                    "-map", "0:a:0", "-c", "copy", "-f", "framemd5", work.appendingPathComponent("a.txt").path,
+                ],
+                timeout: .seconds(120)
+            )
+            #expect(played.status == 0, "\(String(decoding: played.standardError, as: UTF8.self))")
+            let ended = await recorder.waitForExit()
+            #expect(ended.status == 0, "\((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
+            await playback.stop()
+            await library.close()
+        }
+        let manifest = try live.manifest()
+        #expect(manifest.isComplete && manifest.recording?.gaps.isEmpty == true)
+        for (kind, stream, folder) in [(PackageRendition.Kind.video, "v", "stream_0"), (.audio, "a", "stream_1")] {
+            let rendition = try #require(manifest.renditions.first { $0.kind == kind })
+            let clear = try await Self.packets(try live.clearReference(of: rendition, stream: folder).path, stream: stream)
+            let text = try String(contentsOf: work.appendingPathComponent("\(stream).txt"), encoding: .utf8)
+            let played = text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map {
+                $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
+            }
+            #expect(clear.count > 20)
+            let same = played == clear
+            #expect(same, "\(stream): \(played.count) packets played while recording against the clear segments' \(clear.count)")
+        }
     }
 
     @Test("an EVENT playlist that grows is recorded from its first segment, even when the recorder starts late")

@@ -428,12 +428,36 @@ struct PlanBuilder {
             }
             guard let recording = manifest.recording, !recording.hasEnded else { throw DownloadError.livePlaylist(url: url.absoluteString) }
             var recorded = RecordedPlaylist(targetDuration: media.targetDuration, version: media.version)
-            let merge = try recorded.merge(media, url: url, renditionId: id, limit: recording.maximumDuration)
+            let merge = try recorded.merge(try referencingInlineKeys(media), url: url, renditionId: id, limit: recording.maximumDuration)
             if let gap = merge.gap { manifest.recording?.gaps.append(gap) }
             recordedPlaylists[id] = recorded
             try fill(&rendition, media: recorded.playlist, url: url, ended: false)
         }
         manifest.renditions.append(rendition)
+    }
+
+    /// `media` with each key written inline (`data:` URI) replaced by its ``InlineKeyURI/reference(for:assetId:)``,
+    /// the key kept in ``inlineKeys`` to be sealed: a recorded playlist is written to disk, and no key may be there in
+    /// the clear.
+    mutating func referencingInlineKeys(_ media: MediaPlaylist) throws(DownloadError) -> MediaPlaylist {
+        var media = media
+        for s in media.segments.indices {
+            for t in media.segments[s].tags.indices {
+                guard case .key(var key) = media.segments[s].tags[t], let uri = key.uri, InlineKeyURI.isInline(uri) else { continue }
+                let length = key.method == .aes256 || key.method == .aes256CTR ? 32 : 16
+                let bytes: SecretBytes
+                do {
+                    bytes = try InlineKeyURI.decode(uri, allowedLengths: [length])
+                } catch {
+                    throw DownloadError.keys(code: error.code, message: error.message)
+                }
+                let reference = InlineKeyURI.reference(for: bytes, assetId: manifest.assetId)
+                inlineKeys[reference] = bytes
+                key.uri = reference
+                media.segments[s].tags[t] = .key(key)
+            }
+        }
+        return media
     }
 
     /// Rebuilds a recorded rendition from its recorded playlist (after a reload added segments, or once recording

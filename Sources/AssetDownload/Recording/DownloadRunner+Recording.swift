@@ -13,16 +13,15 @@ extension DownloadRunner {
         tracker: ProgressTracker,
         request: DownloadRequest,
         keys: RecordingKeys,
-        start: (keys: [PackageKey], files: [WorkQueue.Item])
+        startKeys: [PackageKey]
     ) async throws {
         let renditions = await recording.liveRenditions
         let reasons = try await withThrowingTaskGroup(of: PackageRecording.EndReason?.self) { group in
             // The keys the package listed when this run began (all of them for a new recording; any a killed run had
-            // not obtained yet), then the files it listed.
+            // not obtained yet); the files are fetched meanwhile.
             group.addTask {
-                try await keys.ensure(start.keys)
+                try await keys.ensure(startKeys)
                 try store.setKeysAcquired(assetId, true, at: now)
-                await queue.append(start.files)
                 return nil
             }
             for (id, url) in renditions {
@@ -102,6 +101,7 @@ extension DownloadRunner {
         var nextLoad = ContinuousClock.now
         var canBlock = false
         var catchUp: Double?
+        var behind = 0
         while true {
             if let limit, await recording.recordedDuration(of: id) >= limit { return .duration }
             while ContinuousClock.now < nextLoad {
@@ -116,12 +116,28 @@ extension DownloadRunner {
             if canBlock, let last = await recording.lastSequence(of: id) { target = Self.blockingReloadURL(url, nextSequence: last + 1) }
             let loaded = try await fetcher.load(target)
             guard case .media(let media) = loaded.parsed.playlist else {
-                throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(url) is no longer a media playlist")
+                throw DownloadError.playlist(
+                    code: "not_a_media_playlist",
+                    message:
+                        "\(url) is no longer a media playlist, so \(assetId) cannot go on recording; `stowage resume \(assetId)` tries "
+                        + "again, and Ctrl-C during it keeps what was recorded"
+                )
             }
             let update = try await recording.merge(media, url: loaded.url, renditionId: id)
             if !update.newKeys.isEmpty || !update.newFiles.isEmpty { found(update) }
             if let gap = update.merge.gap { events.yield(.recordingGap(gap)) }
             if update.merge.ended { return .endList }
+            // A stale copy from a cache now and then is harmless; a playlist that stays behind the recording restarted
+            // its numbering, and would otherwise be reloaded for ever with nothing recorded.
+            behind = update.merge.isBehind ? behind + 1 : 0
+            if behind >= 5 {
+                throw DownloadError.playlist(
+                    code: "live_sequence_reset",
+                    message:
+                        "\(url) went back to media sequence numbers the recording of \(assetId) already holds, five reloads in a "
+                        + "row: the stream restarted its numbering; record it again under a new asset ID"
+                )
+            }
             if update.merge.reachedLimit { return .duration }
             canBlock = media.serverControl?.canBlockReload == true
             let targetDuration = Double(max(media.targetDuration, 1))

@@ -2,6 +2,7 @@ import Foundation
 import HLS
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 import StowageCrypto
 import Synchronization
 
@@ -108,6 +109,7 @@ actor RecordingPackage {
         }
         let known = Set(builder.manifest.files.map(\.path))
         let knownKeys = Set(builder.manifest.keys.map(\.keyId))
+        let reload = try builder.referencingInlineKeys(reload)
         let merge = try recorded.merge(reload, url: url, renditionId: renditionId, limit: builder.manifest.recording?.maximumDuration)
         guard merge.appended > 0 else { return Update(merge: merge, newFiles: [], newKeys: []) }
         builder.recordedPlaylists[renditionId] = recorded
@@ -117,6 +119,15 @@ actor RecordingPackage {
         let files = builder.manifest.rendition(id: renditionId)?.files.filter { !known.contains($0.path) } ?? []
         let keys = builder.manifest.keys.filter { !knownKeys.contains($0.keyId) }
         return Update(merge: merge, newFiles: files, newKeys: keys)
+    }
+
+    /// Brings the manifest up to the recorded playlists, which a run killed between writing them and writing the
+    /// manifest left ahead of it; returns the manifest.
+    func reconcile() throws -> PackageManifest {
+        let ids = Array(builder.recordedPlaylists.keys).sorted()
+        for id in ids { try builder.refresh(renditionId: id, ended: false) }
+        try save(renditionIds: ids)
+        return builder.manifest
     }
 
     /// Ends the recording: every local playlist gets EXT-X-ENDLIST (type VOD), the manifest the end and its reason.
@@ -148,14 +159,12 @@ actor RecordingPackage {
                 }
             }
         } catch {
-            throw DownloadError.storage("cannot write the playlists of recording \(builder.manifest.assetId): \(error)")
+            throw DownloadError.storage(
+                "cannot write the playlists of recording \(builder.manifest.assetId) (\(FileErrorText.describe(error))); free space or "
+                    + "fix the folder's permissions, then `stowage resume \(builder.manifest.assetId)` goes on from the live edge"
+            )
         }
         try package.writeManifest(builder.manifest)
-    }
-
-    /// Removes the recorded playlists once the finished manifest is written.
-    func removeRecordingState() {
-        try? FileManager.default.removeItem(at: package.url.appendingPathComponent(Self.directoryName))
     }
 }
 
@@ -174,36 +183,40 @@ actor RecordingKeys {
         self.acquire = acquire
     }
 
-    /// Returns once every key of `keys` is held. Renditions that meet a new key together share one acquisition.
+    /// Returns once every key of `keys` is held. Renditions that meet a new key together share one acquisition, and
+    /// its failure: no second request follows a refusal.
+    ///
+    /// - Throws: the acquisition's error; `CancellationError` when the task is paused (the acquisition is cancelled).
     func ensure(_ keys: [PackageKey]) async throws {
-        // Bounded: each pass returns, takes in an acquisition that ended (or failed), or runs one.
+        // Bounded: each pass returns, throws, or takes in one acquisition that ended.
         for _ in 0..<8 {
+            try Task.checkCancellation()
             let missing = keys.filter { !held.contains($0.keyId) }
             if missing.isEmpty { return }
+            let task: Task<Set<String>, any Error>
             if let inFlight {
-                if let obtained = try? await inFlight.value { held.formUnion(obtained) }
-                if self.inFlight == inFlight { self.inFlight = nil }
-                continue
+                task = inFlight
+            } else {
+                let acquire = self.acquire
+                task = Task {
+                    try await acquire(missing)
+                    return Set(missing.map(\.keyId))
+                }
+                inFlight = task
             }
-            let acquire = self.acquire
-            let task = Task {
-                try await acquire(missing)
-                return Set(missing.map(\.keyId))
+            let outcome = await withTaskCancellationHandler {
+                await task.result
+            } onCancel: {
+                task.cancel()
             }
-            inFlight = task
-            let obtained: Set<String>
-            do {
-                obtained = try await task.value
-            } catch {
-                if inFlight == task { inFlight = nil }
-                throw error
-            }
-            held.formUnion(obtained)
             if inFlight == task { inFlight = nil }
+            held.formUnion(try outcome.get())
         }
         throw DownloadError.keys(
             code: "keys_unavailable",
-            message: "the keys of a recording could not be obtained; run `stowage resume` to try again"
+            message:
+                "the keys \(keys.filter { !held.contains($0.keyId) }.map(\.keyId).joined(separator: ", ")) of a recording were "
+                + "not obtained after several acquisitions; run `stowage resume` to try again"
         )
     }
 }

@@ -26,6 +26,9 @@ struct RecordedPlaylist: Sendable, Hashable {
         var reachedLimit = false
         /// The reload ends the stream (EXT-X-ENDLIST) and every one of its segments is recorded.
         var ended = false
+        /// The reload's last segment is older than the recording's: a stale copy from a cache, or, when it lasts, an
+        /// encoder that restarted its numbering.
+        var isBehind = false
     }
 
     init(playlist: MediaPlaylist) {
@@ -105,12 +108,16 @@ struct RecordedPlaylist: Sendable, Hashable {
                 }
                 // Discontinuities among the missing segments: one on each gap segment, then one on the segment after.
                 var unseenDiscontinuities = max(0, source.discontinuitySequence - recordedDiscontinuity - (segment.isDiscontinuity ? 1 : 0))
+                // The segment after the gap keeps a discontinuity of its own, or takes the last one hidden in the gap.
+                let keptForSegment = segment.isDiscontinuity ? 0 : 1
+                // A gap segment as long as the dates say may outlast the target duration, which must then grow.
+                playlist.targetDuration = max(playlist.targetDuration, Int(each.rounded(.up)))
                 var appendedGap = 0
                 for _ in 0..<missing {
                     if let limit, recordedDuration + each * Double(appendedGap) >= limit { break }
                     appendedGap += 1
                     var gapTags: [SegmentTag] = []
-                    if unseenDiscontinuities > 1 {
+                    if unseenDiscontinuities > keptForSegment {
                         gapTags.append(.discontinuity)
                         unseenDiscontinuities -= 1
                     }
@@ -162,7 +169,9 @@ struct RecordedPlaylist: Sendable, Hashable {
             outcome.appended += 1
             taken += 1
         }
-        outcome.ended = reload.endList && taken == reload.segments.count
+        let reloadLast = resolved.last?.mediaSequence
+        outcome.isBehind = reloadLast.map { last in lastSequence.map { last < $0 } ?? false } ?? false
+        outcome.ended = reload.endList && taken == reload.segments.count && !outcome.isBehind
         return outcome
     }
 

@@ -251,13 +251,16 @@ extension KeyStore {
     }
 
     /// Replaces the other leases of `leaseId`'s asset that still hold keys with `leaseId`, a lease issued later for a
-    /// superset of their key IDs (a live recording whose keys rotated, docs/key-protocol-extensions.md): the newer
-    /// lease takes the earliest first play among them, so a key rotation never starts a second playback window, and
+    /// superset of their key IDs (a live recording whose keys rotated, docs/live-recording.md): the newer lease takes
+    /// the earliest first play of any lease the asset ever had here (ended ones included, so neither a key rotation nor
+    /// a recording resumed after its window closed starts a second playback window), journalled as that first play;
     /// the older leases are returned (key material erased, release queued), so the asset holds one lease. In one
     /// transaction.
     ///
     /// - Returns: the leases that were returned.
-    /// - Throws: ``KeyStoreError`` `unknown_lease` when `leaseId` is not stored.
+    /// - Throws: ``KeyStoreError`` `unknown_lease` when `leaseId` is not stored; ``LeaseError`` `lease_tampered` when
+    ///   the newer lease's row does not match its seal, and `invalid_lease_transition` when it does not cover an older
+    ///   lease's keys or is for another device or key server.
     @discardableResult
     public func supersede(by leaseId: String, at now: Int64) throws -> [LeaseRecord] {
         let secrets = try secrets()
@@ -266,9 +269,27 @@ extension KeyStore {
             guard let newer = try Self.authenticated(leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath) else {
                 throw KeyStoreError.unknownLease(leaseId)
             }
-            let older = try Self.authenticatedLeases(assetId: newer.assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
-                .filter { $0.leaseId != leaseId && ($0.state.holdsKeyMaterial || $0.hasKeyMaterial) }
-            let firstPlay = (older.compactMap(\.record.firstPlayedAt) + [newer.record.firstPlayedAt].compactMap { $0 }).min()
+            if let tampering = newer.record.tampering {
+                throw LeaseError.leaseTampered(newer.record, assetId: newer.assetId, detail: tampering)
+            }
+            let all = try Self.authenticatedLeases(assetId: newer.assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
+                .filter { $0.leaseId != leaseId }
+            let older = all.filter { $0.state.holdsKeyMaterial || $0.hasKeyMaterial }
+            let covered = Set(newer.record.terms.keyIds)
+            for stored in older {
+                guard stored.keyServer == newer.keyServer, stored.record.terms.deviceId == newer.record.terms.deviceId,
+                    covered.isSuperset(of: stored.record.terms.keyIds)
+                else {
+                    throw LeaseError.invalidTransition(
+                        leaseId: stored.leaseId,
+                        assetId: stored.assetId,
+                        state: stored.state,
+                        event: "supersede with lease \(leaseId), which does not cover its keys, device and key server"
+                    )
+                }
+            }
+            let ledger = all.compactMap { state.ledgerEntry($0.leaseId)?.firstPlayedAt }
+            let firstPlay = (all.compactMap(\.record.firstPlayedAt) + ledger + [newer.record.firstPlayedAt].compactMap { $0 }).min()
             if let firstPlay, firstPlay != newer.record.firstPlayedAt, newer.state.holdsKeyMaterial {
                 var lifecycle = LeaseLifecycle(record: newer.record)
                 if newer.record.firstPlayedAt == nil { _ = try lifecycle.startPlayback(at: firstPlay) }
@@ -278,6 +299,14 @@ extension KeyStore {
                 )
                 state.recordFirstPlay(leaseId, at: firstPlay)
                 try Self.seal(leaseId, db, secrets: secrets)
+                try AuditJournal.append(
+                    db,
+                    kind: .firstPlay,
+                    assetId: newer.assetId,
+                    leaseId: leaseId,
+                    detail: ["firstPlayedAt": .integer(firstPlay), "carriedFrom": .string("superseded leases")],
+                    at: now
+                )
             }
             var records: [LeaseRecord] = []
             for stored in older {
@@ -291,6 +320,14 @@ extension KeyStore {
         }
         checkpoint()
         return returned
+    }
+
+    /// The lease of `assetId` issued last among those that hold keys, when more than one does (a recording killed
+    /// between storing a new lease and superseding the old ones): the one to ``supersede(by:at:)`` with.
+    public func leaseToSupersedeWith(assetId: String) throws -> String? {
+        let holding = try leases(assetId: assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
+        guard holding.count > 1 else { return nil }
+        return holding.max { $0.record.terms.issuedAt < $1.record.terms.issuedAt }?.leaseId
     }
 
     /// Returns every lease of `assetId` that still holds keys and erases the asset's sealed identity keys.

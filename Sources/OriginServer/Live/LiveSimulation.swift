@@ -109,6 +109,8 @@ public struct LiveSimulation: Sendable, Hashable {
             virtual += 1
         }
 
+        // Byte ranges get explicit offsets: one that follows the previous segment's would follow another one here.
+        let ranges = source.resolvedSegments(baseURL: nil).map(\.byteRange)
         var live = source
         live.endList = ended
         live.playlistType = event ? .event : nil
@@ -144,6 +146,8 @@ public struct LiveSimulation: Sendable, Hashable {
                     tags.append(tag)
                 case .discontinuity:
                     if !tags.contains(.discontinuity) { tags.insert(.discontinuity, at: 0) }
+                case .byteRange:
+                    if let range = ranges[index] { tags.append(.byteRange(ByteRange(length: range.length, offset: range.offset))) }
                 default:
                     tags.append(tag)
                 }

@@ -14,7 +14,9 @@ import Synchronization
 struct PlaybackResponder: HTTPResponder {
     typealias Context = PlaybackRequestContext
 
-    let authorization: PlaybackAuthorization
+    /// What the gate granted, renewed while a live recording adds files and keys (``RecordingAuthorization``).
+    let granted: RecordingAuthorization
+    var authorization: PlaybackAuthorization { granted.current }
     let gate: PlaybackGate
     let sessionPath: PlaybackSessionPath
     /// The entry URL serves the multivariant playlist once.
@@ -118,7 +120,12 @@ struct PlaybackResponder: HTTPResponder {
         }
 
         // Files.
-        guard let listed = authorization.files[relative] else { return reply(.notFound, "not found") }
+        var found = authorization.files[relative]
+        if found == nil, let renewed = granted.renew(through: gate) {
+            // A live recording listed the file (and perhaps its key) after the session began.
+            found = renewed.files[relative]
+        }
+        guard let listed = found else { return reply(.notFound, "not found") }
         let rendition = authorization.renditions[listed.renditionIndex]
         if listed.isOnline {
             return await onlineResponse(listed, rendition: rendition, request: request, uri: uri, started: started)
@@ -617,5 +624,36 @@ final class FirstByte: Sendable {
             let elapsed = instant - start
             return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         }
+    }
+}
+
+/// The authorization a session serves, which a live recording outgrows: its manifest lists segments (and its lease
+/// keys) recorded after the session began. A request for a file the authorization does not list renews it through
+/// the gate, at most every 250 ms: every rule applies again (package, files landed, lease, keys), and a lease already
+/// playing records no new first play, so the playback window stays where it started.
+final class RecordingAuthorization: Sendable {
+    private let state: Mutex<(authorization: PlaybackAuthorization, renewed: ContinuousClock.Instant?)>
+
+    init(_ authorization: PlaybackAuthorization) {
+        state = Mutex((authorization, nil))
+    }
+
+    var current: PlaybackAuthorization { state.withLock { $0.authorization } }
+
+    /// The authorization renewed, for a package still recording; nil when it is not one, or was renewed within the
+    /// last 250 ms, or the gate refuses (the refusal itself reaches the player through the gate's recheck).
+    func renew(through gate: PlaybackGate) -> PlaybackAuthorization? {
+        let now = ContinuousClock.now
+        let previous: PlaybackAuthorization? = state.withLock { state in
+            guard state.authorization.isDownloading, let recording = state.authorization.manifest.recording, !recording.hasEnded else { return nil }
+            if let renewed = state.renewed, now - renewed < .milliseconds(250) { return nil }
+            state.renewed = now
+            return state.authorization
+        }
+        guard let previous else { return nil }
+        guard var renewed = try? gate.authorize(assetId: previous.assetId, download: previous.download) else { return nil }
+        if let online = previous.online { renewed = renewed.addingOnline(online) }
+        state.withLock { $0.authorization = renewed }
+        return renewed
     }
 }

@@ -165,7 +165,7 @@ public struct PlaybackServer: Sendable {
     public func run(onListening: @escaping @Sendable (Address) async -> Void = { _ in }) async throws -> PlaybackEnd {
         let (events, continuation) = AsyncStream.makeStream(of: PlaybackEnd.Reason.self, bufferingPolicy: .bufferingOldest(4))
         let responder = PlaybackResponder(
-            authorization: authorization,
+            granted: RecordingAuthorization(authorization),
             gate: gate,
             sessionPath: sessionPath,
             entry: EntryLatch(),
