@@ -144,3 +144,40 @@ struct RecordedPlaylistEdgeTests {
         #expect(recorded.playlist.targetDuration >= 6)
     }
 }
+
+/// Low-latency playlists are recorded by whole segments.
+@Suite("Recorded playlists: low latency")
+struct RecordedLowLatencyTests {
+    @Test("parts, preload hints and the unfinished segment's parts are left out; whole segments are recorded")
+    func wholeSegmentsOnly() throws {
+        let text = """
+            #EXTM3U
+            #EXT-X-TARGETDURATION:4
+            #EXT-X-VERSION:9
+            #EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=3.0
+            #EXT-X-PART-INF:PART-TARGET=1.0
+            #EXT-X-MEDIA-SEQUENCE:100
+            #EXT-X-MAP:URI="init.mp4"
+            #EXTINF:4.0,
+            s100.m4s
+            #EXT-X-PART:DURATION=1.0,URI="s101.p0.m4s",INDEPENDENT=YES
+            #EXT-X-PART:DURATION=1.0,URI="s101.p1.m4s"
+            #EXT-X-PART:DURATION=1.0,URI="s101.p2.m4s"
+            #EXT-X-PART:DURATION=1.0,URI="s101.p3.m4s"
+            #EXTINF:4.0,
+            s101.m4s
+            #EXT-X-PART:DURATION=1.0,URI="s102.p0.m4s",INDEPENDENT=YES
+            #EXT-X-PRELOAD-HINT:TYPE=PART,URI="s102.p1.m4s"
+
+            """
+        guard case .media(let media) = try PlaylistParser.parse(text).playlist else { return }
+        var recorded = RecordedPlaylist(targetDuration: 4, version: 9)
+        let merge = try recorded.merge(media, url: RecordedPlaylistTests.url, renditionId: "v", limit: nil)
+        #expect(merge.appended == 2)
+        #expect(recorded.playlist.segments.map(\.uri) == ["s100.m4s", "s101.m4s"].map { "https://live.test/ch1/\($0)" })
+        #expect(recorded.playlist.segments.allSatisfy { $0.parts.isEmpty })
+        let written = PlaylistWriter.write(.media(recorded.playlist))
+        #expect(!written.contains("EXT-X-PART") && !written.contains("PRELOAD-HINT"))
+        #expect(written.contains(#"#EXT-X-MAP:URI="https://live.test/ch1/init.mp4""#))
+    }
+}

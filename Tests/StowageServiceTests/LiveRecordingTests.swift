@@ -349,6 +349,34 @@ struct LiveRecordingTests {
         try await Self.assertPlaysLikeClearTwin(live, manifest: manifest)
     }
 
+    @Test("--until stops a looping stream at the time given, keeping what was recorded")
+    func untilTime() async throws {
+        let live = try await Live.make(seconds: 8)
+        defer { live.fixture.remove() }
+        let token = try await live.fixture.token()
+        try await live.fixture.withServers { _, keyServer in
+            let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "4", "--loop"])
+            defer { origin.kill() }
+            let formatter = ISO8601DateFormatter()
+            let until = Date().addingTimeInterval(3)
+            let recorded = try await Self.run(
+                live.download(url, keyServer: keyServer, token: token, ["--until", formatter.string(from: until)]),
+                home: live.home
+            )
+            #expect(recorded.status == 0, "\(recorded.output)")
+            #expect(recorded.output.contains("--until reached"), "\(recorded.output)")
+            // Stopped at the time, not by the stream: a looping stream would go on for ever.
+            #expect(Date() >= until.addingTimeInterval(-1) && Date() < until.addingTimeInterval(60))
+        }
+        let manifest = try live.manifest()
+        #expect(manifest.recording?.endReason == .until && manifest.isComplete)
+        let video = try #require(manifest.rendition(id: "video"))
+        #expect(video.segments.count >= 4)
+        try live.assertFilesEqualSource(manifest)
+        let refused = try await Self.run(["download", "http://127.0.0.1:9/x.m3u8", "--until", "tomorrow"], home: live.home)
+        #expect(refused.status != 0 && refused.output.contains("ISO 8601"), "\(refused.output)")
+    }
+
     @Test("--duration stops a looping stream at the segment that reaches it, and the package verifies")
     func durationLimit() async throws {
         let live = try await Live.make(seconds: 8)
