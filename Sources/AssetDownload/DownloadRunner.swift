@@ -152,6 +152,11 @@ struct DownloadRunner: Sendable {
         // A live or EVENT stream is recorded while the workers fetch what it lists (docs/live-recording.md).
         var recorder: RecordingPackage?
         var recordingKeys: RecordingKeys?
+        // A recording that ended but was stopped before its last files landed keeps its recorded playlists too: a
+        // segment gone from the server meanwhile becomes a gap.
+        if !isRecording, manifest.recording != nil, let recorded = try? RecordingPackage.load(manifest, package: package), !recorded.isEmpty {
+            recorder = RecordingPackage(manifest: manifest, recorded: recorded, package: package) { _ in }
+        }
         if isRecording {
             recordingControl.isRecording = true
             let dataDirectory = session.dataDirectory
@@ -211,6 +216,7 @@ struct DownloadRunner: Sendable {
         // A recording's files are fetched at once (the oldest are about to leave the window); its keys come beside.
         let queue = WorkQueue(pending, open: recorder != nil) { (try? store.wanted(assetId)) ?? [] }
         let concurrency = max(1, min(record.request.concurrency, 32))
+        let gaps = recorder
         try await withThrowingTaskGroup(of: Void.self) { group in
             if let recorder, let recordingKeys {
                 let request = record.request
@@ -242,6 +248,15 @@ struct DownloadRunner: Sendable {
                             let staged: StagedFile
                             do {
                                 staged = try await fetcher.fetch(file, to: destination, log: Self.attemptLog(file, renditionId, accessLog, errorLog))
+                            } catch DownloadError.segmentHTTPStatus(_, _, let status) where gaps != nil && (status == 404 || status == 410) {
+                                // A live segment the server no longer has (it left the window before a slow link
+                                // reached it): a gap, never silent, rather than a download that can never complete.
+                                if let gaps, let gap = try await gaps.markUnavailable(path: file.path, status: status) {
+                                    events.yield(.recordingGap(gap))
+                                    let grown = await gaps.manifest
+                                    await tracker.update(grown, recording: !(grown.recording?.hasEnded ?? true))
+                                }
+                                continue
                             } catch {
                                 // The previous file is whole: put it in place before stopping, so no resume asks for it again.
                                 try? await placing.waitForAll()

@@ -121,6 +121,41 @@ struct PlaylistShapeTests {
         }
     }
 
+    @Test("a live segment the server no longer has (404) becomes a marked gap, and the recording completes around it")
+    func liveSegmentGone() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:7\n#EXTINF:2.0,\na.ts\n#EXTINF:2.0,\ngone.ts\n#EXTINF:2.0,\nc.ts\n"
+        try Self.serve(["live/index.m3u8": Data(live.utf8), "live/a.ts": Data(count: 188), "live/c.ts": Data(count: 376)], in: fixture)
+        try await fixture.withServers { origin, _ in
+            let session = try fixture.session()
+            let url = origin.appendingPathComponent("live/index.m3u8").absoluteString
+            let task = try session.start(DownloadRequest(url: url, assetId: "live"))
+            var gaps: [PackageRecordingGap] = []
+            var stopped = false
+            for await event in task.events {
+                if case .recordingGap(let gap) = event { gaps.append(gap) }
+                if !stopped, !gaps.isEmpty, case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone >= 2 }) {
+                    task.stopRecording()
+                    stopped = true
+                }
+            }
+            let manifest = try await task.result()
+            try await session.shutdown()
+            #expect(manifest.isComplete)
+            #expect(gaps.map(\.firstMediaSequence) == [8])
+            #expect(manifest.recording?.gaps.map(\.firstMediaSequence) == [8])
+            let video = try #require(manifest.renditions.first)
+            #expect(video.segments.map(\.isGap) == [false, true, false])
+            #expect(video.files.count == 2)
+            let local = try String(
+                contentsOf: PackageDirectory(assetId: "live", in: fixture.clientDirectory).url.appendingPathComponent("video/index.m3u8"),
+                encoding: .utf8
+            )
+            #expect(local.components(separatedBy: "#EXT-X-GAP").count == 2)
+        }
+    }
+
     @Test("hostile segment URIs (../, absolute paths, encoded dots) never write outside the package")
     func hostileURIs() async throws {
         let fixture = try await DownloadFixture.make()

@@ -121,6 +121,31 @@ actor RecordingPackage {
         return Update(merge: merge, newFiles: files, newKeys: keys)
     }
 
+    /// Marks the segment stored at `path` as a gap: the server answered `status` (404 or 410) for it, so it left the
+    /// source before it was fetched. Returns the gap, or nil when `path` is not a recorded segment.
+    func markUnavailable(path: String, status: Int) throws -> PackageRecordingGap? {
+        guard let r = builder.manifest.renditions.firstIndex(where: { $0.segments.contains { $0.file?.path == path } }),
+            let s = builder.manifest.renditions[r].segments.firstIndex(where: { $0.file?.path == path })
+        else { return nil }
+        let rendition = builder.manifest.renditions[r]
+        guard var recorded = builder.recordedPlaylists[rendition.id], s < recorded.playlist.segments.count else { return nil }
+        recorded.markGap(at: s)
+        builder.recordedPlaylists[rendition.id] = recorded
+        let segment = rendition.segments[s]
+        let gap = PackageRecordingGap(
+            renditionId: rendition.id,
+            firstMediaSequence: segment.mediaSequence,
+            segments: 1,
+            seconds: segment.duration,
+            startsAt: segment.programDateTime,
+            endsAt: segment.programDateTime.map { $0 + segment.duration }
+        )
+        builder.manifest.recording?.gaps.append(gap)
+        try builder.refresh(renditionId: rendition.id, ended: builder.manifest.recording?.hasEnded ?? true)
+        try save(renditionIds: [rendition.id])
+        return gap
+    }
+
     /// Brings the manifest up to the recorded playlists, which a run killed between writing them and writing the
     /// manifest left ahead of it; returns the manifest.
     func reconcile() throws -> PackageManifest {

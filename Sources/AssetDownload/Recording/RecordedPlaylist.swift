@@ -48,6 +48,12 @@ struct RecordedPlaylist: Sendable, Hashable {
     /// Recorded media seconds, gaps included.
     var duration: Double { playlist.segments.reduce(0) { $0 + $1.duration } }
 
+    /// Marks the segment at `position` EXT-X-GAP (it cannot be fetched any more).
+    mutating func markGap(at position: Int) {
+        guard playlist.segments.indices.contains(position), !playlist.segments[position].isGap else { return }
+        playlist.segments[position].tags.append(.gap)
+    }
+
     /// The recording as a complete playlist (EXT-X-ENDLIST), once recording is over.
     mutating func end() {
         playlist.endList = true
