@@ -349,6 +349,49 @@ struct LiveRecordingTests {
         try await Self.assertPlaysLikeClearTwin(live, manifest: manifest)
     }
 
+    @Test("Ctrl-C ends a recording of a stream that never ends and keeps it: exit status 0, a complete package")
+    func interruptKeepsRecording() async throws {
+        let live = try await Live.make(seconds: 8)
+        defer { live.fixture.remove() }
+        let token = try await live.fixture.token()
+        let output = live.fixture.root.appendingPathComponent("record.log")
+        try await live.fixture.withServers { _, keyServer in
+            let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "4", "--loop"])
+            defer { origin.kill() }
+            var environment = ProcessInfo.processInfo.environment
+            environment["STOWAGE_HOME"] = live.home.path
+            let fd = open(output.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            let recorder = try ChildProcess.launch(
+                try StowageExecutable.url().path,
+                live.download(url, keyServer: keyServer, token: token),
+                environment: environment,
+                standardOutput: .descriptor(fd),
+                standardError: .descriptor(fd)
+            )
+            close(fd)
+            for _ in 0..<500 {
+                let done = (try? FileManager.default.contentsOfDirectory(atPath: live.package.appendingPathComponent("video").path)) ?? []
+                if done.filter({ $0.hasSuffix(".ts") }).count >= 3 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            recorder.send(SIGINT)
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(60))
+                recorder.send(SIGKILL)
+            }
+            let ended = await recorder.waitForExit()
+            watchdog.cancel()
+            let transcript = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            #expect(ended.status == 0, "\(transcript)")
+            #expect(transcript.contains("recording ended: stopped"), "\(transcript)")
+        }
+        let manifest = try live.manifest()
+        #expect(manifest.recording?.endReason == .stopped && manifest.isComplete)
+        try live.assertFilesEqualSource(manifest)
+        let verify = try await Self.run(["verify", "live-1", "--deep"], home: live.home)
+        #expect(verify.status == 0, "\(verify.output)")
+    }
+
     @Test("--until stops a looping stream at the time given, keeping what was recorded")
     func untilTime() async throws {
         let live = try await Live.make(seconds: 8)
