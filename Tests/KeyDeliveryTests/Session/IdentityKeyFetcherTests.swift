@@ -79,7 +79,9 @@ struct IdentityKeyFetcherTests {
     private func withFetcher(
         lifetime: Int64? = nil,
         allowsAES256: Bool = false,
-        timeoutSeconds: Int64 = 5,
+        // Generous: under the whole suite on two cores a loopback answer once took over 5 s, the attempt timed out and
+        // was retried, and the tests that count requests saw two. Only the timeout test asks for a short one.
+        timeoutSeconds: Int64 = 60,
         _ body: (IdentityKeyFetcher, KeyOrigin, URL, TestClock) async throws -> Void
     ) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("identity-fetch-\(UUID().uuidString)")
