@@ -88,6 +88,30 @@ struct LiveRecordingTests {
                 + extra
         }
 
+        /// Starts `stowage` with the arguments beside the test, its output appended to `log`.
+        func launchRecorder(_ arguments: [String], log: URL) throws -> ChildProcess {
+            var environment = ProcessInfo.processInfo.environment
+            environment["STOWAGE_HOME"] = home.path
+            let fd = open(log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            defer { close(fd) }
+            return try ChildProcess.launch(
+                try StowageExecutable.url().path,
+                arguments,
+                environment: environment,
+                standardOutput: .descriptor(fd),
+                standardError: .descriptor(fd)
+            )
+        }
+
+        /// Waits (10 s at most) until `count` video segments are in place.
+        func waitForVideoSegments(_ count: Int) async throws {
+            for _ in 0..<500 {
+                let done = (try? FileManager.default.contentsOfDirectory(atPath: package.appendingPathComponent("video").path)) ?? []
+                if done.filter({ $0.hasSuffix(".ts") }).count >= count { return }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+
         func manifest() throws -> PackageManifest {
             try JSONDecoder().decode(PackageManifest.self, from: Data(contentsOf: package.appendingPathComponent("manifest.json")))
         }
@@ -212,23 +236,9 @@ struct LiveRecordingTests {
         try await live.fixture.withServers { _, keyServer in
             let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "4"])
             defer { origin.kill() }
-            var environment = ProcessInfo.processInfo.environment
-            environment["STOWAGE_HOME"] = live.home.path
-            let fd = open(output.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            let recorder = try ChildProcess.launch(
-                try StowageExecutable.url().path,
-                live.download(url, keyServer: keyServer, token: token),
-                environment: environment,
-                standardOutput: .descriptor(fd),
-                standardError: .descriptor(fd)
-            )
-            close(fd)
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
             // Killed once the first segments are in place (bounded wait).
-            for _ in 0..<300 {
-                let done = (try? FileManager.default.contentsOfDirectory(atPath: live.package.appendingPathComponent("video").path)) ?? []
-                if done.filter({ $0.hasSuffix(".ts") }).count >= 2 { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await live.waitForVideoSegments(2)
             recorder.send(SIGKILL)
             _ = await recorder.waitForExit()
             // Away for 3 s: 12 s of media at 4x, four times the 6 s window.
@@ -277,22 +287,8 @@ struct LiveRecordingTests {
             // 2x: 12 s of real time, time enough for a player to join while the stream goes on.
             let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "2"])
             defer { origin.kill() }
-            var environment = ProcessInfo.processInfo.environment
-            environment["STOWAGE_HOME"] = live.home.path
-            let fd = open(output.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            let recorder = try ChildProcess.launch(
-                try StowageExecutable.url().path,
-                live.download(url, keyServer: keyServer, token: token),
-                environment: environment,
-                standardOutput: .descriptor(fd),
-                standardError: .descriptor(fd)
-            )
-            close(fd)
-            for _ in 0..<500 {
-                let done = (try? FileManager.default.contentsOfDirectory(atPath: live.package.appendingPathComponent("video").path)) ?? []
-                if done.filter({ $0.hasSuffix(".ts") }).count >= 1 { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            try await live.waitForVideoSegments(1)
             let library = try OfflineLibrary(dataDirectory: live.fixture.clientDirectory)
             let playback = try await library.play(assetId: "live-1", online: false)
             let first = try String(contentsOf: live.package.appendingPathComponent("video/index.m3u8"), encoding: .utf8)
@@ -358,22 +354,8 @@ struct LiveRecordingTests {
         try await live.fixture.withServers { _, keyServer in
             let (origin, url) = try await live.startOrigin(["--window", "3", "--speed", "4", "--loop"])
             defer { origin.kill() }
-            var environment = ProcessInfo.processInfo.environment
-            environment["STOWAGE_HOME"] = live.home.path
-            let fd = open(output.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            let recorder = try ChildProcess.launch(
-                try StowageExecutable.url().path,
-                live.download(url, keyServer: keyServer, token: token),
-                environment: environment,
-                standardOutput: .descriptor(fd),
-                standardError: .descriptor(fd)
-            )
-            close(fd)
-            for _ in 0..<500 {
-                let done = (try? FileManager.default.contentsOfDirectory(atPath: live.package.appendingPathComponent("video").path)) ?? []
-                if done.filter({ $0.hasSuffix(".ts") }).count >= 3 { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            try await live.waitForVideoSegments(3)
             recorder.send(SIGINT)
             let watchdog = Task {
                 try await Task.sleep(for: .seconds(60))
