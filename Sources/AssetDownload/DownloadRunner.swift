@@ -4,6 +4,7 @@ import HLS
 import KeyDelivery
 import NIOCore
 import OfflinePackage
+import StowageCrypto
 
 /// Runs one task from its stored state to the end: plan (or read the plan), keys, files, manifest.
 struct DownloadRunner: Sendable {
@@ -116,12 +117,7 @@ struct DownloadRunner: Sendable {
             try checkSpace(for: manifest, completed: existing == nil ? [:] : try store.completedFiles(assetId), package: package)
             // Keys written into the playlists are sealed in the key store before the manifest, which names them only by
             // reference, is written: a manifest on disk can always get its inline keys from the store.
-            if !plan.inlineKeys.isEmpty {
-                let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
-                for (reference, key) in plan.inlineKeys.sorted(by: { $0.key < $1.key }) {
-                    try keyStore.storeIdentityKey(key, uri: reference, assetId: assetId, expiresAt: nil, at: now)
-                }
-            }
+            try storeInlineKeys(plan.inlineKeys)
             // Playlists first, the manifest last: a manifest on disk means its playlists are there.
             do {
                 try FileManager.default.createDirectory(at: package.url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -158,19 +154,13 @@ struct DownloadRunner: Sendable {
             recorder = RecordingPackage(manifest: manifest, recorded: recorded, package: package) { _ in }
         }
         if isRecording {
-            recordingControl.isRecording = true
-            let dataDirectory = session.dataDirectory
-            let (machineID, clock, assetId) = (session.machineID, session.clock, assetId)
+            recordingControl.beginRecording()
             let recording = RecordingPackage(
                 manifest: manifest,
                 recorded: try recordedFromPlan ?? RecordingPackage.load(manifest, package: package),
-                package: package
-            ) { inline in
-                let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
-                for (reference, key) in inline.sorted(by: { $0.key < $1.key }) {
-                    try keyStore.storeIdentityKey(key, uri: reference, assetId: assetId, expiresAt: nil, at: clock.now)
-                }
-            }
+                package: package,
+                storeInlineKeys: storeInlineKeys
+            )
             // A run killed between writing its recorded playlists and the manifest left the manifest behind them; one
             // killed between storing a new lease and superseding the older ones left two leases holding keys.
             if recordedFromPlan == nil { manifest = try await recording.reconcile() }
@@ -251,7 +241,7 @@ struct DownloadRunner: Sendable {
                             } catch DownloadError.segmentHTTPStatus(_, _, let status) where gaps != nil && (status == 404 || status == 410) {
                                 // A live segment the server no longer has (it left the window before a slow link
                                 // reached it): a gap, never silent, rather than a download that can never complete.
-                                if let gaps, let gap = try await gaps.markUnavailable(path: file.path, status: status) {
+                                if let gaps, let gap = try await gaps.markUnavailable(path: file.path) {
                                     events.yield(.recordingGap(gap))
                                     let grown = await gaps.manifest
                                     await tracker.update(grown, recording: !(grown.recording?.hasEnded ?? true))
@@ -337,6 +327,16 @@ struct DownloadRunner: Sendable {
     }
 
     // MARK: - Keys
+
+    /// Seals the keys a playlist writes inline (`data:` URIs) in the key store under their references, before a
+    /// manifest or recorded playlist that names them is written.
+    @Sendable func storeInlineKeys(_ keys: [String: SecretBytes]) throws {
+        guard !keys.isEmpty else { return }
+        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
+        for (reference, key) in keys.sorted(by: { $0.key < $1.key }) {
+            try keyStore.storeIdentityKey(key, uri: reference, assetId: assetId, expiresAt: nil, at: now)
+        }
+    }
 
     private func acquireKeys(manifest: PackageManifest, request: DownloadRequest) async throws {
         let (leaseId, _) = try await obtain(manifest.keys, leaseFor: manifest.keys.filter { $0.kind == .skd }, request: request)

@@ -390,6 +390,10 @@ enum DownloadDriver {
                     playback = handle
                     let url = handle.url.absoluteString
                     FileHandle.standardOutput.write(Data(((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n").utf8))
+                } catch let error as any StowageError where error.code == "keys_pending" {
+                    // A live recording fetches its first segments while it obtains their keys: try again at the next
+                    // progress.
+                    continue
                 } catch {
                     // The download goes on; the refusal is said once, in the one shape, but does not end the command.
                     playFailure = error

@@ -349,7 +349,7 @@ struct PlanBuilder {
     ///
     /// - Throws: ``DownloadError`` `invalid_inline_key` for a `data:` URI that is not a key of the method's length.
     mutating func packageKey(for key: EncryptionKey, uri: String) throws(DownloadError) -> PackageKey? {
-        let length = key.method == .aes256 || key.method == .aes256CTR ? 32 : 16
+        let length = key.method.keyLength
         switch key.effectiveKeyFormat {
         case PlaylistKeySelection.skdKeyFormat:
             guard let (_, keyId) = try? PlaylistKeySelection.parseSKD(uri) else { return nil }
@@ -444,10 +444,9 @@ struct PlanBuilder {
         for s in media.segments.indices {
             for t in media.segments[s].tags.indices {
                 guard case .key(var key) = media.segments[s].tags[t], let uri = key.uri, InlineKeyURI.isInline(uri) else { continue }
-                let length = key.method == .aes256 || key.method == .aes256CTR ? 32 : 16
                 let bytes: SecretBytes
                 do {
-                    bytes = try InlineKeyURI.decode(uri, allowedLengths: [length])
+                    bytes = try InlineKeyURI.decode(uri, allowedLengths: [key.method.keyLength])
                 } catch {
                     throw DownloadError.keys(code: error.code, message: error.message)
                 }

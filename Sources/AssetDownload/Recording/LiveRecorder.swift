@@ -11,11 +11,8 @@ import Synchronization
 final class RecordingControl: Sendable {
     private let state = Mutex<(recording: Bool, stopRequested: Bool)>((false, false))
 
-    /// Whether the task records a live stream (set once the plan says so).
-    var isRecording: Bool {
-        get { state.withLock { $0.recording } }
-        set { state.withLock { $0.recording = newValue } }
-    }
+    /// The task records a live stream (the plan says so): Ctrl-C now stops the recording.
+    func beginRecording() { state.withLock { $0.recording = true } }
 
     var stopRequested: Bool { state.withLock { $0.stopRequested } }
 
@@ -66,11 +63,16 @@ actor RecordingPackage {
 
     func lastSequence(of renditionId: String) -> Int? { builder.recordedPlaylists[renditionId]?.lastSequence }
 
+    /// Where `renditionId`'s recorded playlist lives in `package`.
+    static func recordedPlaylistURL(_ renditionId: String, in package: PackageDirectory) -> URL {
+        package.url.appendingPathComponent(directoryName).appendingPathComponent("\(renditionId).m3u8")
+    }
+
     /// The recorded playlists of a package on disk (a resumed recording).
     static func load(_ manifest: PackageManifest, package: PackageDirectory) throws -> [String: RecordedPlaylist] {
         var recorded: [String: RecordedPlaylist] = [:]
         for rendition in manifest.renditions {
-            let url = package.url.appendingPathComponent(directoryName).appendingPathComponent("\(rendition.id).m3u8")
+            let url = recordedPlaylistURL(rendition.id, in: package)
             guard FileManager.default.fileExists(atPath: url.path) else { continue }
             guard let data = FileManager.default.contents(atPath: url.path), let parsed = try? PlaylistParser.parse(data),
                 case .media(let media) = parsed.playlist
@@ -88,7 +90,7 @@ actor RecordingPackage {
     /// Writes the recorded playlists (only), for a new plan.
     static func write(_ recorded: [String: RecordedPlaylist], package: PackageDirectory) throws {
         for (id, playlist) in recorded.sorted(by: { $0.key < $1.key }) {
-            let url = package.url.appendingPathComponent(directoryName).appendingPathComponent("\(id).m3u8")
+            let url = recordedPlaylistURL(id, in: package)
             try PackageDirectory.writeAtomically(Data(PlaylistWriter.write(.media(playlist.playlist)).utf8), to: url)
         }
     }
@@ -121,9 +123,9 @@ actor RecordingPackage {
         return Update(merge: merge, newFiles: files, newKeys: keys)
     }
 
-    /// Marks the segment stored at `path` as a gap: the server answered `status` (404 or 410) for it, so it left the
-    /// source before it was fetched. Returns the gap, or nil when `path` is not a recorded segment.
-    func markUnavailable(path: String, status: Int) throws -> PackageRecordingGap? {
+    /// Marks the segment stored at `path` as a gap: the server answered 404 or 410 for it, so it left the source
+    /// before it was fetched. Returns the gap, or nil when `path` is not a recorded segment.
+    func markUnavailable(path: String) throws -> PackageRecordingGap? {
         guard let r = builder.manifest.renditions.firstIndex(where: { $0.segments.contains { $0.file?.path == path } }),
             let s = builder.manifest.renditions[r].segments.firstIndex(where: { $0.file?.path == path })
         else { return nil }
@@ -177,7 +179,7 @@ actor RecordingPackage {
         do {
             for id in renditionIds {
                 guard let recorded = builder.recordedPlaylists[id], let rendition = builder.manifest.rendition(id: id) else { continue }
-                let url = package.url.appendingPathComponent(Self.directoryName).appendingPathComponent("\(id).m3u8")
+                let url = Self.recordedPlaylistURL(id, in: package)
                 try PackageDirectory.writeAtomically(Data(PlaylistWriter.write(.media(recorded.playlist)).utf8), to: url)
                 if let text = builder.playlists[rendition.playlist] {
                     try PackageDirectory.writeAtomically(Data(text.utf8), to: try package.url(forRelativePath: rendition.playlist))

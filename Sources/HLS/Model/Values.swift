@@ -76,6 +76,9 @@ public struct EncryptionMethod: RawRepresentable, Hashable, Sendable, Codable, C
     public static let sampleAESCTR = EncryptionMethod(rawValue: "SAMPLE-AES-CTR")
 
     public var description: String { rawValue }
+
+    /// The bytes of the key this method takes: 32 for AES-256 and AES-256-CTR, else 16.
+    public var keyLength: Int { self == .aes256 || self == .aes256CTR ? 32 : 16 }
 }
 
 /// The media type of an EXT-X-MEDIA rendition.

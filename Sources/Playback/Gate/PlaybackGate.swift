@@ -118,7 +118,12 @@ public struct PlaybackGate: Sendable {
             // A download stores the keys before it fetches any file: with no file landed yet (`filling` gave the landed
             // ones their checksums), it has not got that far. Once a file has landed, a missing key is what it is (a
             // lease deleted by hand, say), not a wait.
-            if let download, [.noLease, .keyMissing].contains(error.reason), !manifest.files.contains(where: { $0.sha256 != nil }) {
+            // A live recording fetches its first segments while it obtains their keys (the window leaves no time to
+            // wait), so while it runs a missing key is still pending.
+            let recordingRuns = manifest.recording.map { !$0.hasEnded } ?? false
+            if let download, [.noLease, .keyMissing].contains(error.reason),
+                !manifest.files.contains(where: { $0.sha256 != nil }) || (recordingRuns && download.isRunning())
+            {
                 throw .keysPending(assetId: assetId, downloadRunning: download.isRunning())
             }
             throw error
