@@ -21,6 +21,13 @@ import Darwin
 /// let status = await child.waitForExit()   // 0, or the signal number when killed
 /// ```
 public final class ChildProcess: Sendable {
+    /// Whether `program` can be started: an executable path, or a name found executable on `PATH`.
+    public static func isAvailable(_ program: String) -> Bool {
+        if program.contains("/") { return access(program, X_OK) == 0 }
+        let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
+        return path.split(separator: ":").contains { access("\($0)/\(program)", X_OK) == 0 }
+    }
+
     /// Where one of the child's standard streams goes.
     public enum Stream: Sendable {
         /// The same file as Stowage's.

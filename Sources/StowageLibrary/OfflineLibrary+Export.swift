@@ -108,40 +108,37 @@ extension OfflineLibrary {
                 path: nil
             )
         }
-        let leased = manifest.keys.filter { $0.kind == .skd }
-        if !leased.isEmpty {
-            let leaseAsset = leased.lazy.compactMap { try? PlaylistKeySelection.parseSKD($0.uri).assetId }.first ?? assetId
-            let evaluation = try keyStore.evaluate(assetId: leaseAsset, at: clock.now)
-            guard evaluation.lease?.terms.exportAllowed == true else {
-                throw ExportError(
-                    reason: .exportNotAllowed,
-                    message: "asset \(assetId) is protected by keys leased from its key server, whose policy does not allow export "
-                        + "(the lease does not say exportAllowed); play it with `stowage play \(assetId)` instead",
-                    assetId: assetId,
-                    path: nil
-                )
-            }
+        if manifest.keys.contains(where: { $0.kind == .skd }) { try checkExportAllowed(assetId: assetId) }
+        // What can fail before ffmpeg runs is checked before the gate, which records a first play (it starts a
+        // rental's playback window).
+        guard ChildProcess.isAvailable(ffmpeg) else {
+            throw ExportError(
+                reason: .exportFailed,
+                message: "cannot export asset \(assetId): \(ffmpeg) is not installed (not on PATH); install it (apt install ffmpeg) and export again",
+                assetId: assetId,
+                path: output.path
+            )
         }
-        let handle = try await play(assetId: assetId, player: nil, online: false)
         let part = folder.appendingPathComponent(".\(output.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).part")
         let log = folder.appendingPathComponent(".\(output.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).log")
         let copy = folder.appendingPathComponent(".\(output.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).m3u8")
         defer {
             for file in [part, log, copy] { try? FileManager.default.removeItem(at: file) }
         }
+        guard FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600]),
+            let errors = FileHandle(forWritingAtPath: log.path)
+        else {
+            throw ExportError(
+                reason: .invalidExportPath,
+                message: "cannot write in \(folder.path) (\(String(cString: strerror(errno)))); export to a folder you can write",
+                assetId: assetId,
+                path: output.path
+            )
+        }
+        defer { try? errors.close() }
+        let handle = try await play(assetId: assetId, player: nil, online: false)
         let status: ChildProcess.Termination
         do {
-            guard FileManager.default.createFile(atPath: log.path, contents: nil, attributes: [.posixPermissions: 0o600]),
-                let errors = FileHandle(forWritingAtPath: log.path)
-            else {
-                throw ExportError(
-                    reason: .invalidExportPath,
-                    message: "cannot write in \(folder.path); export to a folder you can write",
-                    assetId: assetId,
-                    path: output.path
-                )
-            }
-            defer { try? errors.close() }
             let arguments = try await Self.remuxArguments(
                 of: handle.url,
                 assetId: assetId,
@@ -197,6 +194,36 @@ extension OfflineLibrary {
 }
 
 extension OfflineLibrary {
+    /// Refuses export of a leased package unless the lease playback would use allows it, as signed by the key server:
+    /// the asset's own leases are judged (the ones the keyring takes keys from; a key URI naming another asset in an
+    /// edited manifest changes nothing), and every one of them that still holds keys must say `exportAllowed`.
+    ///
+    /// - Throws: ``ExportError`` `export_not_allowed`, saying whether there is no valid lease or its policy refuses.
+    func checkExportAllowed(assetId: String) throws {
+        let evaluation = try keyStore.evaluate(assetId: assetId, at: clock.now)
+        guard evaluation.isValid, evaluation.lease != nil else {
+            let why = evaluation.error?.message ?? "no lease on this device covers it"
+            throw ExportError(
+                reason: .exportNotAllowed,
+                message: "asset \(assetId) cannot be exported: it cannot play now (\(why)); renew its lease with "
+                    + "`stowage keys renew \(assetId)` while online, then export",
+                assetId: assetId,
+                path: nil
+            )
+        }
+        let holding = try keyStore.leases(assetId: assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
+        guard !holding.isEmpty, holding.allSatisfy({ $0.record.terms.exportAllowed == true }) else {
+            throw ExportError(
+                reason: .exportNotAllowed,
+                message: "asset \(assetId) is protected by keys leased from its key server, whose policy does not allow export "
+                    + "(the lease does not say exportAllowed); play it with `stowage play \(assetId)` instead, or, if the "
+                    + "policy has changed since, `stowage keys renew \(assetId)` and export again",
+                assetId: assetId,
+                path: nil
+            )
+        }
+    }
+
     /// ffmpeg's arguments to remux the playlist the gate serves at `master` into `part`.
     ///
     /// The gate serves its entry URL once (a URL read from a command line cannot be replayed), and ffmpeg reads the

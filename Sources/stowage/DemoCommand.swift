@@ -48,7 +48,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-demo-\(UUID().uuidString.prefix(8))")
         let display = ProgressDisplay(json: false, assetId: "demo")
-        let scenario = DemoScenario(fixture: source, work: work, profile: profile, player: Self.onPath("ffmpeg") ? .ffmpegNull : nil)
+        let scenario = DemoScenario(fixture: source, work: work, profile: profile, player: ChildProcess.isAvailable("ffmpeg") ? .ffmpegNull : nil)
         do {
             try await scenario.run { event in
                 switch event {
@@ -70,11 +70,6 @@ struct DemoCommand: AsyncParsableCommand {
         }
         let elapsed = ContinuousClock.now - started
         demoPrint(String(format: "demo complete in %.1f s", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
-    }
-
-    static func onPath(_ program: String) -> Bool {
-        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        return paths.contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }
     }
 }
 

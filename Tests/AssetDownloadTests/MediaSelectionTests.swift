@@ -109,5 +109,10 @@ struct MediaSelectionTests {
         #expect(asked.allSatisfy { $0.reason == "asked for (fr)" })
         let defaults = try DownloadPlanner.choose(Self.subtitles, .defaults, kind: .subtitles, audioLanguage: "en")
         #expect(defaults.map(\.rendition.name) == ["en"])
+        // Asked-for languages match as the automatic choice does: a region asked for takes the bare language, a bare
+        // language takes any region, another region of the language does not.
+        let regional = try DownloadPlanner.choose(Self.audio, .languages(["en-US", "de"]), kind: .audio, audioLanguage: nil)
+        #expect(regional.map(\.rendition.language) == ["en", "de-DE"])
+        #expect(throws: DownloadError.self) { try DownloadPlanner.choose(Self.audio, .languages(["de-AT"]), kind: .audio, audioLanguage: nil) }
     }
 }

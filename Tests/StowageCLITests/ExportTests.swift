@@ -128,8 +128,20 @@ struct ExportTests {
             let renew = try await LibraryCommandTests.run(["keys", "renew", fixture.assetId, "--token", token], home: home)
             #expect(renew.status == 0, "\(renew.output)")
         }
+        // An export that cannot run (no ffmpeg) fails before the gate: no first play is recorded, so a rental's
+        // playback window has not started.
+        let firstPlays = { try await ProcessRunner.run(program: "sqlite3", [database, "SELECT count(first_played_at) FROM key_leases"]) }
+        let noFFmpeg = try await LibraryCommandTests.run(
+            ["export", fixture.assetId, "--out", exported.path],
+            home: home,
+            environment: ["PATH": "/nonexistent-bin"]
+        )
+        #expect(noFFmpeg.status != 0 && noFFmpeg.output.contains("[export_failed]"), "\(noFFmpeg.output)")
+        #expect(String(decoding: try await firstPlays().standardOutput, as: UTF8.self).hasPrefix("0"))
         let export = try await LibraryCommandTests.run(["export", fixture.assetId, "--out", exported.path], home: home)
         #expect(export.status == 0, "\(export.output)")
+        // The export itself is a play.
+        #expect(String(decoding: try await firstPlays().standardOutput, as: UTF8.self).hasPrefix("1"))
         let probe = try await ProcessRunner.run(
             program: "ffprobe",
             ["-v", "error", "-show_entries", "stream=codec_type", "-of", "csv=p=0", exported.path]

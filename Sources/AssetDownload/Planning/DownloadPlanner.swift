@@ -233,12 +233,10 @@ struct DownloadPlanner: Sendable {
         case .defaults: return defaults()
         case .languages(let tags):
             var chosen: [Rendition] = []
+            // One rule for asked-for and automatic languages: `en` takes `en-US`, and `en-US` takes `en`.
             for tag in tags {
-                let wanted = tag.lowercased()
-                for rendition in candidates {
-                    guard let language = rendition.language?.lowercased() else { continue }
-                    let matches = language == wanted || language.hasPrefix(wanted + "-")
-                    if matches, !chosen.contains(rendition) { chosen.append(rendition) }
+                for rendition in candidates where MediaSelectionOptions.language(rendition.language, matches: tag) {
+                    if !chosen.contains(rendition) { chosen.append(rendition) }
                 }
             }
             if chosen.isEmpty, !tags.isEmpty {
