@@ -248,6 +248,8 @@ struct LiveRecordingTests {
         let output = live.fixture.root.appendingPathComponent("record.log")
         try await live.serving(["--window", "3", "--speed", "4"]) { url, keyServer, token in
             let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            // A test that fails part way never leaves a recorder running.
+            defer { recorder.send(SIGKILL) }
             // Killed once the first segments are in place (bounded wait).
             try await live.waitForVideoSegments(2)
             recorder.send(SIGKILL)
@@ -296,6 +298,8 @@ struct LiveRecordingTests {
         // 2x: 12 s of real time, time enough for a player to join while the stream goes on.
         try await live.serving(["--window", "3", "--speed", "2"]) { url, keyServer, token in
             let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            // A test that fails part way never leaves a recorder running.
+            defer { recorder.send(SIGKILL) }
             try await live.waitForVideoSegments(1)
             let library = try OfflineLibrary(dataDirectory: live.fixture.clientDirectory)
             // The first segments land while their keys are obtained: until then the gate says keys_pending.
@@ -366,6 +370,8 @@ struct LiveRecordingTests {
         let output = live.fixture.root.appendingPathComponent("record.log")
         try await live.serving(["--window", "3", "--speed", "4", "--loop"]) { url, keyServer, token in
             let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            // A test that fails part way never leaves a recorder running.
+            defer { recorder.send(SIGKILL) }
             try await live.waitForVideoSegments(3)
             recorder.send(SIGINT)
             let watchdog = Task {
