@@ -263,7 +263,9 @@ struct DownloadRunner: Sendable {
                     }
                 }
             }
-            try await group.waitForAll()
+            // The first failure ends the download: `waitForAll()` would wait for every other task first, and workers
+            // waiting on a recording's open queue never end by themselves. Leaving the group by a throw cancels them.
+            while try await group.next() != nil {}
         }
         if let recorder { manifest = await recorder.manifest }
 

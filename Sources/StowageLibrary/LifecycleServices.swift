@@ -1,9 +1,10 @@
 public import AssetDownload
 public import ServiceLifecycle
 
-/// A foreground download as a swift-service-lifecycle `Service`: it runs until the task ends, and a graceful shutdown
-/// of its group (SIGTERM, Ctrl-C) pauses the task, which keeps its files for `resume` (a live recording ends instead, and is kept). `stowage download` runs one in
-/// a `ServiceGroup` with the signals, beside the loop that renders the task's events.
+/// A foreground download as a swift-service-lifecycle `Service`: it runs until the task ends. A graceful shutdown of
+/// its group (SIGTERM, Ctrl-C) pauses the task, which keeps its files for `resume`; a live recording ends instead, and
+/// is kept, and cancelling the group (a second Ctrl-C) pauses it where it is. `stowage download` runs one in a
+/// `ServiceGroup` with the signals, beside the loop that renders the task's events.
 public struct DownloadTaskService: Service {
     public let task: DownloadTask
 
@@ -13,12 +14,18 @@ public struct DownloadTaskService: Service {
 
     public func run() async throws {
         let task = self.task
-        await withGracefulShutdownHandler {
-            _ = try? await task.result()
-        } onGracefulShutdown: {
-            // A live recording ends and is kept; a VOD download pauses.
-            task.interrupt()
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                _ = try? await task.result()
+            } onGracefulShutdown: {
+                // A live recording ends and is kept; a VOD download pauses.
+                task.interrupt()
+            }
+        } onCancel: {
+            task.pause()
         }
+        // The task is a task of its own: the service ends when it has stopped, so nothing is left writing.
+        _ = try? await task.result()
     }
 }
 

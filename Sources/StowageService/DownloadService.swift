@@ -117,7 +117,9 @@ public final class DownloadService: Service, Sendable {
                 }
                 await scheduler.shutdown()
             }
-            try await group.waitForAll()
+            // A server that fails (its socket cannot be bound) ends the service rather than leaving the queue running
+            // without it: the first error leaves the group, which cancels the other task.
+            while try await group.next() != nil {}
         }
         unlink(socketPath)
     }

@@ -6,6 +6,7 @@ import OfflinePackage
 import StowageCore
 import StowageLibrary
 import StowageService
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -370,8 +371,17 @@ enum DownloadDriver {
         } catch {
             CommandOutput.fail(error, json: json)
         }
-        // Ctrl-C or SIGTERM pauses the task (its files stay for `resume`).
+        // Ctrl-C or SIGTERM pauses the task (its files stay for `resume`), or ends a live recording and keeps it; a
+        // second one pauses the recording too, for a user who will not wait for its last files.
         let watcher = Task { try? await CommandOutput.runUntilSignalled([DownloadTaskService(task)]) }
+        let secondSignal = Task {
+            var signals = 0
+            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+                signals += 1
+                if signals == 2 { task.pause() }
+            }
+        }
+        defer { secondSignal.cancel() }
         let display = ProgressDisplay(json: json, assetId: task.assetId)
         var playback: PlaybackHandle?
         var playFailure: (any Error)?

@@ -156,6 +156,89 @@ struct PlaylistShapeTests {
         }
     }
 
+    /// Starts recording a live playlist of one segment that never ends, waits until the segment is in place, then
+    /// stops the servers and returns the task and the origin's port (which refuses connections from then on).
+    static func recordUntilServersStop(_ fixture: DownloadFixture, session: DownloadSession) async throws -> (DownloadTask, Int) {
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:3\n#EXTINF:1.0,\na.ts\n"
+        try serve(["live/index.m3u8": Data(live.utf8), "live/a.ts": Data(count: 188)], in: fixture)
+        let video = try PackageDirectory(assetId: "live", in: fixture.clientDirectory).url.appendingPathComponent("video")
+        return try await fixture.withServers { origin, _ in
+            let task = try session.start(DownloadRequest(url: origin.appendingPathComponent("live/index.m3u8").absoluteString, assetId: "live"))
+            for _ in 0..<500 {
+                if ((try? FileManager.default.contentsOfDirectory(atPath: video.path)) ?? []).contains(where: { $0.hasSuffix(".ts") }) {
+                    return (task, origin.port ?? 0)
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            task.pause()
+            throw FixtureFailure(description: "the live segment was not recorded within 10 s")
+        }
+    }
+
+    struct FixtureFailure: Error, CustomStringConvertible { let description: String }
+
+    /// The task's outcome, or a failure if it has not ended within `limit` (the task is then paused).
+    static func outcome(of task: DownloadTask, within limit: Duration) async throws -> Result<PackageManifest, any Error> {
+        try await withThrowingTaskGroup(of: Result<PackageManifest, any Error>?.self) { group in
+            group.addTask {
+                do { return .success(try await task.result()) } catch { return .failure(error) }
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let outcome = first else {
+                task.pause()
+                _ = try? await task.result()
+                throw FixtureFailure(description: "the task had not ended \(limit) after its servers went away")
+            }
+            return outcome
+        }
+    }
+
+    @Test("a recording whose servers go away fails after the network-down grace, says how to go on, and keeps its files")
+    func liveServerGone() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let session = try fixture.session { $0.retry.networkDownGrace = 2 }
+        let (task, port) = try await Self.recordUntilServersStop(fixture, session: session)
+        // The port stays refused (held, not listening) so no other test's server answers on it.
+        let outcome = try await fixture.whileDown(ports: [port]) { try await Self.outcome(of: task, within: .seconds(60)) }
+        try await session.shutdown()
+        guard case .failure(let error) = outcome else {
+            Issue.record("a recording with no server completed")
+            return
+        }
+        let failure = try #require(error as? DownloadError)
+        #expect(failure.code == "playlist_network_error", "\(failure)")
+        #expect(failure.message.contains("stowage resume live"), "\(failure.message)")
+        #expect(try session.store.task("live")?.state == .failed)
+        let video = try PackageDirectory(assetId: "live", in: fixture.clientDirectory).url.appendingPathComponent("video")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: video.path).contains { $0.hasSuffix(".ts") })
+    }
+
+    @Test("stopping a recording while its server is down ends it at once (not after the grace) and keeps it")
+    func liveStopWhileServerDown() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let session = try fixture.session { $0.retry.networkDownGrace = 120 }
+        let (task, port) = try await Self.recordUntilServersStop(fixture, session: session)
+        let outcome = try await fixture.whileDown(ports: [port]) {
+            // Past the next reload (every 0.5 s for an unchanged playlist of 1 s segments): it is failing and being
+            // retried now.
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(task.stopRecording())
+            return try await Self.outcome(of: task, within: .seconds(20))
+        }
+        try await session.shutdown()
+        let manifest = try outcome.get()
+        #expect(manifest.isComplete)
+        #expect(manifest.recording?.endReason == .stopped)
+        #expect(manifest.renditions.first?.segments.map(\.mediaSequence) == [3])
+        #expect(try session.store.task("live")?.state == .completed)
+    }
+
     @Test("hostile segment URIs (../, absolute paths, encoded dots) never write outside the package")
     func hostileURIs() async throws {
         let fixture = try await DownloadFixture.make()

@@ -345,6 +345,56 @@ struct LiveRecordingTests {
         }
     }
 
+    @Test("Ctrl-C ends a recording and keeps it; a second Ctrl-C, while its last files still come, pauses it at once")
+    func secondInterruptPauses() async throws {
+        let live = try await Live.make(seconds: 16)
+        defer { live.fixture.remove() }
+        let output = live.fixture.root.appendingPathComponent("record.log")
+        // A link of 3 kB/s: a segment takes seconds, so files the recording listed are still coming after the first
+        // Ctrl-C.
+        try await live.serving(["--window", "3", "--speed", "4", "--loop", "--bandwidth", "3000"]) { url, keyServer, token in
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            defer { recorder.send(SIGKILL) }
+            let recordedPlaylists = live.package.appendingPathComponent(".recording")
+            for _ in 0..<500 where !FileManager.default.fileExists(atPath: recordedPlaylists.path) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(FileManager.default.fileExists(atPath: recordedPlaylists.path), "the recording did not start within 10 s")
+            recorder.send(SIGINT)
+            // The recording ends in the manifest; its listed files go on coming over the slow link.
+            var ended = false
+            for _ in 0..<500 where !ended {
+                ended = (try? live.manifest().recording?.endReason) == .stopped
+                if !ended { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(ended, "the first Ctrl-C did not end the recording within 10 s")
+            #expect(recorder.isRunning, "the recording's last files came too fast for a second Ctrl-C to matter")
+            recorder.send(SIGINT)
+            let exited = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    _ = await recorder.waitForExit()
+                    return true
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(20))
+                    // The wait above ends only with the process.
+                    if recorder.isRunning { recorder.send(SIGKILL) }
+                    return false
+                }
+                defer { group.cancelAll() }
+                return await group.next() ?? false
+            }
+            let log = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            #expect(exited, "the recorder did not exit within 20 s of the second Ctrl-C: \(log)")
+            #expect(log.contains("paused"), "\(log)")
+        }
+        let manifest = try live.manifest()
+        #expect(!manifest.isComplete)
+        #expect(manifest.recording?.endReason == .stopped)
+        let listed = try await Self.run(["list", "--json"], home: live.home)
+        #expect(listed.output.contains("\"paused\""), "\(listed.output)")
+    }
+
     @Test("an EVENT playlist that grows is recorded from its first segment, even when the recorder starts late")
     func eventFromFirstSegment() async throws {
         let live = try await Live.make(seconds: 16)

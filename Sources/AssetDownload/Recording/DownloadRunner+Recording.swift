@@ -114,7 +114,23 @@ extension DownloadRunner {
             let started = ContinuousClock.now
             var target = url
             if canBlock, let last = await recording.lastSequence(of: id) { target = Self.blockingReloadURL(url, nextSequence: last + 1) }
-            let loaded = try await fetcher.load(target)
+            // A reload that waits (a blocking reload, or retries while the server is down) ends when the user stops the
+            // recording: Ctrl-C is answered at once, not after the network-down grace.
+            let reloadURL = target
+            let reloaded: LoadedPlaylist?
+            do {
+                reloaded = try await untilStopped { try await fetcher.load(reloadURL) }
+            } catch DownloadError.playlist(let code, let message) {
+                // Retries are spent (the server or the network stayed down past the grace): the recording stops, and
+                // the message says that what was recorded is kept and how to go on.
+                throw DownloadError.playlist(
+                    code: code,
+                    message:
+                        "\(message); the recording of \(assetId) stopped and keeps what it recorded: `stowage resume \(assetId)` "
+                        + "records on from the live edge (what was missed meanwhile becomes a marked gap)"
+                )
+            }
+            guard let loaded = reloaded else { return .stopped }
             guard case .media(let media) = loaded.parsed.playlist else {
                 throw DownloadError.playlist(
                     code: "not_a_media_playlist",
@@ -147,6 +163,21 @@ extension DownloadRunner {
             if update.merge.gap != nil, !canBlock { catchUp = max(0.5, (catchUp ?? targetDuration) / 2) }
             if let catchUp { wait = min(wait, catchUp) }
             nextLoad = started + .seconds(wait)
+        }
+    }
+
+    /// The result of `body`, or nil as soon as the recording is asked to stop (checked every 100 ms; `body` is then
+    /// cancelled).
+    private func untilStopped<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+        let control = recordingControl
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                while !control.stopRequested { try await Task.sleep(for: .milliseconds(100)) }
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
         }
     }
 
