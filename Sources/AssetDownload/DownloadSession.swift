@@ -239,13 +239,25 @@ public final class DownloadSession: Sendable {
     }
 
     /// Resumes a queued, paused or failed task, without fetching any completed file again.
+    /// - Parameter endingRecording: a live recording ends as it resumes, as if stopped at once
+    ///   (``DownloadTask/stopRecording()``): its playlists are not reloaded, what they list is fetched (a segment gone
+    ///   from the server becomes a gap), and the package completes. No effect on other downloads.
     /// - Throws: `asset_busy` while another process (or task) runs it; ``DownloadError/invalidState(assetId:state:action:)``
     ///   for a completed task or one being removed.
-    public func resume(assetId: String) throws -> DownloadTask {
+    public func resume(assetId: String, endingRecording: Bool = false) throws -> DownloadTask {
         guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
         _ = try DownloadStateMachine.next(from: record.state, on: .run, assetId: assetId)
         let lock = try lockAsset(assetId)
-        return launch(assetId: assetId, mode: .resume, lock: lock)
+        return launch(assetId: assetId, mode: .resume, lock: lock, endingRecording: endingRecording)
+    }
+
+    /// Whether the asset's package is a live recording that has not ended: one that ``DownloadTask/stopRecording()``
+    /// or ``resume(assetId:endingRecording:)`` can end.
+    public func isRecordingLive(assetId: String) -> Bool {
+        guard let package = try? PackageDirectory(assetId: assetId, in: dataDirectory),
+            let recording = try? package.readManifest().recording
+        else { return false }
+        return !recording.hasEnded
     }
 
     /// Adds media selections to a package (complete or not), as `AVAggregateAssetDownloadTask` does for a cached asset.
@@ -296,10 +308,10 @@ public final class DownloadSession: Sendable {
         case addMedia(MediaSelectionOptions)
     }
 
-    private func launch(assetId: String, mode: Mode, lock: AssetLock) -> DownloadTask {
+    private func launch(assetId: String, mode: Mode, lock: AssetLock, endingRecording: Bool = false) -> DownloadTask {
         let (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
         let reason = StopReason()
-        let control = RecordingControl()
+        let control = RecordingControl(stopRequested: endingRecording)
         let runner = DownloadRunner(
             session: self,
             assetId: assetId,

@@ -116,8 +116,26 @@ public final class OfflineLibrary: Sendable {
     }
 
     /// Resumes a paused, failed or interrupted download without fetching complete files again.
-    public func resume(assetId: String) throws -> DownloadTask {
-        try downloads.resume(assetId: assetId)
+    /// - Parameter endingRecording: a live recording ends as it resumes and is kept: its playlists are not reloaded,
+    ///   what they list is fetched, and the package completes (`stowage stop`).
+    public func resume(assetId: String, endingRecording: Bool = false) throws -> DownloadTask {
+        try downloads.resume(assetId: assetId, endingRecording: endingRecording)
+    }
+
+    /// Whether the asset is a live recording that has not ended (`stowage stop` can end it).
+    public func isRecordingLive(assetId: String) -> Bool {
+        downloads.isRecordingLive(assetId: assetId)
+    }
+
+    /// The error for `stowage stop` on an asset that is not a live recording still going on.
+    public func notRecording(assetId: String) -> DownloadError {
+        DownloadError.package(
+            code: "not_recording",
+            message:
+                "\(assetId) is not a live recording that is still going on (its recording ended, or it never recorded), so there "
+                + "is nothing to stop; `stowage resume \(assetId)` fetches what a download still lacks, `stowage pause \(assetId)` "
+                + "pauses one, and `stowage info \(assetId)` shows its state"
+        )
     }
 
     /// Puts a paused or failed download back in the queue (`queued`), optionally at another priority, without running

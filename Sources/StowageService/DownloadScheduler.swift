@@ -60,6 +60,8 @@ actor DownloadScheduler {
     private var watchers: [String: [UUID: AsyncStream<DownloadUpdate>.Continuation]] = [:]
     private var runs: [ServiceRun] = []
     private var stopping = false
+    /// Recordings to end as they start (`stowage stop` while they were not running).
+    private var endingRecordings: Set<String> = []
     /// Why nothing may run now (outside the window, disk below its floor), nil when downloads may run.
     private var blocked: DownloadError?
 
@@ -87,6 +89,25 @@ actor DownloadScheduler {
             if record.state != .paused || record.failureCode != nil { try library.markPaused(assetId: assetId) }
         }
         waiting[assetId] = nil
+        return try status(of: assetId)
+    }
+
+    /// Ends a live recording and keeps it: a running one stops reloading at once; a queued, paused or waiting one is
+    /// put back in the queue to end as it starts. Either way the segments listed are fetched and the package completes.
+    /// - Throws: `not_recording` when the asset is not a live recording still going on.
+    func stopRecording(_ assetId: String) throws -> ServiceDownload {
+        guard library.isRecordingLive(assetId: assetId) else {
+            _ = try status(of: assetId)
+            throw library.notRecording(assetId: assetId)
+        }
+        if let current = running[assetId] {
+            current.task.stopRecording()
+        } else {
+            endingRecordings.insert(assetId)
+            if let record = try library.downloadRecord(assetId: assetId), record.state != .queued { try library.requeue(assetId: assetId) }
+            waiting[assetId] = nil
+            schedule()
+        }
         return try status(of: assetId)
     }
 
@@ -260,7 +281,7 @@ actor DownloadScheduler {
     private func start(_ assetId: String) {
         let task: DownloadTask
         do {
-            task = try library.resume(assetId: assetId)
+            task = try library.resume(assetId: assetId, endingRecording: endingRecordings.remove(assetId) != nil)
         } catch {
             // Another process runs it (a `stowage download` in a terminal): not the queue's to run.
             return

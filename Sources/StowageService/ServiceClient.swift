@@ -84,6 +84,11 @@ public final class ServiceClient: Sendable {
         try await call("POST", "/v1/downloads/\(Self.escape(assetId))/pause")
     }
 
+    /// Ends a live recording the service makes, and keeps it (``DownloadTask/stopRecording()``).
+    public func stopRecording(assetId: String) async throws -> ServiceDownload {
+        try await call("POST", "/v1/downloads/\(Self.escape(assetId))/stop-recording")
+    }
+
     public func resume(assetId: String, priority: Int? = nil) async throws -> ServiceDownload {
         try await call("POST", "/v1/downloads/\(Self.escape(assetId))/resume", body: ResumeSubmission(priority: priority))
     }

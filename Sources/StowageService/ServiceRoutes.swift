@@ -87,6 +87,9 @@ enum ServiceRoutes {
         router.post("v1/downloads/:asset/pause") { _, context in
             await respond { try await scheduler.pause(try context.parameters.require("asset")) }
         }
+        router.post("v1/downloads/:asset/stop-recording") { _, context in
+            await respond { try await scheduler.stopRecording(try context.parameters.require("asset")) }
+        }
         router.post("v1/downloads/:asset/resume") { request, context in
             await respond {
                 let submission = try await decode(ResumeSubmission.self, request, emptyAs: ResumeSubmission())

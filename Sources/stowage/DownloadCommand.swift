@@ -286,6 +286,57 @@ struct ResumeCommand: AsyncParsableCommand {
     }
 }
 
+/// `stowage stop ASSET`
+struct StopCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stop",
+        abstract: "End a live recording and keep it: its playlists stop being reloaded, what they list is fetched.",
+        discussion: """
+            The package then completes like any download (EXT-X-ENDLIST added); a segment gone from the server
+            meanwhile becomes a marked gap. While the download service runs, ends the recording there (running,
+            queued, paused or waiting; follow it with `stowage download --attach ASSET_ID`). Without the service,
+            finishes a paused or interrupted recording here, in the foreground. A recording running in a terminal is
+            ended with Ctrl-C there (this says so: asset_busy).
+            Example:
+              stowage stop match-1
+            """
+    )
+
+    @Argument(help: "The asset ID.")
+    var assetId: String
+
+    @OptionGroup var output: DownloadRunOptions
+
+    func run() async throws {
+        let assetId = self.assetId
+        if let service = await ServiceClient.connect() {
+            do {
+                let download: ServiceDownload
+                do {
+                    download = try await service.stopRecording(assetId: assetId)
+                    await service.close()
+                } catch {
+                    await service.close()
+                    throw error
+                }
+                if output.json {
+                    print(Library.json(download))
+                } else {
+                    print("\(ServiceText.line(download))\nthe recording of \(assetId) ends: progress: stowage download --attach \(assetId)")
+                }
+            } catch {
+                CommandOutput.fail(error, json: output.json)
+            }
+            return
+        }
+        await DownloadDriver.run(output) { library in
+            guard try library.downloadRecord(assetId: assetId) != nil else { throw DownloadError.notFound(assetId: assetId) }
+            guard library.isRecordingLive(assetId: assetId) else { throw library.notRecording(assetId: assetId) }
+            return try library.resume(assetId: assetId, endingRecording: true)
+        }
+    }
+}
+
 /// `stowage cancel ASSET`
 struct CancelCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -13,7 +13,8 @@ struct Stowage: AsyncParsableCommand {
             """,
         subcommands: [
             InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self, KeysCommand.self,
-            PackageCommand.self, DownloadCommand.self, ResumeCommand.self, PauseCommand.self, CancelCommand.self, AddMediaCommand.self,
+            PackageCommand.self, DownloadCommand.self, ResumeCommand.self, StopCommand.self, PauseCommand.self, CancelCommand.self,
+            AddMediaCommand.self,
             ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, ExportCommand.self, DeleteCommand.self, ServiceCommand.self,
             DemoCommand.self,
         ]

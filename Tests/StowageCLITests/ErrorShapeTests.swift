@@ -109,6 +109,7 @@ struct ErrorShapeTests {
 
         for arguments in [
             ["info", "nosuch"], ["verify", "nosuch"], ["play", "nosuch", "--player", "none"], ["pause", "nosuch"], ["resume", "nosuch"],
+            ["stop", "nosuch"],
             ["cancel", "nosuch"], ["add-media", "nosuch", "--audio", "all"], ["keys", "renew", "nosuch", "--token", token],
         ] {
             let code =

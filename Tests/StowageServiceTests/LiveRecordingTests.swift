@@ -395,6 +395,34 @@ struct LiveRecordingTests {
         #expect(listed.output.contains("\"paused\""), "\(listed.output)")
     }
 
+    @Test("stowage stop ends a killed recording here, without reloading it; once ended, stop says not_recording")
+    func stopKilledRecording() async throws {
+        let live = try await Live.make(seconds: 16)
+        defer { live.fixture.remove() }
+        let output = live.fixture.root.appendingPathComponent("record.log")
+        try await live.serving(["--window", "3", "--speed", "4", "--loop"]) { url, keyServer, token in
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            defer { recorder.send(SIGKILL) }
+            try await live.waitForVideoSegments(2)
+            recorder.send(SIGKILL)
+            _ = await recorder.waitForExit()
+            let recorded = try String(contentsOf: live.package.appendingPathComponent(".recording/video.m3u8"), encoding: .utf8)
+            let listed = recorded.components(separatedBy: "#EXTINF").count - 1
+            #expect(listed >= 2)
+            let stopped = try await Self.run(["stop", "live-1"], home: live.home)
+            #expect(stopped.status == 0, "\(stopped.output)")
+            let manifest = try live.manifest()
+            #expect(manifest.isComplete && manifest.recording?.endReason == .stopped)
+            // What the killed run had listed, and no more: the stream (still live) was not reloaded.
+            #expect(manifest.renditions.first { $0.id == "video" }?.segments.count == listed)
+            try live.assertFilesEqualSource(manifest)
+            let again = try await Self.run(["stop", "live-1"], home: live.home)
+            #expect(again.status == 1 && again.output.contains("not_recording") && again.output.contains("stowage resume live-1"), "\(again.output)")
+        }
+        let verify = try await Self.run(["verify", "live-1", "--deep"], home: live.home)
+        #expect(verify.status == 0, "\(verify.output)")
+    }
+
     @Test("an EVENT playlist that grows is recorded from its first segment, even when the recorder starts late")
     func eventFromFirstSegment() async throws {
         let live = try await Live.make(seconds: 16)

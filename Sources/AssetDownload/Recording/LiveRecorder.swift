@@ -9,7 +9,13 @@ import Synchronization
 /// Whether a recording was asked to stop: Ctrl-C ends a live recording and keeps it (``DownloadTask/stopRecording()``),
 /// where it pauses a VOD download.
 final class RecordingControl: Sendable {
-    private let state = Mutex<(recording: Bool, stopRequested: Bool)>((false, false))
+    private let state: Mutex<(recording: Bool, stopRequested: Bool)>
+
+    /// - Parameter stopRequested: the recording is to end as soon as it starts (`DownloadSession.resume(assetId:
+    ///   endingRecording:)`): its playlists are not reloaded again, and what they list is fetched.
+    init(stopRequested: Bool = false) {
+        state = Mutex((false, stopRequested))
+    }
 
     /// The task records a live stream (the plan says so): Ctrl-C now stops the recording.
     func beginRecording() { state.withLock { $0.recording = true } }
