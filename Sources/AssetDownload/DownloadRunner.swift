@@ -4,6 +4,7 @@ import HLS
 import KeyDelivery
 import NIOCore
 import OfflinePackage
+import StowageCore
 import StowageCrypto
 
 /// Runs one task from its stored state to the end: plan (or read the plan), keys, files, manifest.
@@ -348,9 +349,35 @@ struct DownloadRunner: Sendable {
     /// Keys that appeared while a stream is recorded: identity keys as they are; skd keys in a new lease for every skd
     /// key ID of the recording, which then supersedes the asset's older lease.
     func acquireRecordingKeys(_ keys: [PackageKey], recording: RecordingPackage, request: DownloadRequest) async throws {
-        let manifest = await recording.manifest
         let hasSKD = keys.contains { $0.kind == .skd }
-        let (leaseId, keySession) = try await obtain(keys, leaseFor: hasSKD ? manifest.keys.filter { $0.kind == .skd } : [], request: request)
+        var leased: [PackageKey] = []
+        var leaseId: String?
+        var keySession: KeySession?
+        do {
+            // A key server that says rate_limited (a stream rotating its key faster than the server's policy allows
+            // requests) is waited out: the recording goes on meanwhile, and the next request, for every key met by
+            // then, takes in the keys that appeared while it waited.
+            for attempt in 1...6 {
+                leased = hasSKD ? await recording.manifest.keys.filter { $0.kind == .skd } : []
+                do {
+                    (leaseId, keySession) = try await obtain(keys, leaseFor: leased, request: request)
+                    break
+                } catch let error as any StowageError where error.code == "rate_limited" && attempt < 6 {
+                    try await Task.sleep(for: .seconds(min(30, 1 << attempt)))
+                }
+            }
+        } catch let error as any StowageError where error.code == "malformed_request" && leased.count > 1 {
+            // One lease holds every key of a recording; a key server caps the keys of one request (Stowage's own at
+            // 64), and a stream that rotates its key often outgrows it.
+            throw DownloadError.keys(
+                code: "recording_key_limit",
+                message:
+                    "the key server refused one lease for the \(leased.count) skd keys the recording of \(assetId) has met so far "
+                    + "(it said: \(error.message)); a recording holds all its keys in one lease, and this stream rotates its key "
+                    + "more often than that lease can follow, so the recording stops here with what it recorded (see "
+                    + "docs/live-recording.md, 'Not yet')"
+            )
+        }
         if let leaseId {
             let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
             try keyStore.supersede(by: leaseId, at: now)

@@ -28,7 +28,7 @@ struct LiveRecordingTests {
         var home: URL { fixture.clientDirectory.url }
         var package: URL { home.appendingPathComponent("packages/live-1") }
 
-        static func make(seconds: Int) async throws -> Live {
+        static func make(seconds: Int, rotateEvery: Int = 2) async throws -> Live {
             let fixture = try await DownloadFixture.make()
             let clear = fixture.root.appendingPathComponent("clear", isDirectory: true)
             try FileManager.default.createDirectory(at: clear, withIntermediateDirectories: true)
@@ -49,7 +49,7 @@ struct LiveRecordingTests {
                 [
                     "package", clear.appendingPathComponent("master.m3u8").path, "--asset-id", "live-1", "--method", "sample-aes",
                     "--out", origin.appendingPathComponent("live-1").path, "--keyserver-data-dir",
-                    fixture.root.appendingPathComponent("keyserver").path, "--rotate-every", "2",
+                    fixture.root.appendingPathComponent("keyserver").path, "--rotate-every", String(rotateEvery),
                 ],
                 home: fixture.clientDirectory.url
             )
@@ -421,6 +421,18 @@ struct LiveRecordingTests {
         }
         let verify = try await Self.run(["verify", "live-1", "--deep"], home: live.home)
         #expect(verify.status == 0, "\(verify.output)")
+    }
+
+    @Test("a recording whose keys outgrow one lease (the key server takes 64 keys in one) stops with recording_key_limit")
+    func keyLimit() async throws {
+        // 70 keys per rendition: a new key for every 2 s segment.
+        let live = try await Live.make(seconds: 140, rotateEvery: 1)
+        defer { live.fixture.remove() }
+        try await live.serving(["--window", "3", "--speed", "20", "--event"]) { url, keyServer, token in
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token), home: live.home)
+            #expect(recorded.status == 1, "\(recorded.output)")
+            #expect(recorded.output.contains("[recording_key_limit]") && recorded.output.contains("64"), "\(recorded.output)")
+        }
     }
 
     @Test("an EVENT playlist that grows is recorded from its first segment, even when the recorder starts late")
