@@ -77,6 +77,56 @@ struct ExportTests {
         #expect(left.isEmpty, "\(left)")
     }
 
+    @Test("a manifest edited to name another asset's keys does not borrow that asset's exportAllowed lease")
+    func editedManifestBorrowsNoLease() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.addAsset("other")
+        let home = fixture.clientDirectory.url
+        let token = try await fixture.token()
+        let exported = fixture.root.appendingPathComponent("other.mkv")
+        // The fixture's asset is leased under a policy that allows export; then the owner withdraws it, and `other`
+        // is leased without it.
+        var configuration = try fixture.keyServer.loadConfiguration()
+        configuration.policies[configuration.defaultPolicy]?.exportAllowed = true
+        try fixture.keyServer.saveConfiguration(configuration)
+        try await fixture.withServers { origin, keyServer in
+            let allowed = try await LibraryCommandTests.run(
+                ["download", fixture.sourceURL(origin), "--key-server", keyServer.absoluteString, "--token", token],
+                home: home
+            )
+            #expect(allowed.status == 0, "\(allowed.output)")
+        }
+        configuration.policies[configuration.defaultPolicy]?.exportAllowed = false
+        try fixture.keyServer.saveConfiguration(configuration)
+        try await fixture.withServers { origin, keyServer in
+            let refusedAsset = try await LibraryCommandTests.run(
+                ["download", fixture.sourceURL(origin, asset: "other"), "--key-server", keyServer.absoluteString, "--token", token],
+                home: home
+            )
+            #expect(refusedAsset.status == 0, "\(refusedAsset.output)")
+        }
+        // The lease a forger would borrow does allow export, for its own asset.
+        let own = try await LibraryCommandTests.run(
+            ["export", fixture.assetId, "--out", fixture.root.appendingPathComponent("own.mkv").path],
+            home: home
+        )
+        #expect(own.status == 0, "\(own.output)")
+        let refused = try await LibraryCommandTests.run(["export", "other", "--out", exported.path], home: home)
+        #expect(refused.status != 0 && refused.output.contains("[export_not_allowed]"), "\(refused.output)")
+        // A curious user points other's manifest at the fixture asset's keys (whose lease allows export).
+        let allowedManifest = try JSONSerialization.jsonObject(with: Data(contentsOf: fixture.package.manifestURL)) as? [String: Any]
+        let otherURL = try PackageDirectory(assetId: "other", in: fixture.clientDirectory).manifestURL
+        var other = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: otherURL)) as? [String: Any])
+        let keys = try #require(allowedManifest?["keys"])
+        #expect(String(describing: keys) != String(describing: other["keys"] ?? ""))
+        other["keys"] = keys
+        try JSONSerialization.data(withJSONObject: other).write(to: otherURL)
+        let borrowed = try await LibraryCommandTests.run(["export", "other", "--out", exported.path], home: home)
+        #expect(borrowed.status != 0 && borrowed.output.contains("[export_not_allowed]"), "\(borrowed.output)")
+        #expect(!FileManager.default.fileExists(atPath: exported.path))
+    }
+
     @Test("an skd package is refused with export_not_allowed; after the policy allows it and a renewal, it exports to Matroska")
     func leasedPackage() async throws {
         let fixture = try await DownloadFixture.make()
