@@ -414,6 +414,9 @@ enum DownloadDriver {
         _ start: (OfflineLibrary) async throws -> DownloadTask
     ) async {
         let json = options.json
+        // Trapped before the task starts: a Ctrl-C while it starts is kept for the task (it pauses it), never the
+        // default action that ends the process with the task half begun.
+        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         let library: OfflineLibrary
         let task: DownloadTask
         do {
@@ -424,15 +427,13 @@ enum DownloadDriver {
         }
         // Ctrl-C or SIGTERM pauses the task (its files stay for `resume`), or ends a live recording and keeps it; a
         // second one pauses the recording too, for a user who will not wait for its last files.
-        let watcher = Task { try? await CommandOutput.runUntilSignalled([DownloadTaskService(task)]) }
-        let secondSignal = Task {
-            var signals = 0
-            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
-                signals += 1
-                if signals == 2 { task.pause() }
+        let watcher = Task {
+            var count = 0
+            for await _ in signals {
+                count += 1
+                if count == 1 { task.interrupt() } else { task.pause() }
             }
         }
-        defer { secondSignal.cancel() }
         let display = ProgressDisplay(json: json, assetId: task.assetId)
         var playback: PlaybackHandle?
         var playFailure: (any Error)?
@@ -462,7 +463,7 @@ enum DownloadDriver {
                 }
             }
         }
-        await watcher.value
+        watcher.cancel()
         var failure: (any Error)?
         var interrupted = false
         var finished: PackageManifest?

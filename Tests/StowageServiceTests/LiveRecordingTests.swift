@@ -355,11 +355,11 @@ struct LiveRecordingTests {
         try await live.serving(["--window", "3", "--speed", "4", "--loop", "--bandwidth", "3000"]) { url, keyServer, token in
             let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
             defer { recorder.send(SIGKILL) }
-            let recordedPlaylists = live.package.appendingPathComponent(".recording")
-            for _ in 0..<500 where !FileManager.default.fileExists(atPath: recordedPlaylists.path) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(FileManager.default.fileExists(atPath: recordedPlaylists.path), "the recording did not start within 10 s")
+            // Recording (a Ctrl-C while the download is still being planned pauses it): its keys are obtained only
+            // once it records.
+            func log() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
+            for _ in 0..<500 where !log().contains("keys: ") { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(log().contains("keys: "), "the recording did not start within 10 s: \(log())")
             recorder.send(SIGINT)
             // The recording ends in the manifest; its listed files go on coming over the slow link.
             var ended = false
@@ -384,9 +384,8 @@ struct LiveRecordingTests {
                 defer { group.cancelAll() }
                 return await group.next() ?? false
             }
-            let log = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-            #expect(exited, "the recorder did not exit within 20 s of the second Ctrl-C: \(log)")
-            #expect(log.contains("paused"), "\(log)")
+            #expect(exited, "the recorder did not exit within 20 s of the second Ctrl-C: \(log())")
+            #expect(log().contains("paused"), "\(log())")
         }
         let manifest = try live.manifest()
         #expect(!manifest.isComplete)
