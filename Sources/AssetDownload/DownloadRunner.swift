@@ -374,8 +374,9 @@ struct DownloadRunner: Sendable {
                 message:
                     "the key server refused one lease for the \(leased.count) skd keys the recording of \(assetId) has met so far "
                     + "(it said: \(error.message)); a recording holds all its keys in one lease, and this stream rotates its key "
-                    + "more often than that lease can follow, so the recording stops here with what it recorded (see "
-                    + "docs/live-recording.md, 'Not yet')"
+                    + "more often than one lease can hold, so it cannot be recorded to the end yet: the package stays incomplete "
+                    + "(`stowage cancel \(assetId)` removes it) until a recording can hold several leases (docs/live-recording.md, "
+                    + "'Not yet')"
             )
         }
         if let leaseId {

@@ -350,7 +350,8 @@ public struct DownloadTask: Sendable {
     @discardableResult
     public func stopRecording() -> Bool { recording.requestStop() }
 
-    /// What Ctrl-C does: stops a live recording the first time (keeping it), pauses otherwise.
+    /// What Ctrl-C does: stops a live recording the first time (keeping it), pauses otherwise (a VOD download, or a
+    /// recording already asked to stop: a second Ctrl-C).
     public func interrupt() {
         if !stopRecording() { pause() }
     }

@@ -3,8 +3,9 @@ public import ServiceLifecycle
 
 /// A foreground download as a swift-service-lifecycle `Service`: it runs until the task ends. A graceful shutdown of
 /// its group (SIGTERM, Ctrl-C) pauses the task, which keeps its files for `resume`; a live recording ends instead, and
-/// is kept, and cancelling the group (a second Ctrl-C) pauses it where it is. `stowage download` runs one in a
-/// `ServiceGroup` with the signals, beside the loop that renders the task's events.
+/// is kept, and cancelling the group pauses it where it is. For an app that runs its downloads in a `ServiceGroup`;
+/// `stowage download` traps the signals itself, before the task starts, and calls ``DownloadTask/interrupt()`` for
+/// each.
 public struct DownloadTaskService: Service {
     public let task: DownloadTask
 

@@ -97,6 +97,7 @@ actor DownloadScheduler {
     /// - Throws: `not_recording` when the asset is not a live recording still going on.
     func stopRecording(_ assetId: String) throws -> ServiceDownload {
         guard library.isRecordingLive(assetId: assetId) else {
+            // An unknown asset says download_not_found, not not_recording.
             _ = try status(of: assetId)
             throw library.notRecording(assetId: assetId)
         }

@@ -426,13 +426,10 @@ enum DownloadDriver {
             CommandOutput.fail(error, json: json)
         }
         // Ctrl-C or SIGTERM pauses the task (its files stay for `resume`), or ends a live recording and keeps it; a
-        // second one pauses the recording too, for a user who will not wait for its last files.
+        // second one pauses the recording too, for a user who will not wait for its last files (`interrupt()` does
+        // both, in that order).
         let watcher = Task {
-            var count = 0
-            for await _ in signals {
-                count += 1
-                if count == 1 { task.interrupt() } else { task.pause() }
-            }
+            for await _ in signals { task.interrupt() }
         }
         let display = ProgressDisplay(json: json, assetId: task.assetId)
         var playback: PlaybackHandle?

@@ -127,7 +127,8 @@ extension DownloadRunner {
                     code: code,
                     message:
                         "\(message); the recording of \(assetId) stopped and keeps what it recorded: `stowage resume \(assetId)` "
-                        + "records on from the live edge (what was missed meanwhile becomes a marked gap)"
+                        + "records on from the live edge (what was missed meanwhile becomes a marked gap), `stowage stop \(assetId)` "
+                        + "ends it with what it has"
                 )
             }
             guard let loaded = reloaded else { return .stopped }
@@ -136,7 +137,7 @@ extension DownloadRunner {
                     code: "not_a_media_playlist",
                     message:
                         "\(url) is no longer a media playlist, so \(assetId) cannot go on recording; `stowage resume \(assetId)` tries "
-                        + "again, and Ctrl-C during it keeps what was recorded"
+                        + "again, and `stowage stop \(assetId)` ends the recording with what it has"
                 )
             }
             let update = try await recording.merge(media, url: loaded.url, renditionId: id)
