@@ -166,7 +166,7 @@ struct DownloadRunner: Sendable {
             // killed between storing a new lease and superseding the older ones left two leases holding keys.
             if recordedFromPlan == nil { manifest = try await recording.reconcile() }
             let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
-            if let newest = try keyStore.leaseToSupersedeWith(assetId: assetId) { try keyStore.supersede(by: newest, at: now) }
+            try keyStore.supersedeCovered(assetId: assetId, at: now)
             let request = record.request
             recordingKeys = RecordingKeys(held: try heldKeys(of: manifest)) { keys in
                 try await acquireRecordingKeys(keys, recording: recording, request: request)
@@ -346,46 +346,63 @@ struct DownloadRunner: Sendable {
         events.yield(.keysAcquired(leaseId: leaseId, keys: manifest.keys.count))
     }
 
-    /// Keys that appeared while a stream is recorded: identity keys as they are; skd keys in a new lease for every skd
-    /// key ID of the recording, which then supersedes the asset's older lease.
+    /// The most skd keys one lease of a recording holds: a key server caps the keys of one request (Stowage's own at
+    /// 64), so a recording whose key rotates often holds one lease per group of this many keys.
+    static let recordingKeysPerLease = 32
+
+    /// Keys that appeared while a stream is recorded: identity keys as they are; skd keys by group. The recording's skd
+    /// keys, in the order the manifest lists them, fall in groups of ``recordingKeysPerLease``; each group with a key
+    /// no lease holds is requested whole, in a new lease that then supersedes the asset's older lease of that group
+    /// (``KeyDelivery/KeyStore/supersede(by:at:)``: the group's keys so far, and the asset's first play).
     func acquireRecordingKeys(_ keys: [PackageKey], recording: RecordingPackage, request: DownloadRequest) async throws {
-        let hasSKD = keys.contains { $0.kind == .skd }
-        var leased: [PackageKey] = []
-        var leaseId: String?
-        var keySession: KeySession?
-        do {
-            // A key server that says rate_limited (a stream rotating its key faster than the server's policy allows
-            // requests) is waited out: the recording goes on meanwhile, and the next request, for every key met by
-            // then, takes in the keys that appeared while it waited.
-            for attempt in 1...6 {
-                leased = hasSKD ? await recording.manifest.keys.filter { $0.kind == .skd } : []
-                do {
-                    (leaseId, keySession) = try await obtain(keys, leaseFor: leased, request: request)
-                    break
-                } catch let error as any StowageError where error.code == "rate_limited" && attempt < 6 {
-                    try await Task.sleep(for: .seconds(min(30, 1 << attempt)))
-                }
-            }
-        } catch let error as any StowageError where error.code == "malformed_request" && leased.count > 1 {
-            // One lease holds every key of a recording; a key server caps the keys of one request (Stowage's own at
-            // 64), and a stream that rotates its key often outgrows it.
-            throw DownloadError.keys(
-                code: "recording_key_limit",
-                message:
-                    "the key server refused one lease for the \(leased.count) skd keys the recording of \(assetId) has met so far "
-                    + "(it said: \(error.message)); a recording holds all its keys in one lease, and this stream rotates its key "
-                    + "more often than one lease can hold, so it cannot be recorded to the end yet: the package stays incomplete "
-                    + "(`stowage cancel \(assetId)` removes it) until a recording can hold several leases (docs/live-recording.md, "
-                    + "'Not yet')"
-            )
-        }
-        if let leaseId {
+        let identity = keys.filter { $0.kind == .identity }
+        if !identity.isEmpty { _ = try await obtain(identity, leaseFor: [], request: request) }
+        var leaseIds: [String] = []
+        if keys.contains(where: { $0.kind == .skd }) {
             let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
-            try keyStore.supersede(by: leaseId, at: now)
-            // The superseded leases' releases go now if the server answers; else they stay queued for later.
-            _ = try? await keySession?.sync()
+            var group: [PackageKey] = []
+            // A key server that says rate_limited (a stream rotating its key faster than the server's policy allows
+            // requests) is waited out: the recording goes on meanwhile, and the next request, for every key of the
+            // group met by then, takes in the keys that appeared while it waited.
+            do {
+                for attempt in 1...6 {
+                    do {
+                        for wanted in try await Self.groupsToLease(recording.manifest.keys, keyStore: keyStore, assetId: assetId) {
+                            group = wanted
+                            let (leaseId, keySession) = try await obtain([], leaseFor: wanted, request: request)
+                            guard let leaseId else { continue }
+                            try keyStore.supersede(by: leaseId, at: now)
+                            // The superseded lease's release goes now if the server answers; else it stays queued.
+                            _ = try? await keySession?.sync()
+                            leaseIds.append(leaseId)
+                        }
+                        break
+                    } catch let error as any StowageError where error.code == "rate_limited" && attempt < 6 {
+                        try await Task.sleep(for: .seconds(min(30, 1 << attempt)))
+                    }
+                }
+            } catch let error as any StowageError where error.code == "malformed_request" && group.count > 1 {
+                throw DownloadError.keys(
+                    code: "recording_key_limit",
+                    message:
+                        "the key server refused one lease for \(group.count) skd keys of the recording of \(assetId) (it said: "
+                        + "\(error.message)); a recording asks for its keys in groups of \(Self.recordingKeysPerLease), and this key "
+                        + "server takes fewer in one request, so the recording cannot go on: the package stays incomplete "
+                        + "(`stowage cancel \(assetId)` removes it); raise the key server's limit to \(Self.recordingKeysPerLease) keys"
+                )
+            }
         }
-        events.yield(.keysAcquired(leaseId: leaseId, keys: keys.count))
+        events.yield(.keysAcquired(leaseId: leaseIds.last, keys: keys.count))
+    }
+
+    /// The groups of ``recordingKeysPerLease`` skd keys of `keys` (in order) that hold a key no lease of `assetId`
+    /// holds with its key material.
+    static func groupsToLease(_ keys: [PackageKey], keyStore: KeyStore, assetId: String) throws -> [[PackageKey]] {
+        let held = Set(try keyStore.leases(assetId: assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }.flatMap(\.record.terms.keyIds))
+        let skd = keys.filter { $0.kind == .skd }
+        return stride(from: 0, to: skd.count, by: recordingKeysPerLease)
+            .map { Array(skd[$0..<min($0 + recordingKeysPerLease, skd.count)]) }
+            .filter { group in group.contains { !held.contains($0.keyId) } }
     }
 
     /// Obtains the identity keys of `keys`, and one lease for the skd keys of `leaseFor`; returns that lease's ID.

@@ -202,9 +202,9 @@ actor RecordingPackage {
 }
 
 /// Obtains keys that appear while a stream is recorded, one acquisition at a time: identity keys as they appear; skd
-/// keys in a new lease for every skd key ID recorded so far, which supersedes the asset's older lease
-/// (``KeyDelivery/KeyStore/supersede(by:at:)``), so the recording holds one lease and a rotation never starts a second
-/// playback window (docs/key-protocol-extensions.md).
+/// keys in a new lease for their group of keys (``DownloadRunner/recordingKeysPerLease``), which supersedes the
+/// group's older lease and takes the asset's first play (``KeyDelivery/KeyStore/supersede(by:at:)``), so a rotation
+/// never starts a second playback window (docs/live-recording.md).
 actor RecordingKeys {
     private var held: Set<String>
     /// The acquisition under way and the key IDs it obtains.

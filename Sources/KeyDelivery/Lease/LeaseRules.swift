@@ -39,7 +39,7 @@ public struct LeaseRules: Sendable {
     /// If playback has not started, the lease is judged as it will be once first play is recorded at `now`
     /// (`firstPlayedAt = now`), so a lease whose playback window could not even start is refused. When the answer is
     /// yes, the returned evaluation's lease carries that `firstPlayedAt`: the caller must record it in the same
-    /// transaction as the authorization (``KeyStore/authorizePlayback(assetId:at:)`` does).
+    /// transaction as the authorization (``KeyStore/authorizePlayback(assetId:keyIds:at:)`` does).
     public func authorize(_ lease: LeaseRecord, at now: Int64) -> LeaseEvaluation {
         var started = lease
         if started.firstPlayedAt == nil { started.firstPlayedAt = now }

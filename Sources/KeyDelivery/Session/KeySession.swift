@@ -138,7 +138,7 @@ public struct KeySession: Sendable {
 
     /// The content keys of a stored lease, keyed by key ID, unwrapped with the device's X25519 key, after the lease
     /// was authenticated (its payload verified again with the pinned key). Works offline; does not authorize playback
-    /// (see ``KeyStore/authorizePlayback(assetId:at:)``).
+    /// (see ``KeyStore/authorizePlayback(assetId:keyIds:at:)``).
     public func contentKeys(leaseId: String) throws -> [String: SecretBytes] {
         try store.contentKeys(leaseId: leaseId, device: device)
     }

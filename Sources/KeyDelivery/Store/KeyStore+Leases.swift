@@ -148,84 +148,156 @@ extension KeyStore {
 
     // MARK: - Playback
 
-    /// Decides whether `assetId` may play at `now` and, if so and for the first time, records `firstPlayedAt = now`
-    /// in the same transaction, so two concurrent authorizations record one first play.
+    /// Decides whether `assetId` may play at `now` and, if so, records the first play of every lease it plays under
+    /// that has not started yet, in the same transaction, so two concurrent authorizations record one first play.
     ///
-    /// Of several leases for the asset, one already playing is used first (so no second playback window starts), then
-    /// the one that would last longest. A refusal is returned, not thrown: `evaluation.error` says why.
+    /// The asset plays under the leases that together hold `keyIds` (every key the asset's leases hold when nil):
+    /// a recording whose keys rotated holds several (docs/live-recording.md). Each key is taken from a valid lease,
+    /// one already playing first (so no second playback window starts), then the one that lasts longest; a key that
+    /// only an invalid lease holds refuses the asset with that lease's refusal; a key no lease holds is left to the
+    /// caller (the keyring says `key_missing`). Every lease used starts its playback window at the asset's earliest
+    /// first play among its valid leases (else `now`), so the asset has one window, and the evaluation returned is
+    /// the strictest of them: the one that ends first. A refusal is returned, not thrown: `evaluation.error` says why.
     ///
     /// - Throws: only for storage failures and a missing secret (``KeyStoreError``).
-    public func authorizePlayback(assetId: String, at now: Int64) throws -> LeaseEvaluation {
+    public func authorizePlayback(assetId: String, keyIds: [String]? = nil, at now: Int64) throws -> LeaseEvaluation {
         let secrets = try secrets()
         let pinsPath = pinsPath
         return try writeState(at: now) { db, state in
             let rules = LeaseRules.standard(highWaterMark: state.mark)
             let leases = try Self.authenticatedLeases(assetId: assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
-            guard !leases.isEmpty else { return .noLease(assetId: assetId, at: now) }
-            let candidates = leases.map { (stored: $0.record, evaluation: rules.authorize($0.record, at: now)) }
-            guard let chosen = Self.choose(candidates) else { return .noLease(assetId: assetId, at: now) }
-            guard chosen.isValid, let lease = chosen.lease,
-                let stored = leases.first(where: { $0.leaseId == lease.leaseId }), stored.record.firstPlayedAt == nil
-            else { return chosen }
-            var lifecycle = LeaseLifecycle(record: stored.record)
-            _ = try lifecycle.startPlayback(at: now)
-            // The IS NULL guard keeps the first value even if two writers ever raced past the transaction.
-            try db.execute(
-                sql: "UPDATE key_leases SET first_played_at = ?, state = ? WHERE lease_id = ? AND first_played_at IS NULL",
-                arguments: [now, lifecycle.record.state.rawValue, lease.leaseId]
-            )
-            state.recordFirstPlay(lease.leaseId, at: now)
-            try Self.seal(lease.leaseId, db, secrets: secrets)
-            var detail: AuditDetail = ["expiresAt": .integer(lifecycle.record.expiresAt)]
-            if let end = lifecycle.record.playbackEndsAt { detail.members["playbackEndsAt"] = .integer(end) }
-            try AuditJournal.append(db, kind: .firstPlay, assetId: assetId, leaseId: lease.leaseId, detail: detail, at: now)
-            return LeaseEvaluation(lease: lifecycle.record, at: now, error: nil)
+            let candidates = leases.map { LeaseCandidate(stored: $0, evaluation: rules.authorize($0.record, at: now)) }
+            let selection = Self.select(candidates, keyIds: keyIds, assetId: assetId, at: now)
+            guard selection.evaluation.isValid else { return selection.evaluation }
+            let starting = selection.used.filter { $0.stored.record.firstPlayedAt == nil }
+            guard !starting.isEmpty else { return selection.evaluation }
+            let started = candidates.filter { $0.evaluation.isValid }.compactMap(\.stored.record.firstPlayedAt)
+            let firstPlay = min(started.min() ?? now, now)
+            var used: [LeaseCandidate] = selection.used.filter { $0.stored.record.firstPlayedAt != nil }
+            for candidate in starting {
+                var lifecycle = LeaseLifecycle(record: candidate.stored.record)
+                _ = try lifecycle.startPlayback(at: firstPlay)
+                // The IS NULL guard keeps the first value even if two writers ever raced past the transaction.
+                try db.execute(
+                    sql: "UPDATE key_leases SET first_played_at = ?, state = ? WHERE lease_id = ? AND first_played_at IS NULL",
+                    arguments: [firstPlay, lifecycle.record.state.rawValue, candidate.stored.leaseId]
+                )
+                state.recordFirstPlay(candidate.stored.leaseId, at: firstPlay)
+                try Self.seal(candidate.stored.leaseId, db, secrets: secrets)
+                var detail: AuditDetail = ["expiresAt": .integer(lifecycle.record.expiresAt)]
+                if let end = lifecycle.record.playbackEndsAt { detail.members["playbackEndsAt"] = .integer(end) }
+                if firstPlay != now { detail.members["firstPlayedAt"] = .integer(firstPlay) }
+                try AuditJournal.append(db, kind: .firstPlay, assetId: assetId, leaseId: candidate.stored.leaseId, detail: detail, at: now)
+                var stored = candidate.stored
+                stored.record = lifecycle.record
+                used.append(LeaseCandidate(stored: stored, evaluation: rules.evaluate(lifecycle.record, at: now)))
+            }
+            return Self.strictest(used, assetId: assetId, at: now)
         }
     }
 
-    /// The lease status of `assetId` at `now` as things stand (playback not started stays not started). Records the
-    /// local time like every operation, so a clock set back is caught here too.
-    public func evaluate(assetId: String, at now: Int64) throws -> LeaseEvaluation {
-        try judge(assetId: assetId, at: now) { rules, record in rules.evaluate(record, at: now) }
+    /// The lease status of `assetId` at `now` as things stand (playback not started stays not started), over the
+    /// leases that hold `keyIds` as ``authorizePlayback(assetId:keyIds:at:)`` chooses them. Records the local time like
+    /// every operation, so a clock set back is caught here too.
+    public func evaluate(assetId: String, keyIds: [String]? = nil, at now: Int64) throws -> LeaseEvaluation {
+        try judge(assetId: assetId, keyIds: keyIds, at: now) { rules, record in rules.evaluate(record, at: now) }
     }
 
     /// Whether `assetId` stays playable for the next `duration` seconds (`stowage verify --for 48h`), counting the
-    /// playback window as starting now if playback has not started. Nothing is recorded but the local time.
-    public func coverage(assetId: String, duration: Int64, at now: Int64) throws -> LeaseEvaluation {
-        try judge(assetId: assetId, at: now) { rules, record in rules.coverage(of: record, from: now, duration: duration) }
+    /// playback window as starting now if playback has not started, over the leases that hold `keyIds`. Nothing is
+    /// recorded but the local time.
+    public func coverage(assetId: String, keyIds: [String]? = nil, duration: Int64, at now: Int64) throws -> LeaseEvaluation {
+        try judge(assetId: assetId, keyIds: keyIds, at: now) { rules, record in rules.coverage(of: record, from: now, duration: duration) }
     }
 
-    private func judge(assetId: String, at now: Int64, _ rule: (LeaseRules, LeaseRecord) -> LeaseEvaluation) throws -> LeaseEvaluation {
+    private func judge(
+        assetId: String,
+        keyIds: [String]?,
+        at now: Int64,
+        _ rule: (LeaseRules, LeaseRecord) -> LeaseEvaluation
+    ) throws -> LeaseEvaluation {
         let secrets = try secrets()
         let pinsPath = pinsPath
         return try writeState(at: now) { db, state in
             let rules = LeaseRules.standard(highWaterMark: state.mark)
             let candidates = try Self.authenticatedLeases(assetId: assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
-                .map { (stored: $0.record, evaluation: rule(rules, $0.record)) }
-            return Self.choose(candidates) ?? .noLease(assetId: assetId, at: now)
+                .map { LeaseCandidate(stored: $0, evaluation: rule(rules, $0.record)) }
+            return Self.select(candidates, keyIds: keyIds, assetId: assetId, at: now).evaluation
         }
     }
 
-    /// The evaluation to report among several leases of one asset: a valid one (one whose playback already started
-    /// first, so no second playback window starts, then the longest-lasting), else a refusal of a lease that still
-    /// holds keys, else the most recently issued.
-    static func choose(_ candidates: [(stored: LeaseRecord, evaluation: LeaseEvaluation)]) -> LeaseEvaluation? {
-        let valid = candidates.filter { $0.evaluation.isValid }
-        if !valid.isEmpty {
-            return valid.max { a, b in
-                let aStarted = a.stored.playbackStartedAt != nil
-                let bStarted = b.stored.playbackStartedAt != nil
-                if aStarted != bStarted { return bStarted }
-                return a.stored.expiresAt(ifFirstPlayedAt: a.evaluation.evaluatedAt)
-                    < b.stored.expiresAt(ifFirstPlayedAt: b.evaluation.evaluatedAt)
-            }?.evaluation
+    /// A stored lease and what a rule says of it now.
+    struct LeaseCandidate {
+        var stored: StoredLease
+        var evaluation: LeaseEvaluation
+    }
+
+    /// The leases an asset plays under and the evaluation to report.
+    struct LeaseSelection {
+        /// The valid leases that together hold the keys asked for; empty on a refusal.
+        var used: [LeaseCandidate]
+        /// The strictest of `used`, or the refusal.
+        var evaluation: LeaseEvaluation
+    }
+
+    /// Picks, for the keys `keyIds` (nil: every key of a lease in a state that holds keys), valid leases that hold
+    /// them: preferring one whose playback started (no second window), then the longest-lasting. When a key is held
+    /// only by leases that are not valid, the refusal of the likeliest of those (one still holding keys, then the
+    /// latest issued) is the answer. Keys no lease holds are not the lease's to judge.
+    static func select(_ candidates: [LeaseCandidate], keyIds: [String]?, assetId: String, at now: Int64) -> LeaseSelection {
+        let held = Set(candidates.flatMap(\.stored.record.terms.keyIds))
+        var uncovered =
+            keyIds.map { Set($0).intersection(held) }
+            ?? Set(candidates.filter { $0.stored.state.holdsKeyMaterial }.flatMap(\.stored.record.terms.keyIds))
+        if uncovered.isEmpty {
+            // No key to judge: report the lease that says most about the asset.
+            let valid = preferred(candidates.filter { $0.evaluation.isValid }).first
+            let evaluation = valid?.evaluation ?? likeliestRefusal(candidates)?.evaluation ?? .noLease(assetId: assetId, at: now)
+            return LeaseSelection(used: valid.map { [$0] } ?? [], evaluation: evaluation)
         }
-        return candidates.max { a, b in
+        var used: [LeaseCandidate] = []
+        for candidate in preferred(candidates.filter { $0.evaluation.isValid }) {
+            let keys = Set(candidate.stored.record.terms.keyIds)
+            guard !keys.isDisjoint(with: uncovered) else { continue }
+            used.append(candidate)
+            uncovered.subtract(keys)
+            if uncovered.isEmpty { break }
+        }
+        guard uncovered.isEmpty else {
+            let holders = candidates.filter { !$0.evaluation.isValid && !Set($0.stored.record.terms.keyIds).isDisjoint(with: uncovered) }
+            return LeaseSelection(used: [], evaluation: likeliestRefusal(holders)?.evaluation ?? .noLease(assetId: assetId, at: now))
+        }
+        return LeaseSelection(used: used, evaluation: strictest(used, assetId: assetId, at: now))
+    }
+
+    /// Valid candidates, best first: one whose playback started before one that has not, then the longest-lasting.
+    private static func preferred(_ valid: [LeaseCandidate]) -> [LeaseCandidate] {
+        valid.sorted { a, b in
+            let aStarted = a.stored.record.playbackStartedAt != nil
+            let bStarted = b.stored.record.playbackStartedAt != nil
+            if aStarted != bStarted { return aStarted }
+            return a.stored.record.expiresAt(ifFirstPlayedAt: a.evaluation.evaluatedAt)
+                > b.stored.record.expiresAt(ifFirstPlayedAt: b.evaluation.evaluatedAt)
+        }
+    }
+
+    /// The refusal to report: a lease still holding keys before one that ended, then the latest issued.
+    private static func likeliestRefusal(_ candidates: [LeaseCandidate]) -> LeaseCandidate? {
+        candidates.max { a, b in
             let aHeld = a.stored.state.holdsKeyMaterial
             let bHeld = b.stored.state.holdsKeyMaterial
             if aHeld != bHeld { return bHeld }
-            return a.stored.terms.issuedAt < b.stored.terms.issuedAt
-        }?.evaluation
+            return a.stored.record.terms.issuedAt < b.stored.record.terms.issuedAt
+        }
+    }
+
+    /// The evaluation of the lease among `used` that ends first (a refusal first, should one be there).
+    private static func strictest(_ used: [LeaseCandidate], assetId: String, at now: Int64) -> LeaseEvaluation {
+        if let refused = used.first(where: { !$0.evaluation.isValid }) { return refused.evaluation }
+        return used.min { a, b in
+            a.stored.record.expiresAt(ifFirstPlayedAt: a.evaluation.evaluatedAt)
+                < b.stored.record.expiresAt(ifFirstPlayedAt: b.evaluation.evaluatedAt)
+        }?.evaluation ?? .noLease(assetId: assetId, at: now)
     }
 
     // MARK: - Ending leases
@@ -250,17 +322,16 @@ extension KeyStore {
         return record
     }
 
-    /// Replaces the other leases of `leaseId`'s asset that still hold keys with `leaseId`, a lease issued later for a
-    /// superset of their key IDs (a live recording whose keys rotated, docs/live-recording.md): the newer lease takes
-    /// the earliest first play of any lease the asset ever had here (ended ones included, so neither a key rotation nor
-    /// a recording resumed after its window closed starts a second playback window), journalled as that first play;
-    /// the older leases are returned (key material erased, release queued), so the asset holds one lease. In one
-    /// transaction.
+    /// Takes `leaseId`, a lease just stored for an asset that holds others (a live recording whose keys rotated,
+    /// docs/live-recording.md), into the asset's leases: it gets the earliest first play of any lease the asset ever had
+    /// here (ended ones included, so neither a key rotation nor a recording resumed after its window closed starts a
+    /// second playback window), journalled as that first play; and every older lease that still holds keys and whose
+    /// key IDs it covers, for the same device and key server, is returned (key material erased, release queued). Older
+    /// leases holding other keys stay: a recording keeps one lease per group of keys. In one transaction.
     ///
     /// - Returns: the leases that were returned.
     /// - Throws: ``KeyStoreError`` `unknown_lease` when `leaseId` is not stored; ``LeaseError`` `lease_tampered` when
-    ///   the newer lease's row does not match its seal, and `invalid_lease_transition` when it does not cover an older
-    ///   lease's keys or is for another device or key server.
+    ///   the newer lease's row does not match its seal.
     @discardableResult
     public func supersede(by leaseId: String, at now: Int64) throws -> [LeaseRecord] {
         let secrets = try secrets()
@@ -274,19 +345,11 @@ extension KeyStore {
             }
             let all = try Self.authenticatedLeases(assetId: newer.assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
                 .filter { $0.leaseId != leaseId }
-            let older = all.filter { $0.state.holdsKeyMaterial || $0.hasKeyMaterial }
             let covered = Set(newer.record.terms.keyIds)
-            for stored in older {
-                guard stored.keyServer == newer.keyServer, stored.record.terms.deviceId == newer.record.terms.deviceId,
-                    covered.isSuperset(of: stored.record.terms.keyIds)
-                else {
-                    throw LeaseError.invalidTransition(
-                        leaseId: stored.leaseId,
-                        assetId: stored.assetId,
-                        state: stored.state,
-                        event: "supersede with lease \(leaseId), which does not cover its keys, device and key server"
-                    )
-                }
+            let older = all.filter {
+                ($0.state.holdsKeyMaterial || $0.hasKeyMaterial) && $0.keyServer == newer.keyServer
+                    && $0.record.terms.deviceId == newer.record.terms.deviceId && covered.isSuperset(of: $0.record.terms.keyIds)
+                    && $0.record.terms.issuedAt <= newer.record.terms.issuedAt
             }
             let ledger = all.compactMap { state.ledgerEntry($0.leaseId)?.firstPlayedAt }
             let firstPlay = (all.compactMap(\.record.firstPlayedAt) + ledger + [newer.record.firstPlayedAt].compactMap { $0 }).min()
@@ -322,12 +385,20 @@ extension KeyStore {
         return returned
     }
 
-    /// The lease of `assetId` issued last among those that hold keys, when more than one does (a recording killed
-    /// between storing a new lease and superseding the old ones): the one to ``supersede(by:at:)`` with.
-    public func leaseToSupersedeWith(assetId: String) throws -> String? {
-        let holding = try leases(assetId: assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
-        guard holding.count > 1 else { return nil }
-        return holding.max { $0.record.terms.issuedAt < $1.record.terms.issuedAt }?.leaseId
+    /// Supersedes, newest first, with every lease of `assetId` that holds keys, so no lease whose keys a later one
+    /// covers is left holding them: for a recording killed between storing a new lease and superseding the older ones.
+    ///
+    /// - Returns: the leases that were returned.
+    @discardableResult
+    public func supersedeCovered(assetId: String, at now: Int64) throws -> [LeaseRecord] {
+        let holding = try leases(assetId: assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial && $0.record.tampering == nil }
+        guard holding.count > 1 else { return [] }
+        var returned: [LeaseRecord] = []
+        for lease in holding.sorted(by: { $0.record.terms.issuedAt > $1.record.terms.issuedAt }) {
+            guard !returned.contains(where: { $0.leaseId == lease.leaseId }) else { continue }
+            returned += try supersede(by: lease.leaseId, at: now)
+        }
+        return returned
     }
 
     /// Returns every lease of `assetId` that still holds keys and erases the asset's sealed identity keys.
@@ -592,7 +663,7 @@ extension KeyStore {
 
     /// The content keys of a stored lease, keyed by key ID, unwrapped with the device's X25519 key, after the lease
     /// was authenticated (its payload verified again with the pinned key, its row checked). Works offline; does not
-    /// authorize playback (``authorizePlayback(assetId:at:)`` does).
+    /// authorize playback (``authorizePlayback(assetId:keyIds:at:)`` does).
     ///
     /// - Throws: ``KeySessionError`` `lease_not_stored`; ``LeaseError`` `lease_tampered`; key-wrapping errors.
     public func contentKeys(leaseId: String, device: DeviceIdentity) throws -> [String: SecretBytes] {

@@ -87,7 +87,9 @@ public struct PackageCatalog: Sendable {
         }
         let lease =
             manifest.keys.contains { $0.kind == .skd }
-            ? PackageLeaseSummary(try store.evaluate(assetId: manifest.assetId, at: now)) : nil
+            ? PackageLeaseSummary(
+                try store.evaluate(assetId: manifest.assetId, keyIds: manifest.keys.filter { $0.kind == .skd }.map(\.keyId), at: now)
+            ) : nil
         return PackageCatalogEntry(
             assetId: manifest.assetId,
             title: manifest.title,

@@ -65,7 +65,7 @@ struct PackageKeyCheck {
                     )
                 )
             }
-            let evaluation = try store.coverage(assetId: manifest.assetId, duration: max(0, duration ?? 0), at: now)
+            let evaluation = try store.coverage(assetId: manifest.assetId, keyIds: skd.map(\.keyId), duration: max(0, duration ?? 0), at: now)
             outcome.lease = evaluation
             if let error = evaluation.error {
                 outcome.problems.append(VerificationProblem(leaseError: error))

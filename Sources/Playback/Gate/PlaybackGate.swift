@@ -11,7 +11,7 @@ import StowageCrypto
 /// 2. the lease, when the package has skd keys: evaluated as things stand (storage and playback windows, clock
 ///    rollback), so a refusal records nothing;
 /// 3. the keys: every key the manifest lists is held (``PackageKeyring``);
-/// 4. the lease again through `KeyStore.authorizePlayback(assetId:at:)`, which records the first play and so starts
+/// 4. the lease again through `KeyStore.authorizePlayback(assetId:keyIds:at:)`, which records the first play and so starts
 ///    the playback window. Identity-only packages have no lease: their sealed keys (and local lifetimes) are all.
 ///
 /// Why sizes by default: hashing a whole package costs as much as reading it, so the gate checks sizes and the server
@@ -107,7 +107,7 @@ public struct PlaybackGate: Sendable {
         do throws(PlaybackError) {
             if needsLease {
                 // Evaluate first without recording anything: a package that cannot play must not start a playback window.
-                try Self.require(try evaluate(assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
+                try Self.require(try evaluate(manifest, at: now, recordingFirstPlay: false), assetId: assetId)
             }
             do {
                 keys = try keyring.keys(for: manifest, at: now)
@@ -129,7 +129,7 @@ public struct PlaybackGate: Sendable {
             throw error
         }
         if needsLease {
-            let granted = try evaluate(assetId: assetId, at: now, recordingFirstPlay: true)
+            let granted = try evaluate(manifest, at: now, recordingFirstPlay: true)
             try Self.require(granted, assetId: assetId)
             lease = granted
         }
@@ -170,7 +170,7 @@ public struct PlaybackGate: Sendable {
         let now = clock.now
         if authorization.needsLease {
             do {
-                try Self.require(try evaluate(assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
+                try Self.require(try evaluate(authorization.manifest, at: now, recordingFirstPlay: false), assetId: assetId)
             } catch {
                 return error
             }
@@ -200,9 +200,15 @@ public struct PlaybackGate: Sendable {
         }
     }
 
-    private func evaluate(assetId: String, at now: Int64, recordingFirstPlay: Bool) throws(PlaybackError) -> LeaseEvaluation {
+    /// The lease verdict over the leases that hold the manifest's skd keys (a recording's rotated keys may be held by
+    /// several: every one must allow playback, and the strictest is reported).
+    private func evaluate(_ manifest: PackageManifest, at now: Int64, recordingFirstPlay: Bool) throws(PlaybackError) -> LeaseEvaluation {
+        let assetId = manifest.assetId
+        let keyIds = manifest.keys.filter { $0.kind == .skd }.map(\.keyId)
         do {
-            return recordingFirstPlay ? try store.authorizePlayback(assetId: assetId, at: now) : try store.evaluate(assetId: assetId, at: now)
+            return recordingFirstPlay
+                ? try store.authorizePlayback(assetId: assetId, keyIds: keyIds, at: now)
+                : try store.evaluate(assetId: assetId, keyIds: keyIds, at: now)
         } catch {
             throw .keyStoreUnavailable(assetId: assetId, detail: "\(error)")
         }
