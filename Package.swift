@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "OfflinePackage", targets: ["OfflinePackage"]),
         .library(name: "AssetDownload", targets: ["AssetDownload"]),
         .library(name: "Playback", targets: ["Playback"]),
+        .library(name: "HTTPServing", targets: ["HTTPServing"]),
         .library(name: "KeyServer", targets: ["KeyServer"]),
         .library(name: "Packaging", targets: ["Packaging"]),
         .library(name: "StowageLibrary", targets: ["StowageLibrary"]),
@@ -34,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.24.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.5.0"),
@@ -85,10 +87,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What every Stowage HTTP server puts on its clients: a connection cap and deadlines for requests to arrive.
+        .target(
+            name: "HTTPServing",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "Playback",
             dependencies: [
-                "StowageCore", "OfflinePackage", "KeyDelivery", "MediaCrypto", "StowageCrypto", "HLS",
+                "HTTPServing", "StowageCore", "OfflinePackage", "KeyDelivery", "MediaCrypto", "StowageCrypto", "HLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -105,7 +118,7 @@ let package = Package(
         .target(
             name: "KeyServer",
             dependencies: [
-                "StowageCore", "KeyDelivery", "StowageCrypto",
+                "HTTPServing", "StowageCore", "KeyDelivery", "StowageCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -122,7 +135,7 @@ let package = Package(
         .target(
             name: "OriginServer",
             dependencies: [
-                "StowageCore", "HLS",
+                "HTTPServing", "StowageCore", "HLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -221,7 +234,7 @@ let package = Package(
         .testTarget(
             name: "OriginServerTests",
             dependencies: [
-                "OriginServer", "HLS",
+                "OriginServer", "HLS", "HTTPServing", "StowageTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -273,6 +286,7 @@ let package = Package(
         .testTarget(
             name: "PlaybackTests",
             dependencies: [
+                "HTTPServing",
                 "Packaging",
                 "Playback", "PackageTestSupport", "StowageTestSupport", "StowageCore",
                 "OfflinePackage", "KeyDelivery", "HLS", "MediaCrypto", "StowageCrypto",
@@ -286,6 +300,7 @@ let package = Package(
         .testTarget(
             name: "KeyServerTests",
             dependencies: [
+                "HTTPServing",
                 "Packaging",
                 "StowageTestSupport",
                 "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "OfflinePackage",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Stowage's whole test suite on a fresh machine: installs what is missing (scripts/ensure-deps.sh), checks the
-# formatting, builds once, starts a throwaway PostgreSQL (scripts/postgres.sh) and runs every test target (Swift
-# Testing runs tests in parallel).
+# formatting, builds once, starts a throwaway PostgreSQL (scripts/postgres.sh), runs every test target (Swift
+# Testing runs tests in parallel), then a short fault soak (scripts/soak.sh 10).
 # Needs: Debian with Swift 6.2+ on PATH; root or sudo for apt when something is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +19,7 @@ echo "==> swift test"
 # The fleet key server's store runs against a real PostgreSQL, started once for the whole run.
 stowage_start_postgres
 swift test --skip-build
+
+echo "==> fault soak (10 kills of the CLI, 10 of the service)"
+# The same debug build the tests used; scripts/soak.sh 50 is the documented long run (docs/RELIABILITY.md).
+STOWAGE_BIN="$(swift build --show-bin-path)/stowage" bash scripts/soak.sh 10

@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPServing
 public import Hummingbird
 public import Logging
 import NIOCore
@@ -27,6 +28,9 @@ public struct KeyServerApplication: Sendable {
 
     let service: KeyService
     let metrics = KeyServerMetrics()
+    /// The connection cap and request deadlines (``HTTPServing/ConnectionLimits/standard`` by default): a slow or idle
+    /// client is closed instead of holding a connection.
+    public var connectionLimits: ConnectionLimits = .standard
     private let logger: Logger
     /// The store this server opened itself (from a data directory), closed by ``close()``.
     private var ownedStore: (any KeyServerStore)?
@@ -185,7 +189,8 @@ public struct KeyServerApplication: Sendable {
     func serve(host: String, port: Int, onListening: @escaping @Sendable (Address) async -> Void) async throws {
         let app = Application(
             router: makeRouter(),
-            configuration: .init(address: .hostname(host, port: port), serverName: "stowage-keyserver"),
+            server: connectionLimits.server,
+            configuration: connectionLimits.configuration(address: .hostname(host, port: port), serverName: "stowage-keyserver"),
             onServerRunning: { channel in
                 await onListening(Address(host: host, port: channel.localAddress?.port ?? 0))
             },

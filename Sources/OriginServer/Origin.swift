@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPServing
 import Hummingbird
 public import Logging
 import NIOCore
@@ -39,6 +40,8 @@ public struct Origin: Sendable {
         public var requestLog: OriginRequestLog?
         /// Serve complete media playlists as live streams (``LiveSimulation``); nil serves files as they are.
         public var live: LiveSimulation?
+        /// The connection cap and request deadlines (``HTTPServing/ConnectionLimits/standard`` by default).
+        public var connectionLimits: ConnectionLimits = .standard
 
         /// - Parameters:
         ///   - root: the directory served at `/`.
@@ -129,7 +132,11 @@ public struct Origin: Sendable {
         let host = configuration.host
         let app = Application(
             responder: responder,
-            configuration: .init(address: .hostname(host, port: configuration.port), serverName: "stowage-origin"),
+            server: configuration.connectionLimits.server,
+            configuration: configuration.connectionLimits.configuration(
+                address: .hostname(host, port: configuration.port),
+                serverName: "stowage-origin"
+            ),
             onServerRunning: { channel in
                 await onListening(Address(host: host, port: channel.localAddress?.port ?? 0))
             },

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HTTPServing
 import KeyDelivery
 import KeyServer
 import NIOCore
@@ -78,9 +79,14 @@ struct KeyServerFixture: Sendable {
     }
 
     /// Runs the server on 127.0.0.1 with an OS-assigned port while `body` runs, then stops it.
-    func withLiveServer<Result: Sendable>(_ body: (LiveClient) async throws -> Result) async throws -> Result {
+    /// - Parameter limits: the server's connection limits, when not the standard ones.
+    func withLiveServer<Result: Sendable>(
+        limits: ConnectionLimits? = nil,
+        _ body: (LiveClient) async throws -> Result
+    ) async throws -> Result {
         let (addresses, continuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
-        let server = self.server
+        var server = self.server
+        if let limits { server.connectionLimits = limits }
         let task = Task { try await server.run(port: 0) { continuation.yield($0) } }
         var iterator = addresses.makeAsyncIterator()
         guard let address = await iterator.next() else { throw CancellationError() }

@@ -436,13 +436,13 @@ struct KeyServerFleetTests {
         let connection = try RawConnection(port: try #require(port))
         defer { connection.close() }
         // The head, then nothing: the request is in flight when the signal comes.
-        try connection.send("POST /v1/keys HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n")
+        #expect(connection.send("POST /v1/keys HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"))
         try await Task.sleep(for: .milliseconds(300))
         kill(process.processIdentifier, SIGTERM)
         try await Task.sleep(for: .milliseconds(500))
         #expect(process.isRunning, "run exited with a request in flight")
-        try connection.send("{}")
-        let answer = try connection.receive()
+        #expect(connection.send("{}"))
+        let answer = await connection.receive()
         #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer)")
         #expect(answer.contains("malformed_request"), "\(answer)")
         let ended = try await process.waitForExit(timeout: .seconds(30))
@@ -574,52 +574,4 @@ struct KeyServerFleetTests {
             #expect(try await instance.process.waitForExit(timeout: .seconds(30)).status == 0)
         }
     }
-}
-
-/// A plain TCP connection to 127.0.0.1, for a request sent in pieces.
-struct RawConnection {
-    let descriptor: Int32
-
-    init(port: Int) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            Glibc.close(descriptor)
-            throw POSIXError(.ECONNREFUSED)
-        }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    func send(_ text: String) throws {
-        let bytes = Array(text.utf8)
-        guard Glibc.send(descriptor, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else { throw POSIXError(.EPIPE) }
-    }
-
-    /// What arrives until the peer closes, a 10 s silence, or 64 KiB.
-    func receive() throws -> String {
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while received.count < 65_536 {
-            let count = recv(descriptor, &buffer, buffer.count, 0)
-            guard count > 0 else { break }
-            received += buffer[0..<count]
-            if let text = String(bytes: received, encoding: .utf8), let split = text.range(of: "\r\n\r\n"),
-                let length = text[..<split.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") })
-                    .flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }),
-                text.utf8.count - text[..<split.upperBound].utf8.count >= length
-            {
-                break
-            }
-        }
-        return String(decoding: received, as: UTF8.self)
-    }
-
-    func close() { Glibc.close(descriptor) }
 }

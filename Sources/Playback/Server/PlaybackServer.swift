@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPServing
 import Hummingbird
 public import Logging
 import NIOCore
@@ -85,6 +86,8 @@ public struct PlaybackServer: Sendable {
         public var downloadWait: Duration
         /// Told of every request answered (`stowage play --json` prints them).
         public var onRequest: (@Sendable (PlaybackRequestEvent) -> Void)?
+        /// The connection cap and request deadlines (``HTTPServing/ConnectionLimits/standard`` by default).
+        public var connectionLimits: ConnectionLimits = .standard
 
         public init(
             host: String = "127.0.0.1",
@@ -188,7 +191,11 @@ public struct PlaybackServer: Sendable {
         )
         let app = Application(
             responder: responder,
-            configuration: .init(address: .hostname(host, port: configuration.port), serverName: "stowage-play"),
+            server: configuration.connectionLimits.server,
+            configuration: configuration.connectionLimits.configuration(
+                address: .hostname(host, port: configuration.port),
+                serverName: "stowage-play"
+            ),
             onServerRunning: { channel in
                 var bound = address
                 bound.port = channel.localAddress?.port ?? 0
