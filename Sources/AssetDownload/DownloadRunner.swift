@@ -69,6 +69,13 @@ struct DownloadRunner: Sendable {
 
     private func download() async throws -> PackageManifest {
         guard var record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
+        if let damage = record.requestDamage {
+            // Its URL, headers, token and key server are lost: running on would fail later with misleading errors.
+            throw DownloadError.database(
+                "the stored request of asset \(assetId) in stowage.sqlite cannot be read (\(damage)); its URL, headers and token "
+                    + "are lost: cancel it with `stowage cancel \(assetId)` and download it again"
+            )
+        }
         if case .addMedia = mode {
             try store.transition(assetId, .addMedia, at: now)
         } else {
@@ -76,7 +83,22 @@ struct DownloadRunner: Sendable {
         }
         let package = try PackageDirectory(assetId: assetId, in: session.dataDirectory)
         var manifest: PackageManifest
-        let existing = try? package.readManifest()
+        // A manifest is written whole (temporary file, flush, rename), so one that does not read was damaged or edited:
+        // planning afresh over it would write the recorded playlists and keys anew and lose what it describes.
+        var existing: PackageManifest?
+        do {
+            existing = try package.readManifest()
+        } catch {
+            if case .notFound = error {
+                existing = nil
+            } else {
+                throw DownloadError.package(
+                    code: "invalid_manifest",
+                    message: "the manifest of asset \(assetId) cannot be read (\(error.description)); nothing was changed: restore "
+                        + "\(package.manifestURL.path), or remove the asset with `stowage delete \(assetId)` and download it again"
+                )
+            }
+        }
         var selection: MediaSelectionOptions?
         if case .addMedia(let options) = mode { selection = options }
         var recordedFromPlan: [String: RecordedPlaylist]?
@@ -151,8 +173,11 @@ struct DownloadRunner: Sendable {
         var recordingKeys: RecordingKeys?
         // A recording that ended but was stopped before its last files landed keeps its recorded playlists too: a
         // segment gone from the server meanwhile becomes a gap.
-        if !isRecording, manifest.recording != nil, let recorded = try? RecordingPackage.load(manifest, package: package), !recorded.isEmpty {
-            recorder = RecordingPackage(manifest: manifest, recorded: recorded, package: package) { _ in }
+        // A recorded playlist that cannot be read fails the run, saying so: without it, a segment gone from the server would
+        // fail every resume instead of becoming a gap.
+        if !isRecording, manifest.recording != nil {
+            let recorded = try RecordingPackage.load(manifest, package: package)
+            if !recorded.isEmpty { recorder = RecordingPackage(manifest: manifest, recorded: recorded, package: package) { _ in } }
         }
         if isRecording {
             recordingControl.beginRecording()
@@ -441,8 +466,11 @@ struct DownloadRunner: Sendable {
         let fetcher = IdentityKeyFetcher(routes: session.http, store: keyStore, clock: session.clock, configuration: fetch)
         for key in keys where key.kind == .identity {
             if InlineKeyURI.isReference(key.uri) {
-                // Stored when the download was planned; only a hand-edited key store lacks it.
-                guard (try? keyStore.identityKey(uri: key.uri, at: now)) != nil else {
+                // Stored when the download was planned; only a hand-edited key store lacks it. Any other failure (the
+                // store locked or damaged, the clock set back) is itself the answer: deleting the asset would not mend it.
+                do {
+                    _ = try keyStore.identityKey(uri: key.uri, at: now)
+                } catch let error as KeyStoreError where error.code == KeyStoreError.identityKeyNotFound(uri: "").code {
                     throw DownloadError.keys(
                         code: "inline_key_missing",
                         message:

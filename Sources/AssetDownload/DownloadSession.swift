@@ -252,12 +252,18 @@ public final class DownloadSession: Sendable {
     }
 
     /// Whether the asset's package is a live recording that has not ended: one that ``DownloadTask/stopRecording()``
-    /// or ``resume(assetId:endingRecording:)`` can end.
-    public func isRecordingLive(assetId: String) -> Bool {
-        guard let package = try? PackageDirectory(assetId: assetId, in: dataDirectory),
-            let recording = try? package.readManifest().recording
-        else { return false }
-        return !recording.hasEnded
+    /// or ``resume(assetId:endingRecording:)`` can end. False when there is no package.
+    ///
+    /// - Throws: ``OfflinePackage/PackageError`` when the package's manifest cannot be read (damaged or edited): whether
+    ///   it records is then unknown, and saying "not recording" would be a guess.
+    public func isRecordingLive(assetId: String) throws -> Bool {
+        let package = try PackageDirectory(assetId: assetId, in: dataDirectory)
+        do {
+            return !(try package.readManifest().recording?.hasEnded ?? true)
+        } catch {
+            if case .notFound = error { return false }
+            throw error
+        }
     }
 
     /// Adds media selections to a package (complete or not), as `AVAggregateAssetDownloadTask` does for a cached asset.

@@ -40,10 +40,14 @@ public struct LeaseUpkeepReport: Sendable, Hashable, Codable {
     public var firstPlaysReported: [String] = []
     /// Releases and reports still queued (a key server could not be reached), with why.
     public var stillQueued: [String: String] = [:]
+    /// Why the key store could not be read or written, when it could not: the steps that needed it were skipped, so
+    /// nothing was purged, sent or renewed by them (a locked or damaged `stowage.sqlite`, an unreadable secret).
+    public var storeFailure: ErrorDocument.Body?
 
-    /// Whether it changed or sent anything.
+    /// Whether it changed or sent anything, or failed.
     public var didSomething: Bool {
-        !(renewed.isEmpty && renewalFailures.isEmpty && purged.isEmpty && released.isEmpty && firstPlaysReported.isEmpty)
+        !(renewed.isEmpty && renewalFailures.isEmpty && purged.isEmpty && released.isEmpty && firstPlaysReported.isEmpty
+            && storeFailure == nil)
     }
 }
 
@@ -65,13 +69,40 @@ extension OfflineLibrary {
         token: (StoredLease) async -> String?
     ) async -> LeaseUpkeepReport {
         var report = LeaseUpkeepReport(at: clock.now)
-        if let purge = try? keyStore.purgeExpired(at: clock.now) { report.purged = purge.expiredLeaseIds }
-        if let sync = try? await syncLeases() {
+        // A store that fails is reported, never taken for "nothing to do": leases would lapse unseen.
+        func storeFailed(_ error: any Error, step: String) {
+            guard report.storeFailure == nil else { return }
+            let text = (error as? any StowageError)?.message ?? "\(error)"
+            report.storeFailure =
+                ErrorDocument(
+                    ReportedError(
+                        code: (error as? any StowageError)?.code ?? "key_store_unavailable",
+                        message: "lease upkeep could not \(step): \(text); leases are not renewed until the key store in "
+                            + "\(dataDirectory.url.path) can be read and written (run `stowage keys list` to see the error)"
+                    )
+                ).error
+        }
+        do {
+            report.purged = try keyStore.purgeExpired(at: clock.now).expiredLeaseIds
+        } catch {
+            storeFailed(error, step: "erase expired keys")
+        }
+        do {
+            let sync = try await syncLeases()
             report.released = sync.released
             report.firstPlaysReported = sync.reported
             report.stillQueued = sync.failed
+        } catch {
+            storeFailed(error, step: "send queued releases and first plays")
         }
-        let due = ((try? keyStore.leases()) ?? []).filter { policy.isDue($0, at: clock.now) && !skip.contains($0.leaseId) }
+        let leases: [StoredLease]
+        do {
+            leases = try keyStore.leases()
+        } catch {
+            storeFailed(error, step: "read the leases")
+            return report
+        }
+        let due = leases.filter { policy.isDue($0, at: clock.now) && !skip.contains($0.leaseId) }
         for lease in due {
             let failure: any StowageError
             if let token = await token(lease) {

@@ -123,8 +123,8 @@ public final class OfflineLibrary: Sendable {
     }
 
     /// Whether the asset is a live recording that has not ended (`stowage stop` can end it).
-    public func isRecordingLive(assetId: String) -> Bool {
-        downloads.isRecordingLive(assetId: assetId)
+    public func isRecordingLive(assetId: String) throws -> Bool {
+        try downloads.isRecordingLive(assetId: assetId)
     }
 
     /// The error for `stowage stop` on an asset that is not a live recording still going on.

@@ -96,7 +96,7 @@ actor DownloadScheduler {
     /// put back in the queue to end as it starts. Either way the segments listed are fetched and the package completes.
     /// - Throws: `not_recording` when the asset is not a live recording still going on.
     func stopRecording(_ assetId: String) throws -> ServiceDownload {
-        guard library.isRecordingLive(assetId: assetId) else {
+        guard try library.isRecordingLive(assetId: assetId) else {
             // An unknown asset says download_not_found, not not_recording.
             _ = try status(of: assetId)
             throw library.notRecording(assetId: assetId)

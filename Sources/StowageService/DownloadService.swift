@@ -49,7 +49,7 @@ public final class DownloadService: Service, Sendable {
         self.configuration = configuration
         self.endpoint = ServiceEndpoint(dataDirectory: library.dataDirectory)
         self.scheduler = DownloadScheduler(library: library, configuration: configuration)
-        self.upkeep = LeaseUpkeepLoop(library: library, configuration: configuration)
+        self.upkeep = LeaseUpkeepLoop(library: library, configuration: configuration, logger: self.logger)
         self.startedAt = library.clock.now
     }
 
@@ -148,13 +148,15 @@ public final class DownloadService: Service, Sendable {
 actor LeaseUpkeepLoop {
     let library: OfflineLibrary
     let configuration: ServiceConfiguration
+    let logger: Logger
     private(set) var lastReport: LeaseUpkeepReport?
     private var failures: [String: (count: Int, notBefore: ContinuousClock.Instant)] = [:]
     private var inFlight: Task<LeaseUpkeepReport, Never>?
 
-    init(library: OfflineLibrary, configuration: ServiceConfiguration) {
+    init(library: OfflineLibrary, configuration: ServiceConfiguration, logger: Logger) {
         self.library = library
         self.configuration = configuration
+        self.logger = logger
     }
 
     func run() async {
@@ -192,6 +194,7 @@ actor LeaseUpkeepLoop {
             let wait = min(configuration.upkeepInterval * (1 << min(count - 1, 10)), .seconds(6 * 3600))
             failures[lease] = (count, now + wait)
         }
+        if let failure = report.storeFailure { logger.error("\(failure.message) [\(failure.code)]") }
         lastReport = report
         return report
     }

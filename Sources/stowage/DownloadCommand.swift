@@ -331,7 +331,7 @@ struct StopCommand: AsyncParsableCommand {
         }
         await DownloadDriver.run(output) { library in
             guard try library.downloadRecord(assetId: assetId) != nil else { throw DownloadError.notFound(assetId: assetId) }
-            guard library.isRecordingLive(assetId: assetId) else { throw library.notRecording(assetId: assetId) }
+            guard try library.isRecordingLive(assetId: assetId) else { throw library.notRecording(assetId: assetId) }
             return try library.resume(assetId: assetId, endingRecording: true)
         }
     }

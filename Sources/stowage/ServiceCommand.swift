@@ -187,6 +187,7 @@ struct ServiceCommand: AsyncParsableCommand {
                         "  last lease upkeep \(HumanTime.date(upkeep.at)): \(upkeep.renewed.count) renewed, \(upkeep.released.count) released, "
                             + "\(upkeep.purged.count) purged, \(upkeep.renewalFailures.count) renewal failure(s)"
                     )
+                    if let failure = upkeep.storeFailure { print("  \(failure.message) [\(failure.code)]") }
                 }
             } catch {
                 await client.close()
@@ -218,6 +219,7 @@ struct ServiceCommand: AsyncParsableCommand {
                     return
                 }
                 print("renewed \(report.renewed.count), released \(report.released.count), purged \(report.purged.count)")
+                if let failure = report.storeFailure { print("  \(failure.message) [\(failure.code)]") }
                 for (lease, failure) in report.renewalFailures.sorted(by: { $0.key < $1.key }) {
                     print("  \(lease): \(failure.message) [\(failure.code)]")
                 }

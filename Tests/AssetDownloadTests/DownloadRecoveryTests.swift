@@ -147,6 +147,47 @@ struct DownloadRecoveryTests {
         }
     }
 
+    @Test("a paused download whose manifest was damaged is refused on resume (invalid_manifest), and its files are kept")
+    func damagedManifestRefusesResume() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 400_000)) { origin, keyServer in
+            let session = try fixture.session()
+            let request = DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token(),
+                concurrency: 1
+            )
+            let task = try session.start(request)
+            for await event in task.events {
+                if case .progress(let progress) = event, progress.bytes > 0 { task.pause() }
+            }
+            #expect(try session.store.task(fixture.assetId)?.state == .paused)
+            let before = try FileManager.default.subpathsOfDirectory(atPath: fixture.package.url.path).sorted()
+            // Cut short, as a hand edit or a failing disk might leave it (Stowage writes it whole, then renames).
+            let manifest = try Data(contentsOf: fixture.package.manifestURL)
+            try manifest.prefix(manifest.count / 2).write(to: fixture.package.manifestURL)
+
+            let resumed = try session.resume(assetId: fixture.assetId)
+            let error: DownloadError
+            do {
+                let manifest = try await resumed.result()
+                Issue.record("a resume over a damaged manifest went on: \(manifest.assetId) complete \(manifest.isComplete)")
+                return
+            } catch let failure as DownloadError {
+                error = failure
+            }
+            #expect(error.code == "invalid_manifest", "\(error)")
+            #expect(error.message.contains("nothing was changed") && error.message.contains("stowage delete"), "\(error.message)")
+            // Nothing was planned afresh over it: the files and the damaged manifest are as they were.
+            #expect(try FileManager.default.subpathsOfDirectory(atPath: fixture.package.url.path).sorted() == before)
+            #expect(try Data(contentsOf: fixture.package.manifestURL) == manifest.prefix(manifest.count / 2))
+            try await session.shutdown()
+        }
+    }
+
     @Test("add-media adds a language to a completed package")
     func addMedia() async throws {
         let fixture = try await DownloadFixture.make()

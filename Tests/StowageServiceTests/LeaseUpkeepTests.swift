@@ -79,6 +79,31 @@ struct LeaseUpkeepTests {
         }
     }
 
+    @Test("a key store that cannot be used is reported by upkeep (storeFailure), not taken for nothing to do")
+    func storeFailureIsReported() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("upkeep-store-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let first = try OfflineLibrary(dataDirectory: DataDirectory(url: root))
+        let healthy = await first.upkeepLeases { _ in nil }
+        #expect(healthy.storeFailure == nil && !healthy.didSomething)
+        await first.close()
+        // The key store's secret replaced by another of the same length: the store opens, but no operation can run.
+        let secretURL = root.appendingPathComponent(KeyStore.secretFileName)
+        let secret = try Data(contentsOf: secretURL)
+        try Data(secret.map { $0 ^ 0xFF }).write(to: secretURL)
+        let broken = try OfflineLibrary(dataDirectory: DataDirectory(url: root))
+        let report = await broken.upkeepLeases { _ in nil }
+        await broken.close()
+        let failure = try #require(report.storeFailure)
+        #expect(report.didSomething)
+        #expect(failure.message.contains("lease upkeep could not") && failure.message.contains(root.path), "\(failure.message)")
+        // The secret put back, upkeep is clean again.
+        try secret.write(to: secretURL)
+        let mended = try OfflineLibrary(dataDirectory: DataDirectory(url: root))
+        #expect(await mended.upkeepLeases { _ in nil }.storeFailure == nil)
+        await mended.close()
+    }
+
     @Test("without a token the due renewal is reported (no_token) and journaled as failed; the lease is left as it was")
     func missingTokenIsReported() async throws {
         let (clock, serverClock) = Self.clocks()

@@ -455,7 +455,8 @@ struct LiveRecordingTests {
         // One group's lease returned: the asset no longer plays, whatever the other leases say.
         try store.returnLease(leaseId: try #require(holding.last).leaseId, at: SystemClock().now)
         let refused = try await Self.run(["verify", "live-1"], home: live.home)
-        #expect(refused.status != 0 && refused.output.contains("returned"), "\(refused.output)")
+        // Returned, or released already if the key server was told meanwhile.
+        #expect(refused.status != 0 && (refused.output.contains("returned") || refused.output.contains("released")), "\(refused.output)")
     }
 
     @Test("an EVENT playlist that grows is recorded from its first segment, even when the recorder starts late")

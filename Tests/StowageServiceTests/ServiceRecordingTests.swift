@@ -87,7 +87,7 @@ struct ServiceRecordingTests {
             let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
             let stopped = try #require(try library.downloadRecord(assetId: "live"))
             #expect(stopped.state == .paused && stopped.failureCode == "service_stopped")
-            #expect(library.isRecordingLive(assetId: "live"))
+            #expect(try library.isRecordingLive(assetId: "live"))
             await library.close()
 
             // The stream went on meanwhile; the next start records on from it.

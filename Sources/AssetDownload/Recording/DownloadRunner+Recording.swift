@@ -202,7 +202,14 @@ extension DownloadRunner {
         for key in manifest.keys {
             switch key.kind {
             case .skd: if leased.contains(key.keyId) { held.insert(key.keyId) }
-            case .identity: if (try? keyStore.identityKey(uri: key.uri, at: now)) != nil { held.insert(key.keyId) }
+            case .identity:
+                // Not stored, or its local lifetime over: to fetch again. Any other failure is the store's, and says so.
+                do {
+                    _ = try keyStore.identityKey(uri: key.uri, at: now)
+                    held.insert(key.keyId)
+                } catch let error as KeyStoreError where ["identity_key_not_found", "identity_key_expired"].contains(error.code) {
+                    continue
+                }
             }
         }
         return held

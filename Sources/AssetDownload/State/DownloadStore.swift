@@ -128,6 +128,9 @@ public struct DownloadTaskRecord: Sendable, Hashable {
     public var priority: Int
     public var createdAt: Int64
     public var updatedAt: Int64
+    /// Why the stored request could not be read (a damaged row, or one written by a newer Stowage), when it could not:
+    /// `request` then holds only the asset ID, and the task must not run on it.
+    public var requestDamage: String?
 }
 
 /// A file recorded complete.
@@ -348,9 +351,15 @@ public final class DownloadStore: Sendable {
 
     private static func record(_ row: Row) -> DownloadTaskRecord {
         let json: String = row["request"]
-        let request =
-            (try? JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8)))
-            ?? DownloadRequest(url: "", assetId: row["asset_id"])
+        // A row that does not decode still lists (one damaged task must not hide the others); running it is refused.
+        let request: DownloadRequest
+        var damage: String?
+        do {
+            request = try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8))
+        } catch {
+            request = DownloadRequest(url: "", assetId: row["asset_id"])
+            damage = "\(error)"
+        }
         return DownloadTaskRecord(
             assetId: row["asset_id"],
             session: row["session"],
@@ -361,7 +370,8 @@ public final class DownloadStore: Sendable {
             keysAcquired: row["keys_acquired"],
             priority: row["priority"],
             createdAt: row["created_at"],
-            updatedAt: row["updated_at"]
+            updatedAt: row["updated_at"],
+            requestDamage: damage
         )
     }
 

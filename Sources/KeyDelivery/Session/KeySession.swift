@@ -82,9 +82,10 @@ public struct KeySession: Sendable {
     /// persistent lease, stores it; for a streaming lease, returns the unwrapped keys and stores nothing but the
     /// journal entry.
     public func acquire(assetId: String, keyIds: [String], lease: LeaseType) async throws -> Acquisition {
-        // Asking again must not restart a playback window: the server hears of earlier plays first (best effort; the
-        // server also counts the request itself as a play under a once-per-account policy).
-        _ = try? await reportFirstPlays(assetId: assetId)
+        // Asking again must not restart a playback window: the server hears of earlier plays first. A server that cannot
+        // be told is recorded in the report and the request goes on (the server also counts the request itself as a
+        // play under a once-per-account policy); a key store that cannot be read stops it, as storing would.
+        _ = try await reportFirstPlays(assetId: assetId)
         let (request, signed) = try await requestKeys(assetId: assetId, keyIds: keyIds, lease: lease)
         return try await accept(signed, for: request)
     }

@@ -35,12 +35,25 @@ public struct PackageKeyring: Sendable {
             } catch {
                 throw .storeUnavailable(String(describing: error))
             }
-            // Newest first, so a renewed or re-acquired lease wins.
+            // Newest first, so a renewed or re-acquired lease wins. A lease that cannot be opened (its payload does not
+            // verify, the pins are damaged, the store fails) is skipped, and named if a key is then missing: it is not
+            // the same as holding no lease, and downloading again would not mend it.
+            var unusable: [String] = []
             for lease in leases.sorted(by: { $0.record.terms.issuedAt > $1.record.terms.issuedAt }) {
-                guard lease.record.tampering == nil, let keys = try? store.contentKeys(leaseId: lease.leaseId, device: device) else { continue }
-                for (id, key) in keys where found[id] == nil { found[id] = key }
+                if let tampering = lease.record.tampering {
+                    unusable.append("lease \(lease.leaseId): \(tampering)")
+                    continue
+                }
+                do {
+                    for (id, key) in try store.contentKeys(leaseId: lease.leaseId, device: device) where found[id] == nil { found[id] = key }
+                } catch {
+                    unusable.append("lease \(lease.leaseId): \((error as? any StowageError)?.message ?? "\(error)")")
+                }
             }
             if let missing = skd.first(where: { found[$0.keyId] == nil }) {
+                if !unusable.isEmpty {
+                    throw .leaseUnusable(assetId: manifest.assetId, keyId: missing.keyId, reason: unusable.joined(separator: "; "))
+                }
                 throw .missingKey(assetId: manifest.assetId, keyId: missing.keyId, leases: leases.count)
             }
         }
@@ -58,12 +71,15 @@ public struct PackageKeyring: Sendable {
 /// Why a package's keys are not available.
 public enum PackageKeyError: Error, Sendable, Hashable, CustomStringConvertible {
     case missingKey(assetId: String, keyId: String, leases: Int)
+    /// The leases that should hold the key cannot be opened (tampered with, a damaged pin, the store failing).
+    case leaseUnusable(assetId: String, keyId: String, reason: String)
     case identityKeyUnavailable(assetId: String, keyId: String, reason: String)
     case storeUnavailable(String)
 
     public var code: String {
         switch self {
         case .missingKey: "key_missing"
+        case .leaseUnusable: "key_unusable"
         case .identityKeyUnavailable: "key_missing"
         case .storeUnavailable: "key_store_unavailable"
         }
@@ -75,6 +91,9 @@ public enum PackageKeyError: Error, Sendable, Hashable, CustomStringConvertible 
             leases == 0
                 ? "asset \(asset) holds no lease with keys (key \(key) is needed); download it again or acquire keys while online"
                 : "no stored lease of asset \(asset) holds key \(key); download it again while online"
+        case .leaseUnusable(let asset, let key, let reason):
+            "the key \(key) of asset \(asset) is in a stored lease that cannot be opened (\(reason)); renew it with "
+                + "`stowage keys renew \(asset)` while online, which repairs a lease whose record was altered"
         case .identityKeyUnavailable(let asset, let key, let reason):
             "the key \(key) of asset \(asset) is not available (\(reason)); download the asset again while online"
         case .storeUnavailable(let reason): "the key store cannot be read: \(reason)"

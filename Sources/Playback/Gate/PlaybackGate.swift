@@ -221,6 +221,7 @@ public struct PlaybackGate: Sendable {
     private static func mapKeyError(_ error: PackageKeyError, assetId: String) -> PlaybackError {
         switch error {
         case .missingKey(_, let keyId, _): .keyMissing(assetId: assetId, keyId: keyId, detail: error.description)
+        case .leaseUnusable(_, let keyId, _): .keyMissing(assetId: assetId, keyId: keyId, detail: error.description)
         case .identityKeyUnavailable(_, let keyId, _): .keyMissing(assetId: assetId, keyId: keyId, detail: error.description)
         case .storeUnavailable(let detail): .keyStoreUnavailable(assetId: assetId, detail: detail)
         }

@@ -121,9 +121,14 @@ struct PlaybackResponder: HTTPResponder {
 
         // Files.
         var found = authorization.files[relative]
-        if found == nil, let renewed = granted.renew(through: gate) {
-            // A live recording listed the file (and perhaps its key) after the session began.
-            found = renewed.files[relative]
+        if found == nil {
+            // A live recording listed the file (and perhaps its key) after the session began; a refusal then (the new
+            // keys' lease, a key still being obtained) is what the player gets, not a 404.
+            switch granted.renew(through: gate) {
+            case .renewed(let renewed)?: found = renewed.files[relative]
+            case .refused(let refusal)?: return refuse(refusal, method: method, uri: uri, started: started, rendition: nil)
+            case nil: break
+            }
         }
         guard let listed = found else { return reply(.notFound, "not found") }
         let rendition = authorization.renditions[listed.renditionIndex]
@@ -499,7 +504,10 @@ struct PlaybackResponder: HTTPResponder {
         case .segmentDownloading: .serviceUnavailable
         case .segmentNotDownloaded, .segmentMissing: .notFound
         case .onlineUnavailable: .badGateway
-        case .keyMissing, .onlineKeyRefused: .forbidden
+        case .keysPending: .serviceUnavailable
+        case .keyMissing, .onlineKeyRefused, .leaseExpired, .playbackWindowExpired, .storageWindowExpired, .clockRollbackDetected,
+            .notYetValid, .released, .returned, .noLease, .leaseTampered, .leaseRefused:
+            .forbidden
         default: .internalServerError
         }
     }
@@ -632,28 +640,47 @@ final class FirstByte: Sendable {
 /// the gate, at most every 250 ms: every rule applies again (package, files landed, lease, keys), and a lease already
 /// playing records no new first play, so the playback window stays where it started.
 final class RecordingAuthorization: Sendable {
-    private let state: Mutex<(authorization: PlaybackAuthorization, renewed: ContinuousClock.Instant?)>
+    private let state: Mutex<(authorization: PlaybackAuthorization, renewed: ContinuousClock.Instant?, refusal: PlaybackError?)>
 
     init(_ authorization: PlaybackAuthorization) {
-        state = Mutex((authorization, nil))
+        state = Mutex((authorization, nil, nil))
     }
 
     var current: PlaybackAuthorization { state.withLock { $0.authorization } }
 
+    /// What renewing gave.
+    enum Renewal {
+        case renewed(PlaybackAuthorization)
+        /// The gate refused: the recording's new keys are not held yet (`keys_pending`), or their lease refuses.
+        case refused(PlaybackError)
+    }
+
     /// The authorization renewed, for a package still recording; nil when it is not one, or was renewed within the
-    /// last 250 ms, or the gate refuses (the refusal itself reaches the player through the gate's recheck).
-    func renew(through gate: PlaybackGate) -> PlaybackAuthorization? {
+    /// last 250 ms (then the last refusal stands, if the gate refused).
+    func renew(through gate: PlaybackGate) -> Renewal? {
         let now = ContinuousClock.now
-        let previous: PlaybackAuthorization? = state.withLock { state in
-            guard state.authorization.isDownloading, let recording = state.authorization.manifest.recording, !recording.hasEnded else { return nil }
-            if let renewed = state.renewed, now - renewed < .milliseconds(250) { return nil }
+        let (previous, standing): (PlaybackAuthorization?, PlaybackError?) = state.withLock { state in
+            guard state.authorization.isDownloading, let recording = state.authorization.manifest.recording, !recording.hasEnded else {
+                return (nil, nil)
+            }
+            if let renewed = state.renewed, now - renewed < .milliseconds(250) { return (nil, state.refusal) }
             state.renewed = now
-            return state.authorization
+            return (state.authorization, nil)
         }
+        if let standing { return .refused(standing) }
         guard let previous else { return nil }
-        guard var renewed = try? gate.authorize(assetId: previous.assetId, download: previous.download) else { return nil }
+        var renewed: PlaybackAuthorization
+        do {
+            renewed = try gate.authorize(assetId: previous.assetId, download: previous.download)
+        } catch {
+            state.withLock { $0.refusal = error }
+            return .refused(error)
+        }
         if let online = previous.online { renewed = renewed.addingOnline(online) }
-        state.withLock { $0.authorization = renewed }
-        return renewed
+        state.withLock {
+            $0.authorization = renewed
+            $0.refusal = nil
+        }
+        return .renewed(renewed)
     }
 }
