@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 
 #if canImport(Glibc)
 import Glibc
@@ -64,17 +65,16 @@ struct LoopbackPeer: Hashable, Sendable {
     /// owner; only what this process may read).
     private static func process(holdingSocket inode: UInt64, ownedBy uid: UInt32) -> Int32? {
         let target = "socket:[\(inode)]"
-        guard let processes = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        // Listed through DirectoryListing: a copy of readdir's whole entry crashed here once a process held hundreds of
+        // descriptors (the test of 300 idle connections found it).
+        guard let processes = DirectoryListing.names("/proc") else { return nil }
         var buffer = [CChar](repeating: 0, count: 64)
         for name in processes {
             guard let pid = Int32(name) else { continue }
             var owner = stat()
             guard stat("/proc/\(name)", &owner) == 0, owner.st_uid == uid else { continue }
             let folder = "/proc/\(name)/fd"
-            guard let directory = opendir(folder) else { continue }
-            defer { closedir(directory) }
-            while let entry = readdir(directory) {
-                let descriptor = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            for descriptor in DirectoryListing.names(folder) ?? [] {
                 guard descriptor.first?.isNumber == true else { continue }
                 let length = readlink("\(folder)/\(descriptor)", &buffer, buffer.count - 1)
                 guard length > 0 else { continue }
