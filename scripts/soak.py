@@ -225,6 +225,12 @@ def main():
             if process.returncode != 0:
                 with open(log_path) as handle:
                     tail = handle.read()[-2000:]
+                if not was_fresh and '"code":"download_not_found"' in tail.replace(" ", ""):
+                    # The last kill came before the download was recorded (while the asset ID was still being read
+                    # from the playlists): nothing was kept, so there is nothing to resume, and it starts again.
+                    outcome["killedBeforeRecorded"] = outcome.get("killedBeforeRecorded", 0) + 1
+                    fresh = True
+                    continue
                 raise Failure(f"a run exited with status {process.returncode} before its kill (log: {log_path}): {tail}")
             # Completed before the kill: check it, start over, and aim within the time a whole run took.
             outcome["completedBeforeKill"] += 1
