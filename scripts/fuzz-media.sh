@@ -70,7 +70,7 @@ seed() {  # MODE DIR SEGMENT [INIT]
     keyfile="$(find "$dir" -maxdepth 1 -name '*.key' | head -1)"
     if [[ -n "$keyfile" ]]; then key="$(xxd -p "$keyfile" | tr -d '\n')"; fi
     local playlistIV
-    playlistIV="$(grep -ho 'IV=0x[0-9a-fA-F]\{32\}' "$dir"/*.m3u8 2>/dev/null | head -1 | cut -c6-)"
+    playlistIV="$(grep -ho 'IV=0x[0-9a-fA-F]\{32\}' "$dir"/*.m3u8 2>/dev/null | head -1 | cut -c6- || true)"
     if [[ -n "$playlistIV" ]]; then iv="$playlistIV"; fi
     {
         byte "$1"
