@@ -8,6 +8,10 @@ public import OfflinePackage
 import StowageCore
 public import StowageLibrary
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Talks to a running download service over its Unix socket: what the `stowage` commands use when one runs
 /// (``connect(dataDirectory:)`` answers nil when none does, and the commands work in-process instead).
 ///
@@ -16,22 +20,67 @@ public import StowageLibrary
 public final class ServiceClient: Sendable {
     public let endpoint: ServiceEndpoint
     private let http: HTTPClient
+    /// Set when the service holds `service.lock` but did not answer ``connect(dataDirectory:)``'s probe: every call
+    /// fails with it at once.
+    private let unresponsive: ReportedError?
 
-    private init(endpoint: ServiceEndpoint) {
+    /// How long ``connect(dataDirectory:)`` waits for the service to answer its status.
+    static let probeTimeout: Int64 = 10
+
+    private init(endpoint: ServiceEndpoint, unresponsive: ReportedError? = nil) {
         self.endpoint = endpoint
+        self.unresponsive = unresponsive
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: .seconds(2), read: .seconds(120))
         configuration.connectionPool.retryConnectionEstablishment = false
         self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
-    /// The service on `dataDirectory`, or nil when none answers on its socket.
+    /// The service on `dataDirectory`, or nil when none runs: no socket, or a socket a killed service left behind.
+    ///
+    /// A service that holds `service.lock` but does not answer within 10 s (stuck, or its machine overloaded) is still
+    /// the one running: its client is returned, and its calls fail at once with `service_unreachable`, instead of the
+    /// command acting on the downloads beside it as if no service ran.
     public static func connect(dataDirectory: DataDirectory = .fromEnvironment()) async -> ServiceClient? {
         let endpoint = ServiceEndpoint(dataDirectory: dataDirectory)
         guard FileManager.default.fileExists(atPath: endpoint.socketURL.path) else { return nil }
         let client = ServiceClient(endpoint: endpoint)
-        if (try? await client.status()) != nil { return client }
+        let failure: any Error
+        do {
+            let _: ServiceStatus = try await client.call("GET", "/v1/status", body: Optional<String>.none, timeout: .seconds(probeTimeout))
+            return client
+        } catch {
+            failure = error
+        }
         await client.close()
+        guard let holder = serviceLockHolder(endpoint) else { return nil }
+        let why = (failure as? any StowageError)?.message ?? "\(failure)"
+        return ServiceClient(
+            endpoint: endpoint,
+            unresponsive: ReportedError(
+                code: "service_unreachable",
+                message: "the download service (\(holder)) holds \(endpoint.lockURL.path) but did not answer within \(probeTimeout) s "
+                    + "(\(why)); nothing was done. Check it with `stowage service status`, or stop it (`kill -TERM` that process) "
+                    + "and run the command again"
+            )
+        )
+    }
+
+    /// What holds `service.lock` (`process 1234 (the download service)`), or nil when no running process does. The lock
+    /// is taken (and dropped) only when the file names a live process, so the check never makes a service that starts
+    /// at that instant fail: a killed service named a process that is gone, and one that stopped emptied the file.
+    private static func serviceLockHolder(_ endpoint: ServiceEndpoint) -> String? {
+        guard let data = FileManager.default.contents(atPath: endpoint.lockURL.path) else { return nil }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard text.hasPrefix("process "), let pid = Int32(text.dropFirst("process ".count).prefix(while: \.isNumber)), pid > 0 else {
+            return nil
+        }
+        if kill(pid, 0) != 0 && errno == ESRCH { return nil }
+        guard let attempt = try? AssetLock.tryAcquire(file: endpoint.lockURL, name: "service", purpose: "a check that the service runs") else {
+            return nil
+        }
+        guard let lock = attempt.lock else { return attempt.holder ?? text }
+        lock.release()
         return nil
     }
 
@@ -134,8 +183,13 @@ public final class ServiceClient: Sendable {
         try await call(method, path, body: Optional<String>.none)
     }
 
-    private func call<Answer: Decodable, Body: Encodable>(_ method: String, _ path: String, body: Body?) async throws -> Answer {
-        let response = try await send(method, path, body: body, timeout: .seconds(300))
+    private func call<Answer: Decodable, Body: Encodable>(
+        _ method: String,
+        _ path: String,
+        body: Body?,
+        timeout: TimeAmount = .seconds(300)
+    ) async throws -> Answer {
+        let response = try await send(method, path, body: body, timeout: timeout)
         let data = Data(try await response.body.collect(upTo: 64 << 20).readableBytesView)
         guard (200..<300).contains(response.status.code) else { throw Self.error(data: data, status: Int(response.status.code)) }
         do {
@@ -149,6 +203,7 @@ public final class ServiceClient: Sendable {
     }
 
     private func send<Body: Encodable>(_ method: String, _ path: String, body: Body?, timeout: TimeAmount) async throws -> HTTPClientResponse {
+        if let unresponsive { throw unresponsive }
         guard let url = URL(httpURLWithSocketPath: endpoint.socketURL.path, uri: path) else {
             throw ReportedError(code: "service_not_running", message: "the service socket path \(endpoint.socketURL.path) cannot be used")
         }

@@ -36,6 +36,47 @@ struct ServiceCommandTests {
         )
     }
 
+    @Test("a service that holds its lock but does not answer: commands say service_unreachable, and do not act beside it")
+    func stuckServiceIsNotTakenForAbsent() async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("stuck-service-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: home) }
+        // A stand-in for a stuck service: it holds service.lock as the service does, and listens on service.sock
+        // without ever answering.
+        let standIn = try ProcessRunner.start(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "python3", "-c",
+                """
+                import fcntl, os, socket, sys, time
+                home = sys.argv[1]
+                lock = open(os.path.join(home, "service.lock"), "w")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                lock.write("process %d (the download service)" % os.getpid()); lock.flush()
+                server = socket.socket(socket.AF_UNIX); server.bind(os.path.join(home, "service.sock")); server.listen(16)
+                print("ready", flush=True)
+                held = []
+                while True:
+                    connection, _ = server.accept(); held.append(connection)
+                """,
+                home.path,
+            ]
+        )
+        defer { standIn.kill() }
+        for _ in 0..<200 where !String(decoding: (try? standIn.standardOutput()) ?? Data(), as: UTF8.self).contains("ready") {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        let listed = try await Self.stowage(["list"], home: home, timeout: .seconds(60))
+        let output = String(decoding: listed.standardOutput + listed.standardError, as: UTF8.self)
+        #expect(listed.status != 0 && output.contains("[service_unreachable]"), "\(output)")
+        #expect(output.contains("did not answer within 10 s") && output.contains("(the download service)"), "\(output)")
+        // Without the lock held, the same socket is a dead service's: commands work on their own.
+        standIn.kill()
+        _ = try? await standIn.waitForExit(timeout: .seconds(10))
+        let alone = try await Self.stowage(["list"], home: home, timeout: .seconds(60))
+        #expect(alone.status == 0, "\(String(decoding: alone.standardError, as: UTF8.self))")
+    }
+
     @Test("download --background returns at once; kill -9 of the service mid-download, start again: byte-identical, no whole file fetched twice")
     func killedServiceContinues() async throws {
         let fixture = try await DownloadFixture.make()

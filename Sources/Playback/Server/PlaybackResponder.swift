@@ -122,9 +122,16 @@ struct PlaybackResponder: HTTPResponder {
         // Files.
         var found = authorization.files[relative]
         if found == nil {
-            // A live recording listed the file (and perhaps its key) after the session began; a refusal then (the new
-            // keys' lease, a key still being obtained) is what the player gets, not a 404.
-            switch granted.renew(through: gate) {
+            // A live recording listed the file (and perhaps its key) after the session began. Its key may still be on its
+            // way (the recording fetches segments while it obtains their keys): that is waited for, as a file still
+            // downloading is, at most `downloadWait`; any other refusal is what the player gets, not a 404.
+            var renewal = granted.renew(through: gate)
+            let waitStarted = ContinuousClock.now
+            while case .refused(let refusal)? = renewal, refusal.reason == .keysPending, ContinuousClock.now - waitStarted < downloadWait {
+                try? await Task.sleep(for: .milliseconds(100))
+                renewal = granted.renew(through: gate, waiting: true)
+            }
+            switch renewal {
             case .renewed(let renewed)?: found = renewed.files[relative]
             case .refused(let refusal)?: return refuse(refusal, method: method, uri: uri, started: started, rendition: nil)
             case nil: break
@@ -656,14 +663,15 @@ final class RecordingAuthorization: Sendable {
     }
 
     /// The authorization renewed, for a package still recording; nil when it is not one, or was renewed within the
-    /// last 250 ms (then the last refusal stands, if the gate refused).
-    func renew(through gate: PlaybackGate) -> Renewal? {
+    /// last 250 ms (then the last refusal stands, if the gate refused). `waiting`: a request waiting for a key asks
+    /// again every 100 ms, past the throttle.
+    func renew(through gate: PlaybackGate, waiting: Bool = false) -> Renewal? {
         let now = ContinuousClock.now
         let (previous, standing): (PlaybackAuthorization?, PlaybackError?) = state.withLock { state in
             guard state.authorization.isDownloading, let recording = state.authorization.manifest.recording, !recording.hasEnded else {
                 return (nil, nil)
             }
-            if let renewed = state.renewed, now - renewed < .milliseconds(250) { return (nil, state.refusal) }
+            if !waiting, let renewed = state.renewed, now - renewed < .milliseconds(250) { return (nil, state.refusal) }
             state.renewed = now
             return (state.authorization, nil)
         }
