@@ -60,6 +60,8 @@ public final class DownloadService: Service, Sendable {
         clock: any Clock = SystemClock(),
         logger: Logger? = nil
     ) throws -> DownloadService {
+        // Before anything is opened or announced: a data directory too deep for a socket can never serve.
+        try ServiceEndpoint(dataDirectory: dataDirectory).checkSocketPath()
         let library = try OfflineLibrary(dataDirectory: dataDirectory, clock: clock, downloads: configuration.sessionConfiguration)
         return DownloadService(library: library, configuration: configuration, logger: logger)
     }

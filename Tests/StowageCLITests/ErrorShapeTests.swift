@@ -64,6 +64,69 @@ struct ErrorShapeTests {
         "Optional(",
     ]
 
+    /// For commands without `--json`: a non-zero status and exactly one line on standard error, in the error shape.
+    @discardableResult
+    static func expectPlainFailure(
+        _ arguments: [String],
+        code expected: String,
+        home: URL,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> String {
+        let plain = try await ServiceCommandTests.stowage(arguments, home: home)
+        let stderr = String(decoding: plain.standardError, as: UTF8.self)
+        #expect(plain.status != 0 && !plain.timedOut, "stowage \(arguments): status \(plain.status)", sourceLocation: sourceLocation)
+        let lines = stderr.split(separator: "\n").map(String.init)
+        #expect(lines.count == 1, "stowage \(arguments) printed \(lines.count) lines on stderr:\n\(stderr)", sourceLocation: sourceLocation)
+        let line = lines.last ?? ""
+        #expect(line.hasPrefix("error: ") && line.hasSuffix("[\(expected)]"), "stowage \(arguments): \(line)", sourceLocation: sourceLocation)
+        return line
+    }
+
+    @Test("set-up mistakes: a size that is not one, a data directory too deep for a socket, packaging errors, a missing fixture")
+    func setupMistakes() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("setup-errors-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let home = root.appendingPathComponent("home")
+        try await Self.expectPlainFailure(["service", "run", "--keep-free", "lots"], code: "invalid_quantity", home: home)
+        // 120 bytes of path before service.sock: more than a Unix socket path holds.
+        let deep = root.appendingPathComponent(String(repeating: "d", count: max(1, 120 - root.path.count)))
+        // Refused before the service says it runs.
+        let tooDeep = try await Self.expectPlainFailure(["service", "run"], code: "socket_path_too_long", home: deep)
+        #expect(tooDeep.contains("107 bytes"))
+        let keyServer = root.appendingPathComponent("keyserver").path
+        let clear = TestSupport.fixtures.appendingPathComponent("media/ts-clear/index.m3u8").path
+        try await Self.expectPlainFailure(
+            [
+                "package", clear, "--asset-id", "a", "--method", "sample-aes", "--out", root.appendingPathComponent("out").path,
+                "--keyserver-data-dir", keyServer,
+            ],
+            code: "missing_data_dir",
+            home: home
+        )
+        #expect(try await ServiceCommandTests.stowage(["keyserver", "init", "--data-dir", keyServer], home: home).status == 0)
+        try await Self.expectPlainFailure(
+            [
+                "package", TestSupport.fixtures.appendingPathComponent("media/ts-aes128-iv/index.m3u8").path, "--asset-id", "a", "--method",
+                "sample-aes", "--out",
+                root.appendingPathComponent("out").path, "--keyserver-data-dir", keyServer,
+            ],
+            code: "already_protected",
+            home: home
+        )
+        try await Self.expectPlainFailure(
+            [
+                "package", clear, "--asset-id", "bad id!", "--method", "sample-aes", "--out", root.appendingPathComponent("out").path,
+                "--keyserver-data-dir", keyServer,
+            ],
+            code: "invalid_argument",
+            home: home
+        )
+        let demo = try await ServiceCommandTests.stowage(["demo", "--fixture", "/nonexistent/master.m3u8"], home: home)
+        let line = String(decoding: demo.standardError, as: UTF8.self)
+        #expect(demo.status != 0 && line.contains("[fixture_not_found]") && line.contains("/nonexistent/master.m3u8"), "\(line)")
+    }
+
     @Test("a bad URL: not a playlist, a scheme Stowage does not fetch, a path that does not exist")
     func badURLs() async throws {
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("error-shape-\(UUID().uuidString)")
