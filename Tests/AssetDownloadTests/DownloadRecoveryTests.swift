@@ -99,10 +99,9 @@ struct DownloadRecoveryTests {
         }
     }
 
-    @Test("while a task runs, delete, cancel and a second run are refused (asset_busy); pause keeps the files; cancel removes them")
-    func pauseAndCancel() async throws {
-        let fixture = try await DownloadFixture.make()
-        defer { fixture.remove() }
+    /// Starts the fixture's download, one file at a time over a 400 kB/s origin (slow enough to act on while it runs),
+    /// and runs `body` with its session and task.
+    static func withSlowDownload(_ fixture: DownloadFixture, _ body: @Sendable (DownloadSession, DownloadTask) async throws -> Void) async throws {
         try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 400_000)) { origin, keyServer in
             let session = try fixture.session()
             let request = DownloadRequest(
@@ -112,7 +111,15 @@ struct DownloadRecoveryTests {
                 token: try await fixture.token(),
                 concurrency: 1
             )
-            let task = try session.start(request)
+            try await body(session, try session.start(request))
+        }
+    }
+
+    @Test("while a task runs, delete, cancel and a second run are refused (asset_busy); pause keeps the files; cancel removes them")
+    func pauseAndCancel() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await Self.withSlowDownload(fixture) { session, task in
             var sawProgress = false
             for await event in task.events {
                 if case .progress(let progress) = event, progress.bytes > 0, !sawProgress {
@@ -151,16 +158,7 @@ struct DownloadRecoveryTests {
     func damagedManifestRefusesResume() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 400_000)) { origin, keyServer in
-            let session = try fixture.session()
-            let request = DownloadRequest(
-                url: fixture.sourceURL(origin),
-                assetId: fixture.assetId,
-                keyServerURL: keyServer.absoluteString,
-                token: try await fixture.token(),
-                concurrency: 1
-            )
-            let task = try session.start(request)
+        try await Self.withSlowDownload(fixture) { session, task in
             for await event in task.events {
                 if case .progress(let progress) = event, progress.bytes > 0 { task.pause() }
             }
