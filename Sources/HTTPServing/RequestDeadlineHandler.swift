@@ -54,11 +54,22 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
-            answering = max(0, answering - 1)
-            if answering == 0, !reading { arm(headTimeout, context: context) }
+        guard case .end = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
         }
-        context.write(data, promise: promise)
+        answering = max(0, answering - 1)
+        // The next head's deadline starts once the response has been written out, not when its end is queued: a player
+        // still reading a segment's last bytes slowly must not have the connection closed under it.
+        let written = context.eventLoop.makePromise(of: Void.self)
+        if let promise { written.futureResult.cascade(to: promise) }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        written.futureResult.whenSuccess { _ in
+            let handler = handler.value
+            if handler.answering == 0, !handler.reading { handler.arm(handler.headTimeout, context: bound.value) }
+        }
+        context.write(data, promise: written)
     }
 
     private func arm(_ timeout: TimeAmount, context: ChannelHandlerContext) {
