@@ -8,13 +8,17 @@ import Testing
 /// and one that sends its request a byte every 300 ms take nothing from a normal client, and the server closes such
 /// connections at its head deadline.
 struct HostilePeerTests {
-    static func withOrigin<T: Sendable>(headTimeout: Duration, _ body: @Sendable (Int) async throws -> T) async throws -> T {
+    static func withOrigin<T: Sendable>(
+        headTimeout: Duration,
+        maxConnections: Int = 1024,
+        _ body: @Sendable (Int) async throws -> T
+    ) async throws -> T {
         let root = try OriginFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         try Data("#EXTM3U\n".utf8).write(to: root.appendingPathComponent("index.m3u8"))
         var configuration = Origin.Configuration(root: root.path)
         configuration.connectionLimits = ConnectionLimits(
-            maxConnections: 1024,
+            maxConnections: maxConnections,
             headTimeout: headTimeout,
             bodyTimeout: .seconds(2),
             idleTimeout: headTimeout * 2
@@ -46,18 +50,7 @@ struct HostilePeerTests {
 
     @Test("with every connection slot taken by idle clients, a normal request is answered once the head deadline frees them")
     func connectionCapFreesItself() async throws {
-        let root = try OriginFixture.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: root) }
-        try Data("#EXTM3U\n".utf8).write(to: root.appendingPathComponent("index.m3u8"))
-        var configuration = Origin.Configuration(root: root.path)
-        configuration.connectionLimits = ConnectionLimits(
-            maxConnections: 8,
-            headTimeout: .seconds(1),
-            bodyTimeout: .seconds(2),
-            idleTimeout: .seconds(5)
-        )
-        try await OriginFixture.withOrigin(configuration) { base in
-            let port = try #require(URL(string: base)?.port)
+        try await Self.withOrigin(headTimeout: .seconds(1), maxConnections: 8) { port in
             // Three times the cap: the server accepts a few past it in one burst of accepts, never all of them.
             let idlers = try await RawConnection.open(port: port, count: 24)
             defer { for idler in idlers { idler.close() } }
@@ -65,8 +58,8 @@ struct HostilePeerTests {
             let asked = ContinuousClock.now
             let normal = try await RawConnection.open(port: port)[0]
             defer { normal.close() }
-            normal.send("GET /index.m3u8 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            let answer = await normal.read(until: "\r\n\r\n", within: .seconds(10))
+            normal.send(Self.request)
+            let answer = await normal.read(until: "\r\n\r\n", within: .seconds(60))
             let waited = ContinuousClock.now - asked
             #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "\(answer)")
             // Held back by the cap until the idle ones ahead of it were closed, 8 or so every second, then answered.
