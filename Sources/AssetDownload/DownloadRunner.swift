@@ -377,8 +377,9 @@ struct DownloadRunner: Sendable {
 
     /// Keys that appeared while a stream is recorded: identity keys as they are; skd keys by group. The recording's skd
     /// keys, in the order the manifest lists them, fall in groups of ``recordingKeysPerLease``; each group with a key
-    /// no lease holds is requested whole, in a new lease that then supersedes the asset's older lease of that group
-    /// (``KeyDelivery/KeyStore/supersede(by:at:)``: the group's keys so far, and the asset's first play).
+    /// no lease holds is requested whole, in a new lease stored as superseding the asset's older lease of that group
+    /// (``KeyDelivery/KeyStore/persist(_:keyServer:at:superseding:)``: the group's keys so far, and the asset's first
+    /// play, in the transaction that stores it).
     func acquireRecordingKeys(_ keys: [PackageKey], recording: RecordingPackage, request: DownloadRequest) async throws {
         let identity = keys.filter { $0.kind == .identity }
         if !identity.isEmpty { _ = try await obtain(identity, leaseFor: [], request: request) }
@@ -394,9 +395,8 @@ struct DownloadRunner: Sendable {
                     do {
                         for wanted in try await Self.groupsToLease(recording.manifest.keys, keyStore: keyStore, assetId: assetId) {
                             group = wanted
-                            let (leaseId, keySession) = try await obtain([], leaseFor: wanted, request: request)
+                            let (leaseId, keySession) = try await obtain([], leaseFor: wanted, request: request, superseding: true)
                             guard let leaseId else { continue }
-                            try keyStore.supersede(by: leaseId, at: now)
                             // The superseded lease's release goes now if the server answers; else it stays queued.
                             _ = try? await keySession?.sync()
                             leaseIds.append(leaseId)
@@ -430,11 +430,13 @@ struct DownloadRunner: Sendable {
             .filter { group in group.contains { !held.contains($0.keyId) } }
     }
 
-    /// Obtains the identity keys of `keys`, and one lease for the skd keys of `leaseFor`; returns that lease's ID.
+    /// Obtains the identity keys of `keys`, and one lease for the skd keys of `leaseFor` (stored superseding the
+    /// asset's older leases it covers when `superseding`: a recording's group lease); returns that lease's ID.
     private func obtain(
         _ keys: [PackageKey],
         leaseFor skdKeys: [PackageKey],
-        request: DownloadRequest
+        request: DownloadRequest,
+        superseding: Bool = false
     ) async throws -> (leaseId: String?, session: KeySession?) {
         let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
         var fetch = IdentityKeyFetcher.Configuration()
@@ -460,7 +462,13 @@ struct DownloadRunner: Sendable {
             )
             let entries = skdKeys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
             keySession = client
-            leaseId = try await client.acquireKeys(for: entries, assetId: assetId, lease: .persistent, identityFetch: fetch).leaseId
+            leaseId = try await client.acquireKeys(
+                for: entries,
+                assetId: assetId,
+                lease: .persistent,
+                identityFetch: fetch,
+                superseding: superseding
+            ).leaseId
         }
         // Identity keys one by one, each checked against the length its METHOD takes.
         let fetcher = IdentityKeyFetcher(routes: session.http, store: keyStore, clock: session.clock, configuration: fetch)

@@ -202,8 +202,9 @@ actor RecordingPackage {
 }
 
 /// Obtains keys that appear while a stream is recorded, one acquisition at a time: identity keys as they appear; skd
-/// keys in a new lease for their group of keys (``DownloadRunner/recordingKeysPerLease``), which supersedes the
-/// group's older lease and takes the asset's first play (``KeyDelivery/KeyStore/supersede(by:at:)``), so a rotation
+/// keys in a new lease for their group of keys (``DownloadRunner/recordingKeysPerLease``), stored superseding the
+/// group's older lease and taking the asset's first play in one transaction
+/// (``KeyDelivery/KeyStore/persist(_:keyServer:at:superseding:)``), so a rotation
 /// never starts a second playback window (docs/live-recording.md).
 actor RecordingKeys {
     private var held: Set<String>

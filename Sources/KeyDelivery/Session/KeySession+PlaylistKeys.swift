@@ -2,7 +2,8 @@ public import Foundation
 public import HLS
 
 extension KeySession {
-    /// What ``KeySession/acquireKeys(for:assetId:baseURL:lease:identityHeaders:identityLifetime:identityFetch:)`` did.
+    /// What ``KeySession/acquireKeys(for:assetId:baseURL:lease:identityHeaders:identityLifetime:identityFetch:superseding:)``
+    /// did.
     public struct PlaylistKeyAcquisition: Sendable, CustomStringConvertible {
         public let selection: PlaylistKeySelection
         /// The one acquisition of every skd key ID; nil when the entries name none.
@@ -32,6 +33,7 @@ extension KeySession {
     ///   - identityHeaders: extra headers for identity key GETs, scoped to their hosts (overrides `identityFetch.headers`).
     ///   - identityLifetime: local lifetime of stored identity keys in seconds; nil: no expiry.
     ///   - identityFetch: retry and timeout settings for identity keys.
+    ///   - superseding: store the lease as one of the asset's leases (``acquire(assetId:keyIds:lease:superseding:)``).
     /// - Throws: ``KeySessionError`` from the selection, the acquisition or the fetches; store errors.
     public func acquireKeys(
         for keys: [EncryptionKey],
@@ -40,7 +42,8 @@ extension KeySession {
         lease: LeaseType,
         identityHeaders: ScopedHeaders? = nil,
         identityLifetime: Int64? = nil,
-        identityFetch: IdentityKeyFetcher.Configuration = IdentityKeyFetcher.Configuration()
+        identityFetch: IdentityKeyFetcher.Configuration = IdentityKeyFetcher.Configuration(),
+        superseding: Bool = false
     ) async throws -> PlaylistKeyAcquisition {
         let selection = try PlaylistKeySelection.select(keys, assetId: assetId, baseURL: baseURL)
         guard let asset = selection.assetId else {
@@ -51,7 +54,7 @@ extension KeySession {
         }
         var acquisition: Acquisition?
         if !selection.skdKeyIds.isEmpty {
-            acquisition = try await acquire(assetId: asset, keyIds: selection.skdKeyIds, lease: lease)
+            acquisition = try await acquire(assetId: asset, keyIds: selection.skdKeyIds, lease: lease, superseding: superseding)
         }
         var configuration = identityFetch
         if let identityHeaders { configuration.headers = identityHeaders }

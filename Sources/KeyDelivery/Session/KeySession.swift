@@ -81,13 +81,17 @@ public struct KeySession: Sendable {
     /// `POST /v1/keys`: requests `keyIds` of `assetId` under a `lease` lease, verifies the answer and, for a
     /// persistent lease, stores it; for a streaming lease, returns the unwrapped keys and stores nothing but the
     /// journal entry.
-    public func acquire(assetId: String, keyIds: [String], lease: LeaseType) async throws -> Acquisition {
+    ///
+    /// - Parameter superseding: store a persistent lease as one of the asset's leases, taking the asset's first play and
+    ///   returning the older leases it covers in the same transaction (``KeyStore/persist(_:keyServer:at:superseding:)``):
+    ///   a live recording's group lease.
+    public func acquire(assetId: String, keyIds: [String], lease: LeaseType, superseding: Bool = false) async throws -> Acquisition {
         // Asking again must not restart a playback window: the server hears of earlier plays first. A server that cannot
         // be told is recorded in the report and the request goes on (the server also counts the request itself as a
         // play under a once-per-account policy); a key store that cannot be read stops it, as storing would.
         _ = try await reportFirstPlays(assetId: assetId)
         let (request, signed) = try await requestKeys(assetId: assetId, keyIds: keyIds, lease: lease)
-        return try await accept(signed, for: request)
+        return try await accept(signed, for: request, superseding: superseding)
     }
 
     /// The network half of ``acquire(assetId:keyIds:lease:)``: sends the signed request and returns the signed payload
@@ -112,7 +116,7 @@ public struct KeySession: Sendable {
     /// The checking half of ``acquire(assetId:keyIds:lease:)``: verifies `signed` with the pinned server key (pinning
     /// it first if needed), checks it answers `request`, records the acquisition and stores a persistent lease.
     /// Nothing is stored when a check fails.
-    public func accept(_ signed: SignedPayload, for request: KeyRequest) async throws -> Acquisition {
+    public func accept(_ signed: SignedPayload, for request: KeyRequest, superseding: Bool = false) async throws -> Acquisition {
         let verified = try await verify(signed)
         let lease = verified.payload.lease
         try Self.check("requestNonce", expected: request.nonce, got: lease.requestNonce)
@@ -129,7 +133,7 @@ public struct KeySession: Sendable {
         try store.recordAcquisition(verified, at: now)
         switch lease.type {
         case .persistent:
-            let record = try store.persist(verified, keyServer: keyServer, at: now)
+            let record = try store.persist(verified, keyServer: keyServer, at: now, superseding: superseding)
             return Acquisition(terms: verified.terms, record: record, keys: [:], serverTime: verified.payload.serverTime)
         case .streaming:
             let keys = try verified.payload.unwrappedKeys(for: device)

@@ -35,18 +35,30 @@ extension KeyStore {
     /// it again with that pin. Storing the same payload again changes nothing (a retried download); another payload for
     /// a stored lease must come through ``renew(_:at:)``.
     ///
+    /// - Parameter superseding: also take the new lease into the asset's other leases, as ``supersede(by:at:)`` does, in
+    ///   the same transaction: a live recording's group lease (docs/live-recording.md), which must never be stored
+    ///   without the asset's first play, or a process killed between the two would leave it a playback window of its own.
+    /// - Returns: the stored lease, with the first play it took from the asset's other leases when `superseding`.
     /// - Throws: ``KeyStoreError`` (`lease_not_persistent` for a streaming lease, `lease_already_stored`,
     ///   `server_key_not_pinned`), ``KeySessionError`` `invalid_payload` when the payload does not verify with the pin.
     @discardableResult
-    public func persist(_ verified: VerifiedLeasePayload, keyServer: String, at now: Int64) throws -> LeaseRecord {
+    public func persist(
+        _ verified: VerifiedLeasePayload,
+        keyServer: String,
+        at now: Int64,
+        superseding: Bool = false
+    ) throws -> LeaseRecord {
         let terms = verified.terms
         guard terms.type == .persistent else { throw KeyStoreError.notPersistent(terms.leaseId) }
         let secrets = try secrets()
+        let pinsPath = pinsPath
         try Self.checkSignature(verified, keyServer: keyServer, pins: try ServerKeyPins.read(at: pinsPath, secrets: secrets))
-        return try writeState(at: now) { db, state in
+        let record = try writeState(at: now) { db, state in
             if try Self.fetchRow(terms.leaseId, db) != nil {
                 let stored = try Self.fetchPayload(terms.leaseId, db)
                 guard stored == verified.signed else { throw KeyStoreError.leaseAlreadyStored(terms.leaseId) }
+                // A retried store of a recording's lease supersedes too: the first attempt may have stopped short of it.
+                if superseding { try Self.supersede(by: terms.leaseId, db, state: &state, secrets: secrets, pinsPath: pinsPath, at: now) }
                 return try Self.authenticated(terms.leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath)?.record
                     ?? LeaseRecord(terms: terms, state: .persisted)
             }
@@ -64,8 +76,12 @@ extension KeyStore {
                 detail: Self.termsDetail(terms, serverTime: verified.payload.serverTime),
                 at: now
             )
-            return lifecycle.record
+            guard superseding else { return lifecycle.record }
+            try Self.supersede(by: terms.leaseId, db, state: &state, secrets: secrets, pinsPath: pinsPath, at: now)
+            return try Self.authenticated(terms.leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath)?.record ?? lifecycle.record
         }
+        if superseding { checkpoint() }
+        return record
     }
 
     /// Stores a renewal: the new terms and signed payload replace the old ones in one transaction, the first play is
@@ -337,56 +353,71 @@ extension KeyStore {
         let secrets = try secrets()
         let pinsPath = pinsPath
         let returned = try writeState(at: now) { db, state in
-            guard let newer = try Self.authenticated(leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath) else {
-                throw KeyStoreError.unknownLease(leaseId)
-            }
-            if let tampering = newer.record.tampering {
-                throw LeaseError.leaseTampered(newer.record, assetId: newer.assetId, detail: tampering)
-            }
-            let all = try Self.authenticatedLeases(assetId: newer.assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
-                .filter { $0.leaseId != leaseId }
-            let covered = Set(newer.record.terms.keyIds)
-            let older = all.filter {
-                ($0.state.holdsKeyMaterial || $0.hasKeyMaterial) && $0.keyServer == newer.keyServer
-                    && $0.record.terms.deviceId == newer.record.terms.deviceId && covered.isSuperset(of: $0.record.terms.keyIds)
-                    && $0.record.terms.issuedAt <= newer.record.terms.issuedAt
-            }
-            let ledger = all.compactMap { state.ledgerEntry($0.leaseId)?.firstPlayedAt }
-            let firstPlay = (all.compactMap(\.record.firstPlayedAt) + ledger + [newer.record.firstPlayedAt].compactMap { $0 }).min()
-            if let firstPlay, firstPlay != newer.record.firstPlayedAt, newer.state.holdsKeyMaterial {
-                var lifecycle = LeaseLifecycle(record: newer.record)
-                if newer.record.firstPlayedAt == nil { _ = try lifecycle.startPlayback(at: firstPlay) }
-                try db.execute(
-                    sql: "UPDATE key_leases SET first_played_at = ?, state = ? WHERE lease_id = ?",
-                    arguments: [firstPlay, lifecycle.record.state.rawValue, leaseId]
-                )
-                state.recordFirstPlay(leaseId, at: firstPlay)
-                try Self.seal(leaseId, db, secrets: secrets)
-                try AuditJournal.append(
-                    db,
-                    kind: .firstPlay,
-                    assetId: newer.assetId,
-                    leaseId: leaseId,
-                    detail: ["firstPlayedAt": .integer(firstPlay), "carriedFrom": .string("superseded leases")],
-                    at: now
-                )
-            }
-            var records: [LeaseRecord] = []
-            for stored in older {
-                records.append(
-                    try Self.end(stored, at: now, kind: .return, reason: "superseded by \(leaseId)", db, state: &state, secrets: secrets) {
-                        try $0.returnLease(at: now)
-                    }
-                )
-            }
-            return records
+            try Self.supersede(by: leaseId, db, state: &state, secrets: secrets, pinsPath: pinsPath, at: now)
         }
         checkpoint()
         return returned
     }
 
+    /// The body of ``supersede(by:at:)``, inside the caller's transaction.
+    @discardableResult
+    static func supersede(
+        by leaseId: String,
+        _ db: Database,
+        state: inout ClientState,
+        secrets: KeyStoreSecrets,
+        pinsPath: String,
+        at now: Int64
+    ) throws -> [LeaseRecord] {
+        guard let newer = try Self.authenticated(leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath) else {
+            throw KeyStoreError.unknownLease(leaseId)
+        }
+        if let tampering = newer.record.tampering {
+            throw LeaseError.leaseTampered(newer.record, assetId: newer.assetId, detail: tampering)
+        }
+        let all = try Self.authenticatedLeases(assetId: newer.assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
+            .filter { $0.leaseId != leaseId }
+        let covered = Set(newer.record.terms.keyIds)
+        let older = all.filter {
+            ($0.state.holdsKeyMaterial || $0.hasKeyMaterial) && $0.keyServer == newer.keyServer
+                && $0.record.terms.deviceId == newer.record.terms.deviceId && covered.isSuperset(of: $0.record.terms.keyIds)
+                && $0.record.terms.issuedAt <= newer.record.terms.issuedAt
+        }
+        let ledger = all.compactMap { state.ledgerEntry($0.leaseId)?.firstPlayedAt }
+        let firstPlay = (all.compactMap(\.record.firstPlayedAt) + ledger + [newer.record.firstPlayedAt].compactMap { $0 }).min()
+        if let firstPlay, firstPlay != newer.record.firstPlayedAt, newer.state.holdsKeyMaterial {
+            var lifecycle = LeaseLifecycle(record: newer.record)
+            if newer.record.firstPlayedAt == nil { _ = try lifecycle.startPlayback(at: firstPlay) }
+            try db.execute(
+                sql: "UPDATE key_leases SET first_played_at = ?, state = ? WHERE lease_id = ?",
+                arguments: [firstPlay, lifecycle.record.state.rawValue, leaseId]
+            )
+            state.recordFirstPlay(leaseId, at: firstPlay)
+            try Self.seal(leaseId, db, secrets: secrets)
+            try AuditJournal.append(
+                db,
+                kind: .firstPlay,
+                assetId: newer.assetId,
+                leaseId: leaseId,
+                detail: ["firstPlayedAt": .integer(firstPlay), "carriedFrom": .string("superseded leases")],
+                at: now
+            )
+        }
+        var records: [LeaseRecord] = []
+        for stored in older {
+            records.append(
+                try Self.end(stored, at: now, kind: .return, reason: "superseded by \(leaseId)", db, state: &state, secrets: secrets) {
+                    try $0.returnLease(at: now)
+                }
+            )
+        }
+        return records
+    }
+
     /// Supersedes, newest first, with every lease of `assetId` that holds keys, so no lease whose keys a later one
-    /// covers is left holding them: for a recording killed between storing a new lease and superseding the older ones.
+    /// covers is left holding them: for a recording whose leases were stored by a version of Stowage that stored and
+    /// superseded in two transactions, and killed between them (``persist(_:keyServer:at:superseding:)`` now does both
+    /// in one).
     ///
     /// - Returns: the leases that were returned.
     @discardableResult

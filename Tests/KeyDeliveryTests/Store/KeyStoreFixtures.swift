@@ -162,9 +162,14 @@ extension KeyStore {
     /// Pins `server`'s signing key for ``TestKeyServer/url`` (as a key session does on first use) and stores `payload`
     /// under it.
     @discardableResult
-    func persist(_ payload: VerifiedLeasePayload, from server: TestKeyServer, at now: Int64) throws -> LeaseRecord {
+    func persist(
+        _ payload: VerifiedLeasePayload,
+        from server: TestKeyServer,
+        at now: Int64,
+        superseding: Bool = false
+    ) throws -> LeaseRecord {
         try pin(server.signingKey.publicKey, for: TestKeyServer.url, at: now)
-        return try persist(payload, keyServer: TestKeyServer.url, at: now)
+        return try persist(payload, keyServer: TestKeyServer.url, at: now, superseding: superseding)
     }
 }
 

@@ -148,4 +148,51 @@ struct LeaseSupersedeTests {
         #expect(granted.isValid && granted.playbackEndsAt == 1_000_100 + 172_800)
         #expect(try store.lease(id: "lease-b")?.record.firstPlayedAt == 1_000_100)
     }
+
+    /// A recording's group lease is stored with the asset's first play in the transaction that stores it, so no moment
+    /// exists (a recorder killed there) at which it holds keys under a window of its own. Without `superseding` it
+    /// would: after the asset's window closed and its lease was erased, a user who drops the ended lease's keys from
+    /// `manifest.json` would play the new group under a window starting now.
+    @Test(arguments: [true, false])
+    func aGroupLeaseIsStoredWithTheAssetsFirstPlay(superseding: Bool) throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try payload("lease-a", keys: [Self.k1], issuedAt: 1_000_000), from: server, at: 1_000_000)
+        #expect(try store.authorizePlayback(assetId: "movie-1", keyIds: [Self.k1], at: 1_000_100).isValid)
+        _ = try store.purgeExpired(at: 1_000_100 + 172_801)
+        let stored = try store.persist(
+            try payload("lease-b", keys: [Self.k2], issuedAt: 1_200_000),
+            from: server,
+            at: 1_200_000,
+            superseding: superseding
+        )
+        let onlyTheNewGroup = try store.authorizePlayback(assetId: "movie-1", keyIds: [Self.k2], at: 1_200_001)
+        if superseding {
+            #expect(stored.firstPlayedAt == 1_000_100 && stored.state == .playing)
+            #expect(try store.lease(id: "lease-b")?.record.firstPlayedAt == 1_000_100)
+            #expect(!onlyTheNewGroup.isValid && onlyTheNewGroup.error?.reason == .playbackWindowExpired)
+        } else {
+            #expect(stored.firstPlayedAt == nil)
+            #expect(onlyTheNewGroup.isValid && onlyTheNewGroup.playbackEndsAt == 1_200_001 + 172_800)
+        }
+        #expect(try store.verifyAuditJournal().isIntact)
+    }
+
+    /// A group lease stored without superseding (by a recorder that stored and superseded in two steps, killed between
+    /// them) is taken in when the same payload is stored again superseding.
+    @Test func storingTheSamePayloadAgainSupersedes() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        try store.persist(try payload("lease-a", keys: [Self.k1], issuedAt: 1_000_000), from: server, at: 1_000_000)
+        #expect(try store.authorizePlayback(assetId: "movie-1", keyIds: [Self.k1], at: 1_000_100).isValid)
+        let newer = try payload("lease-b", keys: [Self.k1, Self.k2], issuedAt: 1_000_200)
+        try store.persist(newer, from: server, at: 1_000_200)
+        #expect(try store.lease(id: "lease-a")?.hasKeyMaterial == true)
+        let stored = try store.persist(newer, from: server, at: 1_000_300, superseding: true)
+        #expect(stored.firstPlayedAt == 1_000_100)
+        #expect(try store.lease(id: "lease-a").map { !$0.state.holdsKeyMaterial && !$0.hasKeyMaterial } == true)
+        #expect(try store.pendingReleases().map(\.leaseId) == ["lease-a"])
+    }
 }
