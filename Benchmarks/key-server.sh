@@ -8,7 +8,8 @@
 #                    CA made with openssl), the fleet layout of docs/deploy.md
 # Prints one JSON object per layout, then a Markdown table. Needs swift, python3 with `cryptography` (installed with
 # pip if missing), PostgreSQL and nginx from Debian (scripts/ensure-deps.sh). Target: at least 2,000 requests/s with
-# p99 under 50 ms on SQLite.
+# p99 under 50 ms on SQLite (issue 17: 5,000/s with p99 under 20 ms). With $STOWAGE_BENCH_RESULTS set, records the
+# rows of docs/PERFORMANCE.md (Benchmarks/run.sh).
 # Environment: STOWAGE_BIN (a built `stowage`, default: release build of this package), REQUESTS (20000),
 # CONCURRENCY (32), DEVICES (64), LAYOUTS ("sqlite postgres postgres-3-nginx").
 set -euo pipefail
@@ -22,6 +23,7 @@ LAYOUTS="${LAYOUTS:-sqlite postgres postgres-3-nginx}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/stowage-keyserver-bench.XXXXXX")"
 PIDS=()
+SERVER_PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
     PIDS=()
@@ -55,6 +57,7 @@ start_instance() {
     local data="$1" log="$2"; shift 2
     "$STOWAGE_BIN" keyserver run --data-dir "$data" --port 0 "$@" >"$log.out" 2>"$log.err" &
     PIDS+=($!)
+    SERVER_PIDS+=($!)
     local url=""
     for _ in $(seq 1 100); do
         url="$(sed -n 's/^listening on //p' "$log.out")"
@@ -70,11 +73,19 @@ measure() {
     python3 Benchmarks/key-server.py --url "$url" --data-dir "$data" --asset bench-movie --key-id "$KEY_ID" --key "$KEY" \
         --requests "${REQUESTS:-20000}" --concurrency "${CONCURRENCY:-32}" --devices "${DEVICES:-64}" "$@" >"$WORK/$layout.json"
     echo "$layout: $(tr -d '\n' <"$WORK/$layout.json" | tr -s ' ')"
+    # The peak resident memory of the key server processes (not nginx), summed over instances.
+    local peak=0 pid hwm
+    for pid in "${SERVER_PIDS[@]}"; do
+        hwm="$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)"
+        peak=$((peak + ${hwm:-0}))
+    done
+    echo "$peak" >"$WORK/$layout.peak-kib"
 }
 
 stop_instances() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
     PIDS=()
+    SERVER_PIDS=()
 }
 
 for layout in $LAYOUTS; do
@@ -141,10 +152,23 @@ echo
 echo "| layout | requests/s | p50 ms | p99 ms | requests | concurrency |"
 echo "|---|---:|---:|---:|---:|---:|"
 for layout in $LAYOUTS; do
-    python3 - "$WORK/$layout.json" "$layout" <<'PY'
-import json, sys
+    python3 - "$WORK/$layout.json" "$layout" "$WORK/$layout.peak-kib" "$WORK/sqlite.json" <<'PY'
+import json, os, sys
+sys.path.insert(0, "Benchmarks")
+import results
 result = json.load(open(sys.argv[1]))
+layout = sys.argv[2]
 latency = result["latency_ms"]
-print(f"| {sys.argv[2]} | {result['requests_per_second']:,.0f} | {latency['p50']} | {latency['p99']} | {result['requests']} | {result['concurrency']} |")
+peak = int(open(sys.argv[3]).read().strip() or 0) / 1024
+print(f"| {layout} | {result['requests_per_second']:,.0f} | {latency['p50']} | {latency['p99']} | {result['requests']} | {result['concurrency']} |")
+# Issue 17's targets are SQLite's; PostgreSQL layouts are shown beside SQLite.
+sqlite = json.load(open(sys.argv[4])) if layout != "sqlite" and os.path.exists(sys.argv[4]) else None
+what = f"`POST /v1/keys`, {layout}, {result['concurrency']} clients, {result['requests']} requests"
+results.record("key server", what + ": requests/s", result["requests_per_second"], "req/s",
+               reference="sqlite layout" if sqlite else None, reference_value=sqlite["requests_per_second"] if sqlite else None,
+               target={"min_value": 5000} if layout == "sqlite" else None, peak_rss_mib=peak)
+results.record("key server", what + ": p99 latency", latency["p99"], "ms",
+               reference="sqlite layout" if sqlite else None, reference_value=sqlite["latency_ms"]["p99"] if sqlite else None,
+               target={"max_value": 20} if layout == "sqlite" else None, higher_is_better=False, peak_rss_mib=peak)
 PY
 done

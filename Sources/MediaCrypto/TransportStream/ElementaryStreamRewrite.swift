@@ -13,26 +13,26 @@ final class ElementaryStreamRewrite {
 
     /// The PES packet being collected, from its packet_start_code_prefix.
     let pes = TransportStreamBuffer(capacity: 64 * 1024)
-    private(set) var inPES = false
+    @exclusivity(unchecked) private(set) var inPES = false
     /// -1 until the first 6 bytes of the PES have arrived; then 0 for an unbounded PES (PES_packet_length 0,
     /// allowed for video) or the whole PES packet's size.
-    var declaredSize = -1
+    @exclusivity(unchecked) var declaredSize = -1
     /// The packet index where the PES began, for error details.
-    private(set) var firstPacketIndex = 0
+    @exclusivity(unchecked) private(set) var firstPacketIndex = 0
     /// The output queue slots of the PES packet's input packets, in order.
-    private(set) var slots: [Int] = []
-    private(set) var adaptationRecords: [AdaptationRecord] = []
+    @exclusivity(unchecked) private(set) var slots: [Int] = []
+    @exclusivity(unchecked) private(set) var adaptationRecords: [AdaptationRecord] = []
     let adaptationBytes = TransportStreamBuffer(capacity: 1024)
 
     /// The last continuity_counter seen on input, -1 before the first payload packet.
-    var lastInputCounter = -1
+    @exclusivity(unchecked) var lastInputCounter = -1
     /// Whether the last payload packet was already repeated once (2.4.3.3 allows one duplicate).
-    var sawDuplicate = false
+    @exclusivity(unchecked) var sawDuplicate = false
     /// The output continuity_counter of the next payload packet, -1 until the first input packet gives it.
-    var nextOutputCounter = -1
+    @exclusivity(unchecked) var nextOutputCounter = -1
 
     /// Encryptor, audio: the audio setup information derived from the stream's first frame.
-    var audioSetup: AudioSetupInformation?
+    @exclusivity(unchecked) var audioSetup: AudioSetupInformation?
 
     init(pid: UInt16, codec: SampleAESCodec) {
         self.pid = pid

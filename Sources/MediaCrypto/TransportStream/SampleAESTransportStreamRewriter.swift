@@ -8,6 +8,11 @@ import StowageCrypto
 /// (``TransportPacketQueue``), so PIDs stay interleaved as they were and a PCR stays where it was in its stream.
 /// Memory is bounded by the largest PES packet (at most ``maximumPESSize``) and the output held behind it (at most
 /// ``maximumHeldBytes``).
+///
+/// Its stored properties, and those of the classes it drives per packet (``ElementaryStreamRewrite``,
+/// ``TransportPacketQueue``, ``TransportStreamBuffer``), are `@exclusivity(unchecked)`: one rewriter serves one segment
+/// on one thread and never lends a property `inout` while reading it again, and the runtime's access checks on them
+/// took 12% of SAMPLE-AES TS decryption (docs/PERFORMANCE.md).
 final class SampleAESTransportStreamRewriter {
     enum Direction {
         case decrypt
@@ -34,28 +39,28 @@ final class SampleAESTransportStreamRewriter {
     private let direction: Direction
     private let segment: String
     private let cipher: SampleAESBlockCipher
-    private var framer = TransportPacketFramer()
+    @exclusivity(unchecked) private var framer = TransportPacketFramer()
     private let queue = TransportPacketQueue()
-    private var packetIndex = 0
+    @exclusivity(unchecked) private var packetIndex = 0
 
-    private var roles = [Role](repeating: .unknown, count: 8192)
-    private var patAssembler = PSISectionAssembler()
-    private var sawPAT = false
-    private var programs: [ProgramMapRewrite] = []
-    private var unmappedPrograms = 0
-    private var streams: [ElementaryStreamRewrite] = []
+    @exclusivity(unchecked) private var roles = [Role](repeating: .unknown, count: 8192)
+    @exclusivity(unchecked) private var patAssembler = PSISectionAssembler()
+    @exclusivity(unchecked) private var sawPAT = false
+    @exclusivity(unchecked) private var programs: [ProgramMapRewrite] = []
+    @exclusivity(unchecked) private var unmappedPrograms = 0
+    @exclusivity(unchecked) private var streams: [ElementaryStreamRewrite] = []
     /// Media packets that came before the PAT and PMT describing them (a segmenter that cut before a PSI repeat):
     /// each with the output slot it keeps, handled once every program is mapped.
-    private var early: [(slot: Int, packet: [UInt8], index: Int)] = []
+    @exclusivity(unchecked) private var early: [(slot: Int, packet: [UInt8], index: Int)] = []
     /// The most packets held before the PAT and PMT (about 3 MB); real segments repeat PSI far more often.
     static let maximumEarlyPackets = 16_384
     /// A PAT or PMT was read since held packets were last looked at: some of them may have a role now.
-    private var rolesChanged = false
+    @exclusivity(unchecked) private var rolesChanged = false
 
     /// Encryptor: the H.264 PES packet after encryption and escaping (it grows, so it cannot be done in place).
     private let pesOutput = TransportStreamBuffer(capacity: 64 * 1024)
     /// Decryptor: where the emulation prevention bytes of the NAL unit being decrypted are.
-    private var emulationPreventionPositions: [Int] = []
+    @exclusivity(unchecked) private var emulationPreventionPositions: [Int] = []
     /// A packet that does not fit the slots of its PES packet, before it goes to the queue.
     private let extraPacket = UnsafeMutablePointer<UInt8>.allocate(capacity: TransportPacketHeader.size)
 
@@ -67,11 +72,11 @@ final class SampleAESTransportStreamRewriter {
         let adaptationStuffing: Bool
         var table: ProgramMapTable
     }
-    private var pendingProgramMaps: [PendingProgramMap] = []
+    @exclusivity(unchecked) private var pendingProgramMaps: [PendingProgramMap] = []
 
     /// The first error: once the segment is known to be damaged, every later call reports it again rather than
     /// work on half-updated state.
-    private var failure: SegmentCryptoError?
+    @exclusivity(unchecked) private var failure: SegmentCryptoError?
 
     init(key: SecretBytes, iv: [UInt8], direction: Direction, segment: String, emitThreshold: Int = batchBytes) throws(SegmentCryptoError) {
         cipher = try SampleAESBlockCipher(key: key, iv: iv, direction: direction == .decrypt ? .decrypt : .encrypt, segment: segment)

@@ -9,11 +9,11 @@ final class TransportPacketQueue {
     private let storage = TransportStreamBuffer(capacity: 256 * 1024)
     /// Where the first slot not yet emitted starts in `storage`: emitted slots before it are dropped only once they
     /// outweigh the slots still held, so that holding a large PES packet does not mean moving it at every emit.
-    private var head = 0
+    @exclusivity(unchecked) private var head = 0
     /// The sequence number of the slot at `head`.
-    private(set) var firstSequence = 0
+    @exclusivity(unchecked) private(set) var firstSequence = 0
     /// Extra packets to emit after a slot, keyed by the slot's sequence number (rare: a PES that grew).
-    private var overflow: [Int: [UInt8]] = [:]
+    @exclusivity(unchecked) private var overflow: [Int: [UInt8]] = [:]
 
     private static let size = TransportPacketHeader.size
     /// Byte 0 of a slot that holds no packet (never the sync byte of a real one).

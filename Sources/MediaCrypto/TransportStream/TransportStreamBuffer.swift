@@ -10,10 +10,10 @@ import Darwin
 /// A class rather than an array: the transforms work on its bytes in place through pointers (EPB removal, AES),
 /// and copy-on-write checks in those loops would cost more than they protect.
 final class TransportStreamBuffer {
-    private(set) var base: UnsafeMutablePointer<UInt8>
-    private(set) var capacity: Int
+    @exclusivity(unchecked) private(set) var base: UnsafeMutablePointer<UInt8>
+    @exclusivity(unchecked) private(set) var capacity: Int
     /// The number of bytes in use, from `base`.
-    var count = 0
+    @exclusivity(unchecked) var count = 0
 
     init(capacity: Int = 4096) {
         self.capacity = max(capacity, 64)

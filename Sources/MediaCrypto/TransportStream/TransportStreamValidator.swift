@@ -7,6 +7,9 @@
 /// for chunk in chunks { try chunk.withUnsafeBytes { try validator.process($0) } }
 /// let summary = try validator.finish()
 /// ```
+///
+/// One validator checks one segment on one thread; its stored properties are `@exclusivity(unchecked)`, as the
+/// SAMPLE-AES rewriter's are, because the runtime's access checks on them took a fifth of `verify --deep`.
 public final class TransportStreamValidator {
     /// Whether the input is a whole stream or one segment of a longer one.
     public enum Boundaries: Sendable {
@@ -43,18 +46,18 @@ public final class TransportStreamValidator {
     private let boundaries: Boundaries
     /// Open boundaries: packets skipped because they came before the PMT that describes their PID.
     public private(set) var skippedBeforeProgramMap = 0
-    private var framer = TransportPacketFramer()
-    private var packetIndex = 0
-    private var states = [PIDState](repeating: PIDState(), count: 8192)
-    private var roles = [Role](repeating: .unknown, count: 8192)
-    private var patAssembler = PSISectionAssembler()
-    private var sawPAT = false
-    private var programs: [TransportStreamSummary.Program] = []
-    private var programMaps: [UInt16: PSISectionAssembler] = [:]
-    private var streamsByProgram: [UInt16: [TransportStreamSummary.ElementaryStream]] = [:]
-    private var pesCount: [UInt16: Int] = [:]
+    @exclusivity(unchecked) private var framer = TransportPacketFramer()
+    @exclusivity(unchecked) private var packetIndex = 0
+    @exclusivity(unchecked) private var states = [PIDState](repeating: PIDState(), count: 8192)
+    @exclusivity(unchecked) private var roles = [Role](repeating: .unknown, count: 8192)
+    @exclusivity(unchecked) private var patAssembler = PSISectionAssembler()
+    @exclusivity(unchecked) private var sawPAT = false
+    @exclusivity(unchecked) private var programs: [TransportStreamSummary.Program] = []
+    @exclusivity(unchecked) private var programMaps: [UInt16: PSISectionAssembler] = [:]
+    @exclusivity(unchecked) private var streamsByProgram: [UInt16: [TransportStreamSummary.ElementaryStream]] = [:]
+    @exclusivity(unchecked) private var pesCount: [UInt16: Int] = [:]
     /// The first damage found; reported again by every later call.
-    private var failure: SegmentCryptoError?
+    @exclusivity(unchecked) private var failure: SegmentCryptoError?
 
     /// - Parameters:
     ///   - segment: The segment's name, used in errors.

@@ -4,6 +4,7 @@ import KeyDelivery
 public import MediaCrypto
 public import StowageCore
 public import StowageCrypto
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -15,6 +16,11 @@ import Glibc
 /// dropped. Keys come from the caller (one key for every EXT-X-KEY), or from the playlist's own key URIs when they
 /// name local files (as with key rotation). Each output file is streamed through the segment's decryptor with one
 /// buffer of memory, written under a temporary name and renamed into place when whole (see ``durable``).
+///
+/// Segments are decrypted by up to ``workers`` threads at once, one segment each, so reading, decrypting and writing
+/// of one segment overlap with another's; memory stays at a few buffers per thread whatever the playlist's size. When
+/// segments fail, the error reported is the first failing segment's in playlist order, and every other file is whole
+/// or absent.
 public struct PlaylistDecryption {
     /// What was written.
     public struct Report: Sendable, Hashable {
@@ -31,9 +37,30 @@ public struct PlaylistDecryption {
     /// can be made again, and a flush per file costs more than decrypting it.
     public var durable: Bool
 
-    public init(key: SecretBytes? = nil, durable: Bool = false) {
+    /// How many segments are decrypted at once: one per core, at most four.
+    public var workers: Int
+
+    public init(key: SecretBytes? = nil, durable: Bool = false, workers: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) {
         self.key = key
         self.durable = durable
+        self.workers = max(1, workers)
+    }
+
+    /// One segment's work, planned in playlist order and run on any worker.
+    private struct Job: Sendable {
+        var source: URL
+        var range: ResolvedByteRange?
+        var output: URL
+        var uri: String
+        /// nil: the segment is clear and copied as it is.
+        var decryption: Decryption?
+
+        struct Decryption: Sendable {
+            var method: SegmentEncryptionMethod
+            var key: SecretBytes
+            var iv: [UInt8]
+            var protection: CBCSInitSection?
+        }
     }
 
     private var files: FileStreaming { FileStreaming(durable: durable) }
@@ -57,6 +84,8 @@ public struct PlaylistDecryption {
         )
         var initSections: [String: (name: String, protection: CBCSInitSection?)] = [:]
         var segmentNames: [String] = []
+        var jobs: [Job] = []
+        var keys: [String: SecretBytes] = [:]
 
         for segment in segments {
             // The init section in effect: decrypted (AES-128 EXT-X-MAP) and/or made clear (cbcs) once.
@@ -76,33 +105,25 @@ public struct PlaylistDecryption {
             guard let source = segment.url, source.isFileURL else {
                 throw .notLocal(uri: segment.uri)
             }
-            if segment.keys.isEmpty {
-                try Self.mapping(output) { try files.copy(from: source, range: segment.byteRange, to: output, report: &report) }
-            } else {
+            var job = Job(source: source, range: segment.byteRange, output: output, uri: segment.uri)
+            if !segment.keys.isEmpty {
                 let resolvedKey = try primaryKey(of: segment.keys, uri: segment.uri)
                 let method = try supportedMethod(resolvedKey.method, segment: segment.uri)
-                let content = try contentKey(for: resolvedKey, method: method)
-                let container = try Self.mapping(source) { try files.detectContainer(of: source, range: segment.byteRange) }
-                let transform: any SegmentTransform
-                do {
-                    transform = try SegmentCryptography.decryptor(
-                        method: method,
-                        container: container,
-                        key: content,
-                        iv: resolvedKey.iv,
-                        initSection: protection,
-                        segment: segment.uri
-                    )
-                } catch {
-                    throw .segment(error)
+                // Read once per key, not once per segment.
+                let keyIdentity = "\(method.rawValue)|\(resolvedKey.uri)"
+                let content: SecretBytes
+                if let known = keys[keyIdentity] {
+                    content = known
+                } else {
+                    content = try contentKey(for: resolvedKey, method: method)
+                    keys[keyIdentity] = content
                 }
-                try Self.mapping(output) {
-                    try files.transform(from: source, range: segment.byteRange, through: transform, to: output, report: &report)
-                }
+                job.decryption = Job.Decryption(method: method, key: content, iv: resolvedKey.iv, protection: protection)
             }
+            jobs.append(job)
             segmentNames.append(name)
-            report.segments += 1
         }
+        try run(jobs, report: &report)
         let clear = rewrite(playlist, segmentNames: segmentNames, initNames: initSections.mapValues(\.name))
         let text = PlaylistWriter.write(.media(clear))
         do {
@@ -111,6 +132,80 @@ public struct PlaylistDecryption {
             throw .output(path: report.playlist.path, reason: FileErrorText.describe(error))
         }
         return report
+    }
+
+    /// Runs the jobs on up to ``workers`` threads, each taking the next job in playlist order. After a failure no
+    /// new job starts; the failure of the earliest job is thrown.
+    private func run(_ jobs: [Job], report: inout Report) throws(PlaylistDecryptionError) {
+        struct Progress {
+            var next = 0
+            var read = 0
+            var written = 0
+            var done = 0
+            var failure: (index: Int, error: PlaylistDecryptionError)?
+        }
+        let progress = Mutex(Progress())
+        let files = self.files
+        let workers = min(self.workers, jobs.count)
+        let work: @Sendable (Int) -> Void = { _ in
+            while true {
+                let index: Int? = progress.withLock { state in
+                    guard state.failure == nil, state.next < jobs.count else { return nil }
+                    defer { state.next += 1 }
+                    return state.next
+                }
+                guard let index else { return }
+                do throws(PlaylistDecryptionError) {
+                    let counts = try Self.perform(jobs[index], files: files)
+                    progress.withLock { state in
+                        state.read += counts.read
+                        state.written += counts.written
+                        state.done += 1
+                    }
+                } catch {
+                    progress.withLock { state in
+                        if state.failure.map({ index < $0.index }) ?? true { state.failure = (index, error) }
+                    }
+                }
+            }
+        }
+        if workers <= 1 {
+            work(0)
+        } else {
+            DispatchQueue.concurrentPerform(iterations: workers, execute: work)
+        }
+        let outcome = progress.withLock { $0 }
+        if let failure = outcome.failure { throw failure.error }
+        report.bytesRead += outcome.read
+        report.bytesWritten += outcome.written
+        report.segments += outcome.done
+    }
+
+    /// Decrypts (or copies) one segment into its output file.
+    private static func perform(_ job: Job, files: FileStreaming) throws(PlaylistDecryptionError) -> (read: Int, written: Int) {
+        var counts = Report(playlist: job.output, segments: 0, initializationSections: 0, bytesRead: 0, bytesWritten: 0)
+        guard let decryption = job.decryption else {
+            try mapping(job.output) { try files.copy(from: job.source, range: job.range, to: job.output, report: &counts) }
+            return (counts.bytesRead, counts.bytesWritten)
+        }
+        let container = try mapping(job.source) { try files.detectContainer(of: job.source, range: job.range) }
+        let transform: any SegmentTransform
+        do {
+            transform = try SegmentCryptography.decryptor(
+                method: decryption.method,
+                container: container,
+                key: decryption.key,
+                iv: decryption.iv,
+                initSection: decryption.protection,
+                segment: job.uri
+            )
+        } catch {
+            throw .segment(error)
+        }
+        try mapping(job.output) {
+            try files.transform(from: job.source, range: job.range, through: transform, to: job.output, report: &counts)
+        }
+        return (counts.bytesRead, counts.bytesWritten)
     }
 
     /// Runs file work and gives its failure the decryption's error type.
