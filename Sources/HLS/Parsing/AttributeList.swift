@@ -168,7 +168,9 @@ struct AttributeList {
         if !attribute.isQuoted {
             // A value holding a quote cannot become a quoted string, and one holding a variable reference would escape
             // substitution (which applies to quoted strings): both stay errors.
-            guard !attribute.value.contains("\""), !attribute.value.contains("{$") else { throw invalid(name, "expected a quoted string") }
+            guard !attribute.value.containsASCII(UInt8(ascii: "\"")), !attribute.value.containsASCII((UInt8(ascii: "{"), UInt8(ascii: "$"))) else {
+                throw invalid(name, "expected a quoted string")
+            }
             try tolerance.tolerate(
                 invalid(name, "expected a quoted string"),
                 line: line,
@@ -249,7 +251,7 @@ struct AttributeList {
         let separators: Set<Character> = tolerance.isStrict ? ["x"] : ["x", "X", "×"]
         let parts = attribute.value.split(omittingEmptySubsequences: false, whereSeparator: { separators.contains($0) })
         guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width >= 0, height >= 0 else { throw error }
-        if !attribute.value.contains("x") || attribute.isQuoted {
+        if !attribute.value.containsASCII(UInt8(ascii: "x")) || attribute.isQuoted {
             try tolerance.tolerate(error, line: line, "\(name) should be WIDTHxHEIGHT unquoted; read \(attribute.rendered) as \(width)x\(height)")
         }
         return Resolution(width: width, height: height)

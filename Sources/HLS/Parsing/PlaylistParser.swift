@@ -67,7 +67,7 @@ public enum PlaylistParser {
         var sawHeader = false
         for rawLine in lines {
             lineNumber += 1
-            let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
+            let line = rawLine.trimmedOfWhitespace
             if !sawHeader {
                 if line.isEmpty, !strict { continue }
                 guard line.hasPrefix("#EXTM3U") else {
@@ -570,7 +570,7 @@ private struct ParserState {
 
     /// RFC 8216bis 4.3: replaces each `{$name}` with the value of a variable defined earlier.
     func substitute(_ value: String, _ line: Int, _ text: String) throws(PlaylistError) -> String {
-        guard value.contains("{$") else { return value }
+        guard value.containsASCII((UInt8(ascii: "{"), UInt8(ascii: "$"))) else { return value }
         let result = try replaceReferences(value, line, text)
         // Substitution is not repeated, so a reference that a value brings in (alone or joined to the text around it)
         // stays literal here but would be substituted when the written playlist is read again.
@@ -821,7 +821,7 @@ private struct ParserState {
 
     mutating func consumeURI(_ rawURI: String, number: Int) throws(PlaylistError) {
         // Trimmed again after substitution, as the line was before it: the writer puts the URI on a line of its own.
-        var uri = try substitute(rawURI, number, rawURI).trimmingCharacters(in: .whitespacesAndNewlines)
+        var uri = try substitute(rawURI, number, rawURI).trimmedOfWhitespace
         guard !uri.isEmpty, !uri.hasPrefix("#") else {
             throw .malformedTag(line: number, text: rawURI, reason: "after variable substitution the URI line is empty or a comment")
         }
@@ -895,7 +895,7 @@ private struct ParserState {
     /// A URI written with Windows path separators (`media\\seg1.ts`): browsers and players read backslashes in relative
     /// and http(s) URIs as slashes (WHATWG URL), so a lenient parse does too.
     func forwardSlashes(_ uri: String, _ line: Int, _ text: String) throws(PlaylistError) -> String {
-        guard uri.contains("\\") else { return uri }
+        guard uri.containsASCII(UInt8(ascii: "\\")) else { return uri }
         let scheme = uri.prefix { $0 != ":" && $0 != "/" && $0 != "\\" }.lowercased()
         let hasScheme = uri.dropFirst(scheme.count).hasPrefix(":") && scheme.count > 1
         guard !hasScheme || scheme == "http" || scheme == "https" else { return uri }

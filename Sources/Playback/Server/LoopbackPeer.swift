@@ -67,10 +67,13 @@ struct LoopbackPeer: Hashable, Sendable {
         let target = "socket:[\(inode)]"
         // Listed through DirectoryListing: a copy of readdir's whole entry crashed here once a process held hundreds of
         // descriptors (the test of 300 idle connections found it).
-        guard let processes = DirectoryListing.names("/proc") else { return nil }
+        guard let names = DirectoryListing.names("/proc") else { return nil }
+        // Newest first: the player that just connected is most often the process started last, so the scan usually
+        // ends after a few processes instead of reading every descriptor of every process of the user.
+        let processes = names.compactMap { Int32($0) }.sorted(by: >)
         var buffer = [CChar](repeating: 0, count: 64)
-        for name in processes {
-            guard let pid = Int32(name) else { continue }
+        for pid in processes {
+            let name = String(pid)
             var owner = stat()
             guard stat("/proc/\(name)", &owner) == 0, owner.st_uid == uid else { continue }
             let folder = "/proc/\(name)/fd"

@@ -23,6 +23,8 @@ struct PlaybackResponder: HTTPResponder {
     let entry: EntryLatch
     let logs: PlaybackLogs
     let initSections: InitSectionCache
+    /// Playlists served in this session, made clear once per version of their bytes.
+    let playlists: ClearPlaylistCache
     /// Files of online renditions, fetched and decrypted in memory.
     let onlineFiles: OnlineFiles
     /// Files whose SHA-256 was checked in this session, so a byte range needs no whole-file hash.
@@ -98,8 +100,9 @@ struct PlaybackResponder: HTTPResponder {
                     }
                     bytes = try handle.read(count: Int(size), at: 0)
                 }
-                let text = try PlaylistForPlayback.clearText(
+                let text = try playlists.clearText(
                     of: bytes,
+                    path: relative,
                     url: url,
                     sessionPrefix: isMultivariant ? sessionPath.description : nil
                 )

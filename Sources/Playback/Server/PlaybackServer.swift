@@ -174,6 +174,7 @@ public struct PlaybackServer: Sendable {
             entry: EntryLatch(),
             logs: PlaybackLogs(package: authorization.package, onRequest: configuration.onRequest),
             initSections: InitSectionCache(),
+            playlists: ClearPlaylistCache(),
             onlineFiles: OnlineFiles(),
             verified: VerifiedFiles(),
             chunkSize: max(4096, configuration.chunkSize),

@@ -1,5 +1,6 @@
 import Foundation
 import HLS
+import Synchronization
 
 /// A local playlist as the playback server hands it to the player: the same playlist with every EXT-X-KEY and
 /// EXT-X-SESSION-KEY removed, since the server sends the segments clear. URIs are already relative (the package's
@@ -42,5 +43,23 @@ enum PlaylistForPlayback {
             media.trailingTags.removeAll { if case .key = $0 { true } else { false } }
             return PlaylistWriter.write(.media(media))
         }
+    }
+}
+
+/// The clear text of each playlist a session served, kept with the bytes it was made from: a player asks for the same
+/// playlists again and again (a live or growing one every target duration), and parsing one took most of a request's
+/// time. A playlist whose bytes changed (a download or recording still running) is made clear again. At most one entry
+/// per playlist of the package, so memory is bounded by the package's playlists.
+final class ClearPlaylistCache: Sendable {
+    private let entries = Mutex<[String: (source: [UInt8], sessionPrefix: String?, text: String)]>([:])
+
+    /// ``PlaylistForPlayback/clearText(of:url:sessionPrefix:)``, from the cache when `bytes` are the ones it was made from.
+    func clearText(of bytes: [UInt8], path: String, url: URL, sessionPrefix: String?) throws -> String {
+        if let entry = entries.withLock({ $0[path] }), entry.source == bytes, entry.sessionPrefix == sessionPrefix {
+            return entry.text
+        }
+        let text = try PlaylistForPlayback.clearText(of: bytes, url: url, sessionPrefix: sessionPrefix)
+        entries.withLock { $0[path] = (bytes, sessionPrefix, text) }
+        return text
     }
 }
