@@ -614,7 +614,7 @@ def main():
             print(f"{shown:<58} {mbs:>8.0f} {record['seconds'][index]:>8.2f} {record['peak']:>13.1f} "
                   f"{record['cpu'][index]:>7.2f} {record['origin'][index]:>13.2f} {ratio:>11}{marker}")
         if reference_key:
-            print(f"(* curl reference for the 0.8x target: the better of the two curl rows)")
+            print(f"(* the better curl row; the 1.0x target of issue 17 is against curl --parallel-max 4)")
 
     print()
     print("verdict (largest size" + (", flat memory across sizes" if len(sizes) > 1 else "") + "):")
