@@ -13,6 +13,8 @@ public enum Ed25519 {
         public let rawRepresentation: SecretBytes
         /// The matching public key.
         public let publicKey: PublicKey
+        /// The key as OpenSSL holds it, made once.
+        private let key: RawKey
 
         /// Generates a new key from a random 32-byte seed (RFC 8032 section 5.1.5 step 1).
         ///
@@ -29,6 +31,7 @@ public enum Ed25519 {
             let key = try RawKey(privateKey: rawRepresentation, type: "ED25519")
             self.publicKey = try PublicKey(verifiedRawRepresentation: key.publicKey(count: keyCount))
             self.rawRepresentation = rawRepresentation
+            self.key = key
         }
 
         /// Signs `message` (RFC 8032 section 5.1.6). Ed25519 is deterministic: the same key and
@@ -36,7 +39,6 @@ public enum Ed25519 {
         ///
         /// - Throws: ``CryptoError/openSSLFailure``.
         public func signature(for message: [UInt8]) throws -> [UInt8] {
-            let key = try RawKey(privateKey: rawRepresentation, type: "ED25519")
             guard let context = EVP_MD_CTX_new() else { throw LibCrypto.failure(.openSSLFailure) }
             defer { EVP_MD_CTX_free(context) }
             // No digest name: Ed25519 hashes internally with SHA-512 and takes the message whole.
@@ -65,19 +67,26 @@ public enum Ed25519 {
     public struct PublicKey: Sendable, Hashable {
         /// The 32-byte encoded public key.
         public let rawRepresentation: [UInt8]
+        /// The key as OpenSSL holds it, made once (nil only if OpenSSL refused a key it made itself).
+        private let key: RawKey?
 
         /// Wraps a 32-byte encoded public key.
         ///
         /// - Throws: ``CryptoError/invalidPublicKey`` unless it is 32 bytes OpenSSL accepts.
         public init(rawRepresentation: [UInt8]) throws {
             guard rawRepresentation.count == keyCount else { throw CryptoError.invalidPublicKey }
-            _ = try RawKey(publicKey: rawRepresentation, type: "ED25519")
+            key = try RawKey(publicKey: rawRepresentation, type: "ED25519")
             self.rawRepresentation = rawRepresentation
         }
 
         fileprivate init(verifiedRawRepresentation: [UInt8]) {
             rawRepresentation = verifiedRawRepresentation
+            key = try? RawKey(publicKey: verifiedRawRepresentation, type: "ED25519")
+            ERR_clear_error()
         }
+
+        public static func == (lhs: PublicKey, rhs: PublicKey) -> Bool { lhs.rawRepresentation == rhs.rawRepresentation }
+        public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 
         /// Whether `signature` is a valid signature of `message` by this key (RFC 8032 section 5.1.7).
         ///
@@ -85,9 +94,7 @@ public enum Ed25519 {
         /// decode, S out of range) instead of throwing, so callers have one outcome to check.
         public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
             guard signature.count == signatureCount else { return false }
-            guard let key = try? RawKey(publicKey: rawRepresentation, type: "ED25519"),
-                let context = EVP_MD_CTX_new()
-            else {
+            guard let key, let context = EVP_MD_CTX_new() else {
                 ERR_clear_error()
                 return false
             }

@@ -12,6 +12,18 @@ public enum HKDF {
     /// SHA-256's output length, HashLen in RFC 5869.
     private static let hashCount = 32
 
+    /// OpenSSL's HKDF, fetched once per process rather than at every derivation (a locked lookup in the provider store).
+    private struct Fetched: @unchecked Sendable {
+        // @unchecked Sendable: a fetched EVP_KDF is immutable and shared between threads by design (crypto(7),
+        // "Fetching algorithms"); it lives as long as the process.
+        let pointer: OpaquePointer?
+    }
+    private static let fetched: Fetched = {
+        let pointer = EVP_KDF_fetch(nil, "HKDF", nil)
+        ERR_clear_error()
+        return Fetched(pointer: pointer)
+    }()
+
     /// Derives `outputByteCount` bytes of key material.
     ///
     /// - Parameters:
@@ -31,8 +43,7 @@ public enum HKDF {
         guard inputKeyMaterial.count > 0, (1...(255 * hashCount)).contains(outputByteCount) else {
             throw CryptoError.invalidKeyLength
         }
-        guard let kdf = EVP_KDF_fetch(nil, "HKDF", nil) else { throw LibCrypto.failure(.openSSLFailure) }
-        defer { EVP_KDF_free(kdf) }
+        guard let kdf = fetched.pointer else { throw LibCrypto.failure(.openSSLFailure) }
         guard let context = EVP_KDF_CTX_new(kdf) else { throw LibCrypto.failure(.openSSLFailure) }
         // EVP_KDF_CTX_free cleanses the copies of key, salt and info the provider keeps.
         defer { EVP_KDF_CTX_free(context) }

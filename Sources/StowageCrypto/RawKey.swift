@@ -1,7 +1,14 @@
 import COpenSSL
 
 /// An `EVP_PKEY` made from raw key bytes, freed when this wrapper is released.
-final class RawKey {
+///
+/// Keys keep theirs for their whole life rather than making one per operation: making an X25519 or Ed25519 private
+/// `EVP_PKEY` computes its public key (a scalar multiplication, as costly as the operation itself) and looks the key
+/// type up by name in the provider store.
+///
+/// `@unchecked Sendable`: the wrapped `EVP_PKEY` is never modified after it is made, and OpenSSL 3 allows a key that
+/// is not modified to be used by several threads at once (openssl-threads(7)); each operation makes its own context.
+final class RawKey: @unchecked Sendable {
     let pointer: OpaquePointer
 
     /// Builds a private key; `type` is an OpenSSL key type name such as `"X25519"` or `"ED25519"`.

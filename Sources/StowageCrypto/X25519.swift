@@ -15,6 +15,8 @@ public enum X25519 {
         public let rawRepresentation: SecretBytes
         /// The 32-byte public key, `X25519(k, 9)` (RFC 7748 section 6.1).
         public let publicKey: [UInt8]
+        /// The key as OpenSSL holds it, made once.
+        private let key: RawKey
 
         /// Generates a new key from the CSPRNG.
         ///
@@ -31,6 +33,7 @@ public enum X25519 {
             let key = try RawKey(privateKey: rawRepresentation, type: "X25519")
             self.publicKey = try key.publicKey(count: keyCount)
             self.rawRepresentation = rawRepresentation
+            self.key = key
         }
 
         /// Computes the shared secret with a peer's public key.
@@ -41,9 +44,8 @@ public enum X25519 {
         ///   zeros, which happens for small-order points and which RFC 7748 section 6.1 says to reject.
         public func sharedSecret(with peerPublicKey: [UInt8]) throws -> SecretBytes {
             guard peerPublicKey.count == keyCount else { throw CryptoError.invalidPublicKey }
-            let privateKey = try RawKey(privateKey: rawRepresentation, type: "X25519")
             let peerKey = try RawKey(publicKey: peerPublicKey, type: "X25519")
-            guard let context = EVP_PKEY_CTX_new_from_pkey(nil, privateKey.pointer, nil) else {
+            guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key.pointer, nil) else {
                 throw LibCrypto.failure(.openSSLFailure)
             }
             defer { EVP_PKEY_CTX_free(context) }
