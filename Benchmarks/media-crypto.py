@@ -93,27 +93,22 @@ def generate(ffmpeg, packager, size_mb):
             target.write(line)
             if line.startswith("#EXT-X-MEDIA-SEQUENCE"):
                 target.write(f'#EXT-X-KEY:METHOD=AES-256,URI="k.key",IV=0x{IV}\n')
-    # SAMPLE-AES TS by Shaka Packager.
-    sample = os.path.join(base, "sample-aes")
-    os.makedirs(sample)
-    with open(os.path.join(sample, "k.key"), "wb") as handle:
-        handle.write(bytes.fromhex(KEY))
-    run([packager,
-         f"in={source},stream=video,segment_template=video_$Number$.ts,playlist_name=video.m3u8",
-         f"in={source},stream=audio,segment_template=audio_$Number$.ts,playlist_name=audio.m3u8,hls_group_id=a,hls_name=a",
-         "--segment_duration", "4", "--hls_master_playlist_output", "master.m3u8", "--enable_raw_key_encryption",
-         "--keys", f"label=:key_id={KID}:key={KEY}", "--iv", IV, "--protection_scheme", "cbcs", "--clear_lead", "0",
-         "--hls_key_uri", "k.key"], cwd=sample)
-    # SAMPLE-AES fMP4 (cbcs) by Shaka Packager: the video alone.
-    cbcs = os.path.join(base, "cbcs")
-    os.makedirs(cbcs)
-    with open(os.path.join(cbcs, "k.key"), "wb") as handle:
-        handle.write(bytes.fromhex(KEY))
-    run([packager,
-         f"in={source},stream=video,init_segment=video_init.mp4,segment_template=video_$Number$.m4s,playlist_name=video.m3u8",
-         "--segment_duration", "4", "--hls_master_playlist_output", "master.m3u8", "--enable_raw_key_encryption",
-         "--keys", f"label=:key_id={KID}:key={KEY}", "--iv", IV, "--protection_scheme", "cbcs", "--clear_lead", "0",
-         "--hls_key_uri", "k.key"], cwd=cbcs)
+    def shaka(name, *streams):
+        """A directory of Shaka Packager's SAMPLE-AES (cbcs) output for `streams`, with the key beside it."""
+        directory = os.path.join(base, name)
+        os.makedirs(directory)
+        with open(os.path.join(directory, "k.key"), "wb") as handle:
+            handle.write(bytes.fromhex(KEY))
+        run([packager, *streams, "--segment_duration", "4", "--hls_master_playlist_output", "master.m3u8",
+             "--enable_raw_key_encryption", "--keys", f"label=:key_id={KID}:key={KEY}", "--iv", IV,
+             "--protection_scheme", "cbcs", "--clear_lead", "0", "--hls_key_uri", "k.key"], cwd=directory)
+    # SAMPLE-AES TS, video and audio.
+    shaka("sample-aes",
+          f"in={source},stream=video,segment_template=video_$Number$.ts,playlist_name=video.m3u8",
+          f"in={source},stream=audio,segment_template=audio_$Number$.ts,playlist_name=audio.m3u8,hls_group_id=a,hls_name=a")
+    # SAMPLE-AES fMP4 (cbcs): the video alone.
+    shaka("cbcs", f"in={source},stream=video,init_segment=video_init.mp4,segment_template=video_$Number$.m4s,"
+                  "playlist_name=video.m3u8")
     open(done, "w").close()
     return base
 
