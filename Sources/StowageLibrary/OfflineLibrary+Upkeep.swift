@@ -58,7 +58,9 @@ extension OfflineLibrary {
     /// 1. expired key material is erased and its releases queued;
     /// 2. queued releases and first-play reports are sent to their key servers (kept queued when one cannot be reached);
     /// 3. each lease ``LeaseUpkeepPolicy/isDue(_:at:)`` is renewed with its own key server, with the token `token`
-    ///    gives for it (nil: skipped, reported as `no_token`). The renewal is journaled as initiated by `initiatedBy`.
+    ///    gives for it (nil: skipped, reported as `no_token`; an error from `token`, such as a download record that
+    ///    cannot be read, is reported with its own code, not as a missing token). The renewal is journaled as initiated
+    ///    by `initiatedBy`.
     ///
     /// - Parameter skip: lease IDs not to try this round (a caller's back-off after failures).
     /// - Returns: what was done; failures are reported, not thrown, so one bad lease does not stop the others.
@@ -66,7 +68,7 @@ extension OfflineLibrary {
         policy: LeaseUpkeepPolicy = LeaseUpkeepPolicy(),
         initiatedBy: String = "service",
         skip: Set<String> = [],
-        token: (StoredLease) async -> String?
+        token: (StoredLease) async throws -> String?
     ) async -> LeaseUpkeepReport {
         var report = LeaseUpkeepReport(at: clock.now)
         // A store that fails is reported, never taken for "nothing to do": leases would lapse unseen.
@@ -105,20 +107,31 @@ extension OfflineLibrary {
         let due = leases.filter { policy.isDue($0, at: clock.now) && !skip.contains($0.leaseId) }
         for lease in due {
             let failure: any StowageError
-            if let token = await token(lease) {
-                do {
-                    _ = try await session(keyServer: lease.keyServer, token: token).renew(leaseId: lease.leaseId, initiatedBy: initiatedBy)
-                    report.renewed.append(lease.leaseId)
-                    continue
-                } catch {
-                    failure =
-                        (error as? any StowageError) ?? ReportedError(code: "renewal_failed", message: "the renewal of \(lease.leaseId) failed")
+            do {
+                if let given = try await token(lease) {
+                    do {
+                        _ = try await session(keyServer: lease.keyServer, token: given).renew(leaseId: lease.leaseId, initiatedBy: initiatedBy)
+                        report.renewed.append(lease.leaseId)
+                        continue
+                    } catch {
+                        failure =
+                            (error as? any StowageError)
+                            ?? ReportedError(code: "renewal_failed", message: "the renewal of \(lease.leaseId) failed")
+                    }
+                } else {
+                    failure = ReportedError(
+                        code: "no_token",
+                        message: "lease \(lease.leaseId) of asset \(lease.assetId) is due for renewal but no entitlement token is "
+                            + "available; give the service a --token-command, or run `stowage keys renew \(lease.assetId) --token TOKEN`"
+                    )
                 }
-            } else {
+            } catch {
+                // Not "no token": the token exists somewhere that could not be read (the download records, say).
                 failure = ReportedError(
-                    code: "no_token",
-                    message: "lease \(lease.leaseId) of asset \(lease.assetId) is due for renewal but no entitlement token is "
-                        + "available; give the service a --token-command, or run `stowage keys renew \(lease.assetId) --token TOKEN`"
+                    code: (error as? any StowageError)?.code ?? "token_unavailable",
+                    message: "lease \(lease.leaseId) of asset \(lease.assetId) is due for renewal but its entitlement token could "
+                        + "not be read: \((error as? any StowageError)?.message ?? "\(error)"); it is tried again at the next "
+                        + "upkeep, or run `stowage keys renew \(lease.assetId) --token TOKEN`"
                 )
             }
             var body = ErrorDocument(failure).error

@@ -187,7 +187,7 @@ actor LeaseUpkeepLoop {
         let skip = Set(failures.filter { $0.value.notBefore > now }.keys)
         let tokens = TokenSource(library: library, command: configuration.tokenCommand)
         let report = await library.upkeepLeases(policy: configuration.upkeepPolicy, initiatedBy: "service", skip: skip) { lease in
-            await tokens.token(for: lease)
+            try await tokens.token(for: lease)
         }
         for lease in report.renewed { failures[lease] = nil }
         for lease in report.renewalFailures.keys {

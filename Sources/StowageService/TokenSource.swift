@@ -12,9 +12,10 @@ struct TokenSource: Sendable {
     /// How long the command may run; then it and everything it started are killed and no token is given.
     var timeout: Duration = .seconds(30)
 
-    func token(for lease: StoredLease) async -> String? {
+    /// - Throws: what reading the asset's download record threw (a store that cannot be read is not "no token").
+    func token(for lease: StoredLease) async throws -> String? {
         if let command { return await run(command, lease) }
-        return (try? library.downloadRecord(assetId: lease.assetId))?.request.token
+        return try library.downloadRecord(assetId: lease.assetId)?.request.token
     }
 
     private func run(_ command: String, _ lease: StoredLease) async -> String? {

@@ -132,6 +132,31 @@ struct LeaseUpkeepTests {
         }
     }
 
+    /// The token source failing (the download records unreadable, say) is not a missing token: the report carries the
+    /// failure's own code and says the token could not be read, so the user is not told to add a --token-command.
+    @Test("a token that cannot be read is reported with its own code, not as no_token")
+    func unreadableTokenIsNotNoToken() async throws {
+        let (clock, serverClock) = Self.clocks()
+        let fixture = try await DownloadFixture.make(serverClock: serverClock)
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory, clock: clock)
+            try await Self.download(fixture, library, origin: origin, keyServer: keyServer)
+            let before = try #require(try library.leases().first)
+            clock.advance(by: (before.storageExpiresAt - clock.now) * 80 / 100)
+            let report = await library.upkeepLeases { _ in
+                throw ReportedError(code: "downloads_unreadable", message: "the download records cannot be read")
+            }
+            let failure = try #require(report.renewalFailures[before.leaseId])
+            #expect(failure.code == "downloads_unreadable")
+            #expect(failure.message.contains("could not be read: the download records cannot be read"), "\(failure.message)")
+            #expect(!failure.message.contains("--token-command"))
+            #expect(report.renewed.isEmpty)
+            #expect(try library.leases().first?.storageExpiresAt == before.storageExpiresAt)
+            await library.close()
+        }
+    }
+
     @Test("a release queued while the key server was down is sent by the service once it is back")
     func queuedReleaseIsSentWhenTheServerIsBack() async throws {
         let (clock, serverClock) = Self.clocks()
