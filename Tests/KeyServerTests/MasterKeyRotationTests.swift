@@ -299,3 +299,31 @@ struct MasterKeyRotationTests {
         }
     }
 }
+
+/// The ring a server opens content keys with, when the key files change under it.
+struct MasterKeyRingTests {
+    /// A `master-key.next` that appears but cannot be read (too open to trust) is what the error names, not the row:
+    /// "authentication failed" would send the operator looking for a tampered database.
+    @Test func aKeyFileThatCannotBeReadIsNamedNotTheRow() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("keyserver-tests-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try await KeyServerDataDirectory.initialize(at: path, database: nil)
+        let ring = try MasterKeyRing(directory: directory)
+        let next = SecretBytes((0..<32).map { UInt8($0 + 7) })
+        let record = try ContentKeySealer(masterKey: next).seal(SecretBytes([UInt8](repeating: 9, count: 16)), assetID: "a", keyID: "k")
+
+        // No key of the ring opens the row, and the files did not change: the row is what is wrong.
+        #expect(throws: CryptoError.authenticationFailed) { try ring.open(record) }
+
+        // master-key.next written readable by others: the ring refuses to load it and says so.
+        let nextPath = directory.path(of: KeyServerDataDirectory.nextMasterKeyFile)
+        try Data(next.withUnsafeBytes { Array($0) }).write(to: URL(fileURLWithPath: nextPath))
+        chmod(nextPath, 0o644)
+        let error = #expect(throws: KeyServerSetupError.self) { try ring.open(record) }
+        #expect(error?.description.contains(KeyServerDataDirectory.nextMasterKeyFile) == true, "\(String(describing: error))")
+
+        // Mended (mode 0600), the same ring opens the row with it.
+        chmod(nextPath, 0o600)
+        #expect(try ring.open(record).withUnsafeBytes { Array($0) } == [UInt8](repeating: 9, count: 16))
+    }
+}

@@ -57,29 +57,42 @@ final class MasterKeyRing: Sendable {
     /// and they changed.
     ///
     /// - Throws: `CryptoError.authenticationFailed` when no key opens it: the row was altered or moved, or was sealed
-    ///   under a master key this server has never had.
+    ///   under a master key this server has never had; ``KeyServerSetupError`` when the key files changed but could not
+    ///   be read (a key file too open or not 32 bytes, say): that, not the row, is what the operator must mend.
     func open(_ record: ContentKeyRecord) throws -> SecretBytes {
         let sealers = state.withLock { $0.sealers }
+        // A tag that does not verify means "not this key", the one answer a sealer gives besides the key.
         for sealer in sealers {
             if let key = try? sealer.open(record) { return key }
         }
         // The files may change while they are read (a rotation renames one over another): read again while they do.
+        var unreadable: (any Error)?
         for _ in 0..<3 {
-            guard let added = reloadIfChanged() else { break }
+            let added: [ContentKeySealer]
+            do {
+                guard let reloaded = try reloadIfChanged() else { break }
+                added = reloaded
+                unreadable = nil
+            } catch {
+                unreadable = error
+                continue
+            }
             for sealer in added {
                 if let key = try? sealer.open(record) { return key }
             }
         }
+        if let unreadable { throw unreadable }
         throw CryptoError.authenticationFailed
     }
 
     /// Reads the key files again when their identities changed, adding keys not yet held; returns the added keys' sealers.
-    private func reloadIfChanged() -> [ContentKeySealer]? {
+    ///
+    /// - Throws: what reading the files threw; the files are read again at the next call.
+    private func reloadIfChanged() throws -> [ContentKeySealer]? {
         guard let source else { return nil }
         let signature = source.signature()
         guard state.withLock({ $0.signature != signature }) else { return nil }
-        guard let loaded = try? source.directory.loadMasterKeys() else { return nil }
-        let sealers = loaded.compactMap { try? ContentKeySealer(masterKey: $0.key) }
+        let sealers = try source.directory.loadMasterKeys().map { try ContentKeySealer(masterKey: $0.key) }
         return state.withLock { state in
             state.signature = signature
             let added = sealers.filter { !state.sealers.contains($0) }
