@@ -54,31 +54,37 @@ extension KeyStore {
         let pinsPath = pinsPath
         try Self.checkSignature(verified, keyServer: keyServer, pins: try ServerKeyPins.read(at: pinsPath, secrets: secrets))
         let record = try writeState(at: now) { db, state in
+            // The record just stored; nil when this payload was stored before (a retried download).
+            var inserted: LeaseRecord?
             if try Self.fetchRow(terms.leaseId, db) != nil {
-                let stored = try Self.fetchPayload(terms.leaseId, db)
-                guard stored == verified.signed else { throw KeyStoreError.leaseAlreadyStored(terms.leaseId) }
-                // A retried store of a recording's lease supersedes too: the first attempt may have stopped short of it.
-                if superseding { try Self.supersede(by: terms.leaseId, db, state: &state, secrets: secrets, pinsPath: pinsPath, at: now) }
-                return try Self.authenticated(terms.leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath)?.record
-                    ?? LeaseRecord(terms: terms, state: .persisted)
+                guard try Self.fetchPayload(terms.leaseId, db) == verified.signed else {
+                    throw KeyStoreError.leaseAlreadyStored(terms.leaseId)
+                }
+            } else {
+                var lifecycle = LeaseLifecycle(acquired: terms)
+                _ = try lifecycle.persist()
+                try Self.insert(lifecycle.record, payload: verified, keyServer: keyServer, db, at: now)
+                state.recordLease(terms.leaseId)
+                try Self.seal(terms.leaseId, db, secrets: secrets)
+                state.observe(serverTime: verified.payload.serverTime)
+                try AuditJournal.append(
+                    db,
+                    kind: .persist,
+                    assetId: terms.assetId,
+                    leaseId: terms.leaseId,
+                    detail: Self.termsDetail(terms, serverTime: verified.payload.serverTime),
+                    at: now
+                )
+                inserted = lifecycle.record
             }
-            var lifecycle = LeaseLifecycle(acquired: terms)
-            _ = try lifecycle.persist()
-            try Self.insert(lifecycle.record, payload: verified, keyServer: keyServer, db, at: now)
-            state.recordLease(terms.leaseId)
-            try Self.seal(terms.leaseId, db, secrets: secrets)
-            state.observe(serverTime: verified.payload.serverTime)
-            try AuditJournal.append(
-                db,
-                kind: .persist,
-                assetId: terms.assetId,
-                leaseId: terms.leaseId,
-                detail: Self.termsDetail(terms, serverTime: verified.payload.serverTime),
-                at: now
-            )
-            guard superseding else { return lifecycle.record }
-            try Self.supersede(by: terms.leaseId, db, state: &state, secrets: secrets, pinsPath: pinsPath, at: now)
-            return try Self.authenticated(terms.leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath)?.record ?? lifecycle.record
+            // A retried store of a recording's lease supersedes too: the first attempt may have stopped short of it.
+            if superseding {
+                try Self.supersede(by: terms.leaseId, db, state: &state, secrets: secrets, pinsPath: pinsPath, at: now)
+            } else if let inserted {
+                return inserted
+            }
+            return try Self.authenticated(terms.leaseId, db, state: state, secrets: secrets, pinsPath: pinsPath)?.record
+                ?? inserted ?? LeaseRecord(terms: terms, state: .persisted)
         }
         if superseding { checkpoint() }
         return record
