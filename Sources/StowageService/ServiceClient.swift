@@ -8,10 +8,6 @@ public import OfflinePackage
 import StowageCore
 public import StowageLibrary
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Talks to a running download service over its Unix socket: what the `stowage` commands use when one runs
 /// (``connect(dataDirectory:)`` answers nil when none does, and the commands work in-process instead).
 ///
@@ -53,35 +49,17 @@ public final class ServiceClient: Sendable {
             failure = error
         }
         await client.close()
-        guard let holder = serviceLockHolder(endpoint) else { return nil }
+        guard let holder = AssetLock.currentHolder(of: endpoint.lockURL, name: "service") else { return nil }
         let why = (failure as? any StowageError)?.message ?? "\(failure)"
         return ServiceClient(
             endpoint: endpoint,
             unresponsive: ReportedError(
                 code: "service_unreachable",
                 message: "the download service (\(holder)) holds \(endpoint.lockURL.path) but did not answer within \(probeTimeout) s "
-                    + "(\(why)); nothing was done. Check it with `stowage service status`, or stop it (`kill -TERM` that process) "
-                    + "and run the command again"
+                    + "(\(why)); nothing was done. Wait for it and run the command again, or stop it (`kill -TERM` that process; "
+                    + "downloads continue where they were when it starts again) and run the command again"
             )
         )
-    }
-
-    /// What holds `service.lock` (`process 1234 (the download service)`), or nil when no running process does. The lock
-    /// is taken (and dropped) only when the file names a live process, so the check never makes a service that starts
-    /// at that instant fail: a killed service named a process that is gone, and one that stopped emptied the file.
-    private static func serviceLockHolder(_ endpoint: ServiceEndpoint) -> String? {
-        guard let data = FileManager.default.contents(atPath: endpoint.lockURL.path) else { return nil }
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard text.hasPrefix("process "), let pid = Int32(text.dropFirst("process ".count).prefix(while: \.isNumber)), pid > 0 else {
-            return nil
-        }
-        if kill(pid, 0) != 0 && errno == ESRCH { return nil }
-        guard let attempt = try? AssetLock.tryAcquire(file: endpoint.lockURL, name: "service", purpose: "a check that the service runs") else {
-            return nil
-        }
-        guard let lock = attempt.lock else { return attempt.holder ?? text }
-        lock.release()
-        return nil
     }
 
     /// The service on `dataDirectory`.

@@ -83,19 +83,22 @@ public final class AssetLock: Sendable {
     /// was killed named a process that no longer runs, so an empty file or a dead process means free without a
     /// probe. Otherwise (a live process named: the holder, or a reused process ID) the lock is taken and dropped.
     public static func isHeld(assetId: String, in dataDirectory: DataDirectory) -> Bool {
-        let file = directory(in: dataDirectory).appendingPathComponent("\(assetId).lock")
-        guard PackageDirectory.isValidAssetID(assetId), let data = FileManager.default.contents(atPath: file.path),
-            let pid = holderProcess(String(decoding: data, as: UTF8.self))
-        else { return false }
-        if kill(pid, 0) != 0 && errno == ESRCH { return false }
-        do {
-            try acquire(assetId: assetId, in: dataDirectory, purpose: "a probe").release()
-            return false
-        } catch .busy {
-            return true
-        } catch {
-            return false
-        }
+        guard PackageDirectory.isValidAssetID(assetId) else { return false }
+        return currentHolder(of: directory(in: dataDirectory).appendingPathComponent("\(assetId).lock"), name: assetId) != nil
+    }
+
+    /// What holds the lock file `file` now (what it wrote: `process 1234 (the download service)`), or nil when nothing
+    /// does: the file is missing or empty (its holder let go), names a process that no longer runs (its holder was
+    /// killed), or its lock can be taken (a reused process ID), in which case it is taken and dropped at once.
+    public static func currentHolder(of file: URL, name: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: file.path) else { return nil }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let pid = holderProcess(text), pid > 0 else { return nil }
+        if kill(pid, 0) != 0 && errno == ESRCH { return nil }
+        guard let attempt = try? tryAcquire(file: file, name: name, purpose: "a probe") else { return nil }
+        guard let lock = attempt.lock else { return attempt.holder ?? text }
+        lock.release()
+        return nil
     }
 
     /// Gives the asset up. Idempotent; also done when the lock is released from memory.
