@@ -467,6 +467,19 @@ def contenders(stowage, selected):
 
 # ---------------------------------------------------------------------------------------------------------- main
 
+def prepare(work, script):
+    """The benchmark's work directory (made absolute and created; never inside the repository) and the `stowage` to run
+    ($STOWAGE_BIN, else the release build): what every benchmark on the generated asset starts with."""
+    work = os.path.abspath(work)
+    if os.path.commonpath([work, ROOT]) == ROOT:
+        sys.exit(f"refusing to generate assets inside the repository ({work}); pick a --work outside {ROOT}")
+    stowage = os.environ.get("STOWAGE_BIN") or os.path.join(ROOT, ".build", "release", "stowage")
+    if not os.access(stowage, os.X_OK):
+        sys.exit(f"no stowage binary at {stowage}: run {script} (or Benchmarks/run.sh), or set STOWAGE_BIN")
+    os.makedirs(work, exist_ok=True)
+    return work, stowage
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("sizes", nargs="*", type=int, help="asset sizes in MiB (default 1024)")
@@ -481,16 +494,10 @@ def main():
     if any(s <= 0 for s in sizes) or args.runs <= 0:
         parser.error("sizes and --runs must be positive")
     selected = {s.strip() for s in args.only.split(",") if s.strip()}
-    work = os.path.abspath(args.work)
-    if os.path.commonpath([work, ROOT]) == ROOT:
-        sys.exit(f"refusing to generate assets inside the repository ({work}); pick a --work outside {ROOT}")
-    stowage = os.environ.get("STOWAGE_BIN") or os.path.join(ROOT, ".build", "release", "stowage")
-    if not os.access(stowage, os.X_OK):
-        sys.exit(f"no stowage binary at {stowage}: run Benchmarks/download.sh or set STOWAGE_BIN")
+    work, stowage = prepare(args.work, "Benchmarks/download.sh")
     for tool in ("curl", "openssl", "ffmpeg"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not on PATH (scripts/ensure-deps.sh installs it)")
-    os.makedirs(work, exist_ok=True)
 
     # Disk: every asset not yet generated, plus one download at a time (outputs are deleted after each run).
     missing = sum(s for s in sizes if not os.path.exists(os.path.join(work, f"asset-{s}mib", "done.json")))
@@ -614,7 +621,7 @@ def main():
             print(f"{shown:<58} {mbs:>8.0f} {record['seconds'][index]:>8.2f} {record['peak']:>13.1f} "
                   f"{record['cpu'][index]:>7.2f} {record['origin'][index]:>13.2f} {ratio:>11}{marker}")
         if reference_key:
-            print(f"(* the better curl row; the 1.0x target of issue 17 is against curl --parallel-max 4)")
+            print("(* the better curl row; the 1.0x target of issue 17 is against curl --parallel-max 4)")
 
     print()
     print("verdict (largest size" + (", flat memory across sizes" if len(sizes) > 1 else "") + "):")

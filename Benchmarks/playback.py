@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import download  # noqa: E402  (the asset generator and the origin wrapper)
 import results as bench_results  # noqa: E402
 
-ROOT = download.ROOT
 
 
 class Client:
@@ -150,13 +149,7 @@ def main():
                         or os.path.join(tempfile.gettempdir(), "stowage-bench-playback"))
     args = parser.parse_args()
     sizes = sorted(set(args.size or [64]))
-    work = os.path.abspath(args.work)
-    if os.path.commonpath([work, ROOT]) == ROOT:
-        sys.exit(f"refusing to generate assets inside the repository ({work})")
-    stowage = os.environ.get("STOWAGE_BIN") or os.path.join(ROOT, ".build", "release", "stowage")
-    if not os.access(stowage, os.X_OK):
-        sys.exit(f"no stowage binary at {stowage}: run Benchmarks/playback.sh or set STOWAGE_BIN")
-    os.makedirs(work, exist_ok=True)
+    work, stowage = download.prepare(args.work, "Benchmarks/playback.sh")
     big = max(sizes)
     assets = {size: download.generate(work, "ffmpeg", size, 600) for size in sizes}
     name, info = assets[big]

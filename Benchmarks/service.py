@@ -18,13 +18,12 @@ Markdown table with a verdict per row.
 
 Usage: Benchmarks/service.py [--rate 1M] [--window 20] [--submissions 5] [--size 48] [--work DIR]
 """
-import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import download  # noqa: E402  (the asset generator and the origin wrapper)
 import results as bench_results  # noqa: E402
 
-ROOT = download.ROOT
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -71,13 +70,7 @@ def main():
     rate = parse_rate(args.rate)
     if args.size * (1 << 20) < rate * (args.window + 5):
         parser.error(f"--size {args.size} MiB does not outlast {args.window} s at {args.rate}/s; raise --size")
-    work = os.path.abspath(args.work)
-    if os.path.commonpath([work, ROOT]) == ROOT:
-        sys.exit(f"refusing to generate assets inside the repository ({work})")
-    stowage = os.environ.get("STOWAGE_BIN") or os.path.join(ROOT, ".build", "release", "stowage")
-    if not os.access(stowage, os.X_OK):
-        sys.exit(f"no stowage binary at {stowage}: run Benchmarks/service.sh or set STOWAGE_BIN")
-    os.makedirs(work, exist_ok=True)
+    work, stowage = download.prepare(args.work, "Benchmarks/service.sh")
     name, info = download.generate(work, "ffmpeg", args.size, 600)
     home = os.path.join(work, "home")
     shutil.rmtree(home, ignore_errors=True)

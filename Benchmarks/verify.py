@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import download  # noqa: E402
 import results  # noqa: E402
 
-ROOT = download.ROOT
 
 
 def package_files(home):
@@ -46,13 +45,7 @@ def main():
                         or os.path.join(tempfile.gettempdir(), "stowage-bench-download"))
     args = parser.parse_args()
     sizes = sorted(set(args.sizes or [256, 512]))
-    work = os.path.abspath(args.work)
-    if os.path.commonpath([work, ROOT]) == ROOT:
-        sys.exit(f"refusing to generate assets inside the repository ({work})")
-    stowage = os.environ.get("STOWAGE_BIN") or os.path.join(ROOT, ".build", "release", "stowage")
-    if not os.access(stowage, os.X_OK):
-        sys.exit(f"no stowage binary at {stowage}: run Benchmarks/run.sh or set STOWAGE_BIN")
-    os.makedirs(work, exist_ok=True)
+    work, stowage = download.prepare(args.work, "Benchmarks/verify.py")
     figures = {}
     origin = download.OriginServer(stowage, work, os.path.join(work, "origin-verify.log"))
     homes = []
