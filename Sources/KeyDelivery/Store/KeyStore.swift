@@ -68,8 +68,7 @@ public final class KeyStore: Sendable {
         }
         let pool: DatabasePool
         do {
-            pool = try DatabasePool(path: databasePath, configuration: configuration)
-            try KeyStoreSchema.migrator.migrate(pool)
+            pool = try KeyStoreSchema.migrator.openMigrated(path: databasePath, configuration: configuration)
         } catch let error as DatabaseError {
             throw KeyStoreError.databaseFailure(error.message ?? "SQLite error \(error.resultCode.rawValue)")
         }

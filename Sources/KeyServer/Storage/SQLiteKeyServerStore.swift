@@ -25,8 +25,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
             // last transactions but never corrupts the file (sqlite.org/wal.html, "Performance Considerations").
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
-        pool = try DatabasePool(path: path, configuration: configuration)
-        try Self.migrator.migrate(pool)
+        pool = try Self.migrator.openMigrated(path: path, configuration: configuration)
     }
 
     private static var migrator: DatabaseMigrator {
