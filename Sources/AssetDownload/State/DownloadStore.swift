@@ -153,39 +153,40 @@ public final class DownloadStore: Sendable {
         configuration.busyMode = .timeout(30)
         do {
             try FileManager.default.createDirectory(at: databaseURL.deletingLastPathComponent(), withIntermediateDirectories: true)
-            pool = try DatabasePool(path: databaseURL.path, configuration: configuration)
-            try pool.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE IF NOT EXISTS download_tasks (
-                            asset_id TEXT PRIMARY KEY NOT NULL,
-                            session TEXT NOT NULL,
-                            request TEXT NOT NULL,
-                            state TEXT NOT NULL,
-                            failure_code TEXT,
-                            failure_message TEXT,
-                            keys_acquired INTEGER NOT NULL DEFAULT 0,
-                            created_at INTEGER NOT NULL,
-                            updated_at INTEGER NOT NULL
-                        );
-                        CREATE TABLE IF NOT EXISTS download_files (
-                            asset_id TEXT NOT NULL,
-                            path TEXT NOT NULL,
-                            size INTEGER NOT NULL,
-                            sha256 TEXT NOT NULL,
-                            PRIMARY KEY (asset_id, path)
-                        );
-                        CREATE TABLE IF NOT EXISTS download_wanted (
-                            asset_id TEXT NOT NULL,
-                            path TEXT NOT NULL,
-                            wanted_at INTEGER NOT NULL,
-                            PRIMARY KEY (asset_id, path)
-                        );
-                        """
-                )
-                // Added with the download service's queue; older databases get it here.
-                if try !db.columns(in: "download_tasks").contains(where: { $0.name == "priority" }) {
-                    try db.execute(sql: "ALTER TABLE download_tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+            pool = try DatabasePool.openBesideOtherProcesses(path: databaseURL.path, configuration: configuration) { pool in
+                try pool.write { db in
+                    try db.execute(
+                        sql: """
+                            CREATE TABLE IF NOT EXISTS download_tasks (
+                                asset_id TEXT PRIMARY KEY NOT NULL,
+                                session TEXT NOT NULL,
+                                request TEXT NOT NULL,
+                                state TEXT NOT NULL,
+                                failure_code TEXT,
+                                failure_message TEXT,
+                                keys_acquired INTEGER NOT NULL DEFAULT 0,
+                                created_at INTEGER NOT NULL,
+                                updated_at INTEGER NOT NULL
+                            );
+                            CREATE TABLE IF NOT EXISTS download_files (
+                                asset_id TEXT NOT NULL,
+                                path TEXT NOT NULL,
+                                size INTEGER NOT NULL,
+                                sha256 TEXT NOT NULL,
+                                PRIMARY KEY (asset_id, path)
+                            );
+                            CREATE TABLE IF NOT EXISTS download_wanted (
+                                asset_id TEXT NOT NULL,
+                                path TEXT NOT NULL,
+                                wanted_at INTEGER NOT NULL,
+                                PRIMARY KEY (asset_id, path)
+                            );
+                            """
+                    )
+                    // Added with the download service's queue; older databases get it here.
+                    if try !db.columns(in: "download_tasks").contains(where: { $0.name == "priority" }) {
+                        try db.execute(sql: "ALTER TABLE download_tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+                    }
                 }
             }
         } catch {
