@@ -9,8 +9,9 @@ import Darwin
 
 /// Decrypts or encrypts one segment file (`stowage segment decrypt|encrypt`): the container is detected from the
 /// first bytes, SAMPLE-AES fMP4 takes the rendition's init section, and the output streams through the segment's
-/// transform a buffer at a time. `-` reads standard input or writes standard output. A failure removes the output
-/// file, so no partial segment is left behind.
+/// transform a buffer at a time. `-` reads standard input or writes standard output. A file output is written beside
+/// its path and renamed into place only on success, so a failure leaves no partial segment and the file that was
+/// there (the input itself, decrypted in place) as it was; a device or pipe (`/dev/null`) is written as it is.
 ///
 /// ```swift
 /// try SegmentFileJob(method: .aes128, direction: .decrypt, key: key, iv: iv, input: "seg_0.ts", output: "clear_0.ts").run()
@@ -65,8 +66,9 @@ public struct SegmentFileJob: Sendable {
         guard method.isSampleEncryption && container == .fragmentedMP4 || iv != nil else {
             throw SegmentFileError.missingIV(method: method, container: container)
         }
-        let outputDescriptor = try Self.open(output, forWriting: true)
-        defer { if outputDescriptor != STDOUT_FILENO { close(outputDescriptor) } }
+        let target = try OutputTarget(output)
+        let outputDescriptor = target.descriptor
+        defer { target.close() }
         do {
             let name = input == "-" ? "stdin" : input
             let startIV = iv ?? [UInt8](repeating: 0, count: 16)
@@ -90,9 +92,54 @@ public struct SegmentFileJob: Sendable {
                 )
             try transform.process(prefix) { bytes in try Self.writeAll(bytes, to: outputDescriptor, path: output) }
             try transform.run(from: inputDescriptor, to: outputDescriptor)
+            try target.commit()
         } catch {
-            if outputDescriptor != STDOUT_FILENO { unlink(output) }
+            target.discard()
             throw error
+        }
+    }
+
+    /// Where the output goes: standard output, a device or pipe written in place, or a regular file written to a
+    /// temporary sibling (`.NAME.PID.part`) that ``commit()`` renames over the path.
+    private struct OutputTarget {
+        let descriptor: Int32
+        let path: String
+        /// The temporary sibling, for a regular file.
+        let temporary: String?
+
+        init(_ path: String) throws {
+            self.path = path
+            if path == "-" {
+                descriptor = STDOUT_FILENO
+                temporary = nil
+                return
+            }
+            var status = stat()
+            if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+                descriptor = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+                temporary = nil
+            } else {
+                let slash = path.lastIndex(of: "/")
+                let directory = slash.map { String(path[...$0]) } ?? ""
+                let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+                let sibling = "\(directory).\(name).\(getpid()).part"
+                descriptor = Glibc.open(sibling, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+                temporary = sibling
+            }
+            guard descriptor >= 0 else { throw SegmentFileError.cannotOpen(path: path, forWriting: true, errorNumber: errno) }
+        }
+
+        func commit() throws {
+            guard let temporary else { return }
+            guard rename(temporary, path) == 0 else { throw SegmentFileError.cannotOpen(path: path, forWriting: true, errorNumber: errno) }
+        }
+
+        func discard() {
+            if let temporary { unlink(temporary) }
+        }
+
+        func close() {
+            if descriptor != STDOUT_FILENO { _ = Glibc.close(descriptor) }
         }
     }
 

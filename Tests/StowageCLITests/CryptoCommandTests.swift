@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import StowageTestSupport
 import Testing
 
@@ -57,6 +58,65 @@ struct CryptoCommandTests {
         #expect(result.status == 1)
         #expect(result.standardError.contains("[bad_padding]"))
         #expect(!FileManager.default.fileExists(atPath: out.path))
+    }
+
+    /// A failure leaves what was at the output path as it was: an existing file (here the input itself, decrypted in
+    /// place with a wrong key) unchanged, a FIFO (standing in for `/dev/null`, which an earlier version unlinked when
+    /// run as root) still there, and no temporary file beside either.
+    @Test func aFailedSegmentLeavesTheOutputPathAsItWas() async throws {
+        let directory = try TestSupport.temporaryDirectory("seg-keep")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let segment = directory.appendingPathComponent("seg_0.ts")
+        let original = try Data(contentsOf: Self.media.appendingPathComponent("ts-aes128-iv/seg_0.ts"))
+        try original.write(to: segment)
+        let wrongKey = ["segment", "decrypt", "--method", "aes-128", "--key", "618e0c850d814906461491ad97089fe0", "--iv", Self.aesIV]
+        let inPlace = try await TestSupport.runStowage(wrongKey + [segment.path, segment.path])
+        #expect(inPlace.status == 1 && inPlace.standardError.contains("[bad_padding]"), "\(inPlace.standardError)")
+        #expect(try Data(contentsOf: segment) == original)
+
+        let fifo = directory.appendingPathComponent("sink")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        let reader = try ProcessRunner.start(URL(fileURLWithPath: "/bin/cat"), [fifo.path])
+        let toFIFO = try await TestSupport.runStowage(wrongKey + [segment.path, fifo.path])
+        _ = try await reader.waitForExit(timeout: .seconds(10))
+        #expect(toFIFO.status == 1 && toFIFO.standardError.contains("[bad_padding]"), "\(toFIFO.standardError)")
+        var status = stat()
+        #expect(lstat(fifo.path, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO, "the FIFO was removed or replaced")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["seg_0.ts", "sink"])
+
+        // In place with the right key, the segment becomes its clear twin.
+        let right = try await TestSupport.runStowage([
+            "segment", "decrypt", "--method", "aes-128", "--key", Self.aesKey, "--iv", Self.aesIV, segment.path, segment.path,
+        ])
+        #expect(right.status == 0, "\(right.standardError)")
+        #expect(try Data(contentsOf: segment) == Data(contentsOf: Self.media.appendingPathComponent("ts-clear/seg_0.ts")))
+    }
+
+    /// What a user gets wrong with `stowage segment`, each in the one error shape with its own code.
+    @Test func segmentMistakes() async throws {
+        let directory = try TestSupport.temporaryDirectory("seg-mistakes")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let home = directory.appendingPathComponent("home")
+        let out = directory.appendingPathComponent("out.ts").path
+        let aes = ["segment", "decrypt", "--method", "aes-128", "--key", Self.aesKey]
+        let encrypted = Self.media.appendingPathComponent("ts-aes128-iv/seg_0.ts").path
+        let cases: [([String], String)] = [
+            (aes + [encrypted, out], "missing_iv"),
+            (
+                [
+                    "segment", "decrypt", "--method", "sample-aes", "--key", Self.sampleKey,
+                    Self.media.appendingPathComponent("fmp4-clear/seg_0.m4s").path, out,
+                ],
+                "missing_init_section"
+            ),
+            (aes + ["--iv", Self.aesIV, directory.appendingPathComponent("absent.ts").path, out], "unreadable"),
+            (aes + ["--iv", Self.aesIV, encrypted, directory.appendingPathComponent("no/such/dir/out.ts").path], "output_failed"),
+            (aes + ["--iv", Self.aesIV, directory.path, out], "segment_io_failed"),
+        ]
+        for (arguments, code) in cases {
+            try await ErrorShapeTests.expectPlainFailure(arguments, code: code, home: home)
+        }
+        #expect(!FileManager.default.fileExists(atPath: out))
     }
 
     @Test func decryptWritesAClearPlaylistThatFFmpegPlaysLikeTheTwin() async throws {
