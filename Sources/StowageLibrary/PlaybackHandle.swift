@@ -1,5 +1,7 @@
 public import Foundation
+import KeyDelivery
 public import Playback
+import StowageCore
 
 /// A running playback session of ``OfflineLibrary/play(assetId:player:port:fileCheck:)``: the URL to give a player
 /// and the way to stop it.
@@ -36,9 +38,20 @@ public final class PlaybackHandle: Sendable {
         }
         var iterator = addresses.makeAsyncIterator()
         guard let address = await iterator.next() else {
-            // The server ended before it listened: its error says why.
-            _ = try await session.value
-            throw PlaybackError.serverFailed(assetId: server.authorization.assetId, detail: "it stopped before it listened")
+            // The server ended before it listened: its error says why (a port in use, say), in words.
+            let assetId = server.authorization.assetId
+            do {
+                _ = try await session.value
+            } catch let error as any StowageError {
+                throw error
+            } catch {
+                throw PlaybackError.serverFailed(
+                    assetId: assetId,
+                    detail: "it could not listen on 127.0.0.1 (\(NetworkErrorText.describe(error))); choose another --port, or leave "
+                        + "it out for a free one"
+                )
+            }
+            throw PlaybackError.serverFailed(assetId: assetId, detail: "it stopped before it listened")
         }
         return PlaybackHandle(
             url: address.multivariantURL,

@@ -206,6 +206,24 @@ struct ErrorShapeTests {
         try await Self.expectFailure(["verify", fixture.assetId], code: "lease_expired", home: home)
     }
 
+    @Test("a --port another server listens on: play says playback_server_failed with the port's trouble in words")
+    func playOnAPortInUse() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let home = fixture.clientDirectory.url
+        try await fixture.withServers { origin, keyServer in
+            try await BrokenStorageTests.download(fixture, origin: origin, keyServer: keyServer)
+            // The origin listens on its port all along.
+            let port = try #require(origin.port)
+            let failure = try await Self.expectFailure(
+                ["play", fixture.assetId, "--player", "none", "--offline", "--port", String(port)],
+                code: "playback_server_failed",
+                home: home
+            )
+            #expect(failure?.line.contains("already in use") == true, "\(failure?.line ?? "")")
+        }
+    }
+
     @Test("a full disk (below --keep-free): download refuses before any segment, in the same shape")
     func fullDisk() async throws {
         let fixture = try await DownloadFixture.make()

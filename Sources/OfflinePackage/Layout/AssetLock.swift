@@ -1,4 +1,5 @@
 public import Foundation
+import StowageCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ public final class AssetLock: Sendable {
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw .io(folder.path, String(describing: error))
+            throw .io(folder.path, FileErrorText.describe(error))
         }
         let attempt = try tryAcquire(file: folder.appendingPathComponent("\(assetId).lock"), name: assetId, purpose: purpose)
         guard let lock = attempt.lock else { throw .busy(assetId: assetId, holder: attempt.holder ?? "another task") }

@@ -65,7 +65,7 @@ public struct PackageDirectory: Sendable, Hashable {
             let data = try Data(contentsOf: manifestURL)
             manifest = try JSONDecoder().decode(PackageManifest.self, from: data)
         } catch {
-            throw .invalidManifest(assetId, String(describing: error))
+            throw .invalidManifest(assetId, Self.describeManifestFailure(error))
         }
         guard manifest.schemaVersion == PackageManifest.currentSchemaVersion else {
             throw .invalidManifest(assetId, "schema version \(manifest.schemaVersion) is not \(PackageManifest.currentSchemaVersion)")
@@ -78,6 +78,21 @@ public struct PackageDirectory: Sendable, Hashable {
         return manifest
     }
 
+    /// Why a manifest did not read, in words: which field is missing or of the wrong type, or that it is not JSON.
+    static func describeManifestFailure(_ error: any Error) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            keys.isEmpty
+                ? "(the whole file)" : keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingPrefix(".").description
+        }
+        switch error {
+        case DecodingError.dataCorrupted(let context): return "it is not valid JSON (\(context.debugDescription))"
+        case DecodingError.keyNotFound(let key, let context): return "the field \(path(context.codingPath + [key])) is missing"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            return "the field \(path(context.codingPath)) is not what a manifest holds there"
+        default: return FileErrorText.describe(error)
+        }
+    }
+
     /// Writes `manifest.json` whole: a temporary file, flushed, then renamed over the old one.
     public func writeManifest(_ manifest: PackageManifest) throws(PackageError) {
         let encoder = JSONEncoder()
@@ -85,7 +100,7 @@ public struct PackageDirectory: Sendable, Hashable {
         do {
             try Self.writeAtomically(try encoder.encode(manifest), to: manifestURL)
         } catch {
-            throw .io(manifestURL.path, String(describing: error))
+            throw .io(manifestURL.path, FileErrorText.describe(error))
         }
     }
 
