@@ -1,4 +1,5 @@
 import Foundation
+import KeyDelivery
 public import StowageCore
 
 /// Why a download could not start, stopped, or paused. Every case has a stable code and says what to do.
@@ -15,6 +16,8 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     case keys(code: String, message: String)
     case storage(String)
     case database(String)
+    /// `stowage.sqlite` at `path` is damaged (``KeyDelivery/StateDatabase/isDamaged(_:)``).
+    case databaseDamaged(path: String, reason: String)
     case package(code: String, message: String)
     case notFound(assetId: String)
     case alreadyExists(assetId: String, state: String)
@@ -37,6 +40,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .keys(let code, _): code
         case .storage: "package_write_failed"
         case .database: "download_state_error"
+        case .databaseDamaged: "database_damaged"
         case .package(let code, _): code
         case .notFound: "download_not_found"
         case .alreadyExists: "download_exists"
@@ -67,6 +71,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
             "\(reason); check free space and the permissions of the data directory ($STOWAGE_HOME), then `stowage resume`"
         case .database(let reason):
             "the download state in stowage.sqlite cannot be read or written (\(reason)); check the data directory ($STOWAGE_HOME)"
+        case .databaseDamaged(let path, let reason): StateDatabase.damagedMessage(path: path, reason: reason)
         case .package(_, let message): message
         case .notFound(let asset): "no download of asset \(asset); `stowage list` shows the assets"
         case .alreadyExists(let asset, let state):

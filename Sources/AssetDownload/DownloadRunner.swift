@@ -432,7 +432,7 @@ struct DownloadRunner: Sendable {
 
     /// Obtains the identity keys of `keys`, and one lease for the skd keys of `leaseFor` (stored superseding the
     /// asset's older leases it covers when `superseding`: a recording's group lease); returns that lease's ID.
-    private func obtain(
+    func obtain(
         _ keys: [PackageKey],
         leaseFor skdKeys: [PackageKey],
         request: DownloadRequest,

@@ -305,7 +305,7 @@ public final class DownloadSession: Sendable {
     }
 
     /// The asset's lock for a download.
-    private func lockAsset(_ assetId: String) throws -> AssetLock {
+    func lockAsset(_ assetId: String) throws -> AssetLock {
         try AssetLock.acquire(assetId: assetId, in: dataDirectory, purpose: "a download")
     }
 

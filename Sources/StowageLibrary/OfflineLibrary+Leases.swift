@@ -1,3 +1,4 @@
+public import AssetDownload
 public import Foundation
 public import KeyDelivery
 import OfflinePackage
@@ -87,6 +88,13 @@ extension OfflineLibrary {
             renewed.append(try await session(keyServer: lease.keyServer, token: token).renew(leaseId: lease.leaseId))
         }
         return renewed
+    }
+
+    /// Obtains again the keys of a downloaded asset this device no longer holds (a returned lease, an expired storage
+    /// window, a state database set aside by ``recoverDatabase(in:clock:)``), without fetching media.
+    /// See ``AssetDownload/DownloadSession/fetchKeys(assetId:keyServerURL:token:)``.
+    public func fetchKeys(assetId: String, keyServerURL: String? = nil, token: String? = nil) async throws -> KeyFetchResult {
+        try await downloads.fetchKeys(assetId: assetId, keyServerURL: keyServerURL, token: token)
     }
 
     /// Returns an asset's leases: erases their keys now, then tells the key servers (queued while they cannot be

@@ -18,11 +18,12 @@ struct KeysCommand: AsyncParsableCommand {
               STOWAGE_HOME=/tmp/stowage stowage keys list --json
               stowage keys renew movie-1 --token eyJhbGciOi...
               stowage keys return movie-1
+              stowage keys fetch movie-1 --key-server https://keys.example.com --token eyJhbGciOi...
               stowage keys sync
               stowage keys trust https://keys.example.com
               stowage keys audit --verify
             """,
-        subcommands: [List.self, Renew.self, Return.self, Sync.self, Trust.self, Unpin.self, Audit.self]
+        subcommands: [List.self, Renew.self, Return.self, Fetch.self, Sync.self, Trust.self, Unpin.self, Audit.self]
     )
 
     static func fail(_ error: any Error, json: Bool) -> Never {
@@ -169,6 +170,52 @@ struct KeysCommand: AsyncParsableCommand {
                 }
                 print(returned.isEmpty ? "no leases of \(asset) to return" : "returned \(returned.count) lease(s) of \(asset)")
                 KeysCommand.report(sync)
+            } catch {
+                KeysCommand.fail(error, json: output.json)
+            }
+        }
+    }
+
+    // MARK: fetch
+
+    struct Fetch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Obtain again the keys of a downloaded asset that this device no longer holds, without downloading media.",
+            discussion: """
+                For a package whose lease was returned or whose storage window ended, or after `stowage recover` set a
+                damaged state database aside. Keys still held are left alone; the key server decides whether to issue
+                a new lease, as it would for a new download. The key server and token default to those of the asset's
+                download, else to the server of its last lease.
+                Example:
+                  stowage keys fetch movie-1 --key-server https://keys.example.com --token eyJhbGciOi...
+                  stowage keys fetch movie-1 --json
+                """
+        )
+
+        @Argument(help: "The asset whose keys to obtain.")
+        var asset: String
+
+        @Option(name: .customLong("key-server"), help: "The key server's URL (default: the download's, else the last lease's).")
+        var keyServer: String?
+
+        @Option(help: "The entitlement token (JWT) (default: the download's).")
+        var token: String?
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            do {
+                let fetched = try await Library.with { try await $0.fetchKeys(assetId: asset, keyServerURL: keyServer, token: token) }
+                if output.json {
+                    print(Library.json(fetched))
+                    return
+                }
+                if fetched.leaseIds.isEmpty && fetched.identityKeys == 0 {
+                    print("every key of \(asset) is held already; nothing fetched")
+                    return
+                }
+                for leaseId in fetched.leaseIds { print("lease \(leaseId) of \(asset) stored") }
+                print("\(asset): \(fetched.skdKeys) skd key(s) and \(fetched.identityKeys) identity key(s) obtained")
             } catch {
                 KeysCommand.fail(error, json: output.json)
             }

@@ -321,3 +321,47 @@ struct PauseCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// `stowage recover`: sets a damaged `stowage.sqlite` aside (OfflineLibrary.recoverDatabase).
+struct RecoverCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "recover",
+        abstract: "Set a damaged state database (stowage.sqlite) aside and start a new one; packages stay.",
+        discussion: """
+            For when a command says database_damaged. The damaged file is renamed (stowage.sqlite.damaged-DATE), never
+            deleted; packages, their manifests and the device's keys stay. The leases, identity keys, download records
+            and audit journal of the damaged file are lost with it: get each asset's keys again while online with
+            `stowage keys fetch`. A download that was running must be deleted and started again. Refused while the
+            download service or a download runs, and when SQLite finds the file whole.
+            Example:
+              stowage recover
+              stowage keys fetch movie-1 --key-server https://keys.example.com --token eyJhbGciOi...
+            """
+    )
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() async throws {
+        do {
+            let recovery = try await OfflineLibrary.recoverDatabase()
+            if json {
+                print(Library.json(recovery))
+                return
+            }
+            print("damaged state database set aside: \(recovery.setAsideAt) (\(recovery.damage))")
+            print("a new, empty state database was made; packages untouched: \(recovery.assets.count)")
+            for asset in recovery.assets {
+                if asset.state != "complete" {
+                    print("  \(asset.assetId): its download was not complete; `stowage delete \(asset.assetId)`, then download it again")
+                } else if asset.needsKeys {
+                    print("  \(asset.assetId): `stowage keys fetch \(asset.assetId) --key-server URL --token TOKEN` while online")
+                } else {
+                    print("  \(asset.assetId): clear, plays as it is")
+                }
+            }
+        } catch {
+            Library.fail(error, json: json)
+        }
+    }
+}

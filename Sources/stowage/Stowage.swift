@@ -15,7 +15,8 @@ struct Stowage: AsyncParsableCommand {
             InspectCommand.self, SegmentCommand.self, DecryptCommand.self, OriginCommand.self, KeyServerCommand.self, KeysCommand.self,
             PackageCommand.self, DownloadCommand.self, ResumeCommand.self, StopCommand.self, PauseCommand.self, CancelCommand.self,
             AddMediaCommand.self,
-            ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, ExportCommand.self, DeleteCommand.self, ServiceCommand.self,
+            ListCommand.self, InfoCommand.self, VerifyCommand.self, PlayCommand.self, ExportCommand.self, DeleteCommand.self, RecoverCommand.self,
+            ServiceCommand.self,
             DemoCommand.self,
         ]
     )

@@ -131,7 +131,7 @@ struct PlaybackGateTests {
         try package.store.returnAsset(assetId: "movie", at: package.clock.now)
         let error = try #require(Self.refusal(PlaybackHarness.gate(package)))
         #expect(error.reason == .returned)
-        #expect(error.message.contains("Download the keys again"))
+        #expect(error.message.contains("stowage keys fetch movie"))
     }
 
     @Test func missingIdentityKey() async throws {

@@ -14,7 +14,7 @@ public enum FrameHashes {
     }
 
     /// - Parameters:
-    ///   - input: a playlist (local key files are allowed) or a media file.
+    ///   - input: a playlist (local key files are allowed) or a media file, on disk or served over HTTP.
     ///   - map: ffmpeg's `-map` argument: `0` for every stream, `0:v:0` for the first video stream.
     /// - Throws: ``Failure`` when ffmpeg is missing (scripts/test.sh installs it) or fails on the input.
     public static func of(_ input: URL, map: String = "0") async throws -> [String] {
@@ -22,7 +22,9 @@ public enum FrameHashes {
         let hls = input.pathExtension.lowercased() == "m3u8" ? ["-allowed_extensions", "ALL"] : []
         let result = try await ProcessRunner.run(
             program: "ffmpeg",
-            ["-nostdin", "-v", "error"] + hls + ["-i", input.path, "-map", map, "-c", "copy", "-f", "framemd5", "-"]
+            ["-nostdin", "-v", "error"] + hls + [
+                "-i", input.isFileURL ? input.path : input.absoluteString, "-map", map, "-c", "copy", "-f", "framemd5", "-",
+            ]
         )
         guard result.status == 0 else {
             throw Failure(description: "ffmpeg failed on \(input.path) (status \(result.status)); scripts/test.sh installs ffmpeg")

@@ -74,6 +74,9 @@ public final class RunningProcess: Sendable {
     /// Sends SIGKILL if the process is still running.
     public func kill() { child.send(SIGKILL) }
 
+    /// Sends SIGKILL to the child's process group (its own): the child and whatever it started.
+    public func killProcessGroup() { child.sendToProcessGroup(SIGKILL) }
+
     /// Awaits the exit without blocking a thread; after `timeout` the process is killed (SIGKILL) and awaited.
     /// - Returns: the status and everything written to standard output and error.
     /// - Throws: `CancellationError` when the task is cancelled, after killing the process and awaiting its exit.

@@ -1,6 +1,7 @@
 public import Foundation
 import GRDB
 public import KeyDelivery
+import StowageCore
 
 /// The state of a download task, as iOS and Media3 name them.
 public enum DownloadState: String, Sendable, Codable, Hashable, CaseIterable {
@@ -145,12 +146,14 @@ public struct CompletedFile: Sendable, Hashable {
 /// module). Every state change is committed here before it is acted on, so a killed process resumes where it stopped.
 public final class DownloadStore: Sendable {
     private let pool: DatabasePool
+    private let path: String
 
     /// Opens (and creates) the tables in the database at `databaseURL`.
     public init(databaseURL: URL) throws(DownloadError) {
         var configuration = Configuration()
         configuration.label = "DownloadStore"
         configuration.busyMode = .timeout(30)
+        path = databaseURL.path
         do {
             try FileManager.default.createDirectory(at: databaseURL.deletingLastPathComponent(), withIntermediateDirectories: true)
             pool = try DatabasePool.openBesideOtherProcesses(path: databaseURL.path, configuration: configuration) { pool in
@@ -190,8 +193,15 @@ public final class DownloadStore: Sendable {
                 }
             }
         } catch {
-            throw .database(String(describing: error))
+            throw Self.failure(error, path: databaseURL.path)
         }
+    }
+
+    /// `error` from the database at `path`: damage said as such, with the way out; anything else in SQLite's words.
+    static func failure(_ error: any Error, path: String) -> DownloadError {
+        if StateDatabase.isDamaged(error) { return .databaseDamaged(path: path, reason: StateDatabase.reason(error)) }
+        if error is DatabaseError { return .database(StateDatabase.reason(error)) }
+        return .database(FileErrorText.describe(error))
     }
 
     func insert(_ request: DownloadRequest, session: String, priority: Int = 0, at now: Int64) throws(DownloadError) {
@@ -388,7 +398,7 @@ public final class DownloadStore: Sendable {
         do {
             try pool.write(body)
         } catch {
-            throw .database(String(describing: error))
+            throw Self.failure(error, path: path)
         }
     }
 
@@ -396,7 +406,7 @@ public final class DownloadStore: Sendable {
         do {
             return try pool.read(body)
         } catch {
-            throw .database(String(describing: error))
+            throw Self.failure(error, path: path)
         }
     }
 }

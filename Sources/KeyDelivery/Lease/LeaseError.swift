@@ -74,8 +74,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: lease.expiresAt,
-            message: "The \(subject(lease)) expired at \(HumanTime.date(lease.expiresAt)) and its keys were erased. Download the keys "
-                + "again while online (`stowage delete \(lease.assetId)`, then `stowage download` it)."
+            message: "The \(subject(lease)) expired at \(HumanTime.date(lease.expiresAt)) and its keys were erased. Get them again "
+                + "while online: `stowage keys fetch \(lease.assetId)`."
         )
     }
 
@@ -86,8 +86,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: end,
-            message: "The storage window of the \(subject(lease)) ended at \(HumanTime.date(end)). Renew the lease or download "
-                + "the keys again while online."
+            message: "The storage window of the \(subject(lease)) ended at \(HumanTime.date(end)). Renew the lease, or get the keys "
+                + "again while online: `stowage keys fetch \(lease.assetId)`."
         )
     }
 
@@ -98,7 +98,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: end,
-            message: "The playback window of the \(subject(lease)) ended at \(HumanTime.date(end)). Get a new lease while online."
+            message: "The playback window of the \(subject(lease)) ended at \(HumanTime.date(end)). Get a new lease while online "
+                + "(`stowage keys fetch \(lease.assetId)`), if the key server grants one."
         )
     }
 
@@ -138,7 +139,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: nil,
-            message: "The \(subject(lease)) was released; its keys are gone. Download the keys again while online."
+            message: "The \(subject(lease)) was released; its keys are gone. Get them again while online: "
+                + "`stowage keys fetch \(lease.assetId)`."
         )
     }
 
@@ -149,7 +151,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease.assetId,
             leaseId: lease.leaseId,
             time: nil,
-            message: "The \(subject(lease)) was returned; its keys were erased. Download the keys again while online."
+            message: "The \(subject(lease)) was returned; its keys were erased. Get them again while online: "
+                + "`stowage keys fetch \(lease.assetId)`."
         )
     }
 
@@ -160,7 +163,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: assetId,
             leaseId: nil,
             time: nil,
-            message: "No lease on this device covers asset \(assetId). Download its keys while online."
+            message: "No lease on this device covers asset \(assetId). Get its keys while online: "
+                + "`stowage keys fetch \(assetId) --key-server URL --token TOKEN`."
         )
     }
 

@@ -1,4 +1,6 @@
+import Foundation
 public import GRDB
+import StowageCore
 
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +13,7 @@ extension DatabasePool {
     ///
     /// Turning a new file to WAL needs it to itself: a process that finds another doing so gets `SQLITE_BUSY` at once,
     /// not after its busy timeout. That, and any other `DatabaseError` from opening or `setUp`, is tried again every
-    /// 50 ms; a failure that lasts (a full disk, a damaged file) is thrown after the last try, about a second later.
+    /// 50 ms, up to `tries` times; a failure that lasts (a damaged, read-only or full file) is thrown at once.
     public static func openBesideOtherProcesses(
         path: String,
         configuration: Configuration,
@@ -26,7 +28,8 @@ extension DatabasePool {
                 try setUp(opened)
                 return opened
             } catch let error as DatabaseError {
-                guard attempt < tries else { throw error }
+                // A damaged, read-only or full file stays so: said at once, not after a second of tries.
+                guard attempt < tries, !StateDatabase.isLasting(error) else { throw error }
                 usleep(50_000)
             }
         }
@@ -50,5 +53,70 @@ extension DatabaseMigrator {
                 guard try pool.read({ try hasCompletedMigrations($0) }) else { throw error }
             }
         }
+    }
+}
+
+/// How a failure of an SQLite state file is told: the key store and the download state share `stowage.sqlite`, so a
+/// damaged file reads the same from either, with what is lost, what is not, and the way out.
+public enum StateDatabase {
+    /// SQLite says the file is not a database or its pages do not hold together (`SQLITE_CORRUPT`, `SQLITE_NOTADB`):
+    /// a truncated file, a disk error, a file overwritten by hand.
+    public static func isDamaged(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode)
+    }
+
+    /// A failure that trying again does not mend: damage, a read-only or unopenable file, a full disk, an I/O error.
+    public static func isLasting(_ error: DatabaseError) -> Bool {
+        [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_FULL, .SQLITE_PERM, .SQLITE_IOERR]
+            .contains(error.resultCode)
+    }
+
+    /// SQLite's own words for `error` ("database disk image is malformed"), without the statement that failed.
+    public static func reason(_ error: any Error) -> String {
+        guard let error = error as? DatabaseError else { return String(describing: type(of: error)) }
+        return error.message ?? "SQLite error \(error.resultCode.rawValue)"
+    }
+
+    /// What a user reads when `stowage.sqlite` at `path` is damaged: the leases and download records in it are lost,
+    /// the packages are not, and `stowage recover` then `stowage keys fetch` bring the assets back.
+    public static func damagedMessage(path: String, reason: String) -> String {
+        let directory = (path as NSString).deletingLastPathComponent
+        return "The state database \(path) is damaged (SQLite: \(reason)), so the leases, keys and download records in it "
+            + "cannot be read. The packages in \(directory)/packages are untouched. Run `stowage recover` to set the damaged "
+            + "file aside and start a new one, then, while online, `stowage keys fetch ASSET --key-server URL --token TOKEN` "
+            + "for each asset `stowage list` shows."
+    }
+}
+
+extension StateDatabase {
+    /// Why the SQLite file at `path` is damaged, or nil when SQLite's `quick_check` finds it whole. A missing file is
+    /// whole (a new one is made on first use).
+    public static func damage(at path: String) -> String? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            let queue = try DatabaseQueue(path: path)
+            let rows = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            try queue.close()
+            return rows == ["ok"] ? nil : rows.prefix(3).joined(separator: "; ")
+        } catch {
+            return reason(error)
+        }
+    }
+
+    /// Moves the SQLite file at `path` and its `-wal` and `-shm` companions aside, to `PATH.damaged-STAMP` (a WAL left
+    /// beside a new file would be replayed into it). Nothing is deleted.
+    ///
+    /// - Returns: the file's new path.
+    public static func setAside(_ path: String, stamp: String) throws -> String {
+        let target = "\(path).damaged-\(stamp)"
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            guard rename(path + suffix, target + suffix) == 0 else {
+                throw KeyStoreError.databaseFailure(
+                    "\(path + suffix) could not be moved to \(target + suffix): \(FileErrorText.describe(errno: errno))"
+                )
+            }
+        }
+        return target
     }
 }

@@ -70,16 +70,20 @@ public final class KeyStore: Sendable {
         do {
             pool = try KeyStoreSchema.migrator.openMigrated(path: databasePath, configuration: configuration)
         } catch let error as DatabaseError {
-            throw KeyStoreError.databaseFailure(error.message ?? "SQLite error \(error.resultCode.rawValue)")
+            throw KeyStoreError.database(error, path: databasePath)
         }
         self.pool = pool
         for suffix in ["", "-wal", "-shm"] { PrivateFile.restrict(databasePath + suffix) }
         secretsResult = Result {
-            try Self.makeSecrets(
-                secretPath: dataDirectory.appendingPathComponent(Self.secretFileName).path,
-                machineID: machineID,
-                pool: pool
-            )
+            do {
+                return try Self.makeSecrets(
+                    secretPath: dataDirectory.appendingPathComponent(Self.secretFileName).path,
+                    machineID: machineID,
+                    pool: pool
+                )
+            } catch let error as DatabaseError {
+                throw KeyStoreError.database(error, path: databasePath)
+            }
         }
         if case .success = secretsResult {
             try purgeExpired(at: clock.now)
@@ -139,6 +143,7 @@ public final class KeyStore: Sendable {
         try secrets().sealer
     }
 
+    var databaseURL: URL { dataDirectory.appendingPathComponent(Self.databaseFileName) }
     var anchorPath: String { dataDirectory.appendingPathComponent(Self.anchorFileName).path }
     var pinsPath: String { dataDirectory.appendingPathComponent(Self.pinsFileName).path }
 
@@ -156,7 +161,7 @@ public final class KeyStore: Sendable {
                 return result!
             }
         } catch let error as DatabaseError {
-            throw KeyStoreError.databaseFailure(error.message ?? "SQLite error \(error.resultCode.rawValue)")
+            throw KeyStoreError.database(error, path: databaseURL.path)
         }
     }
 
@@ -164,7 +169,7 @@ public final class KeyStore: Sendable {
         do {
             return try pool.read { db in try body(db) }
         } catch let error as DatabaseError {
-            throw KeyStoreError.databaseFailure(error.message ?? "SQLite error \(error.resultCode.rawValue)")
+            throw KeyStoreError.database(error, path: databaseURL.path)
         }
     }
 

@@ -16,6 +16,7 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         case identityKeyDamaged = "identity_key_damaged"
         case invalidKeyLength = "invalid_key_length"
         case databaseFailure = "database_failure"
+        case databaseDamaged = "database_damaged"
         case serverKeyMismatch = "server_key_mismatch"
         case pinnedKeyDamaged = "pinned_key_damaged"
         case serverKeyNotPinned = "server_key_not_pinned"
@@ -143,6 +144,18 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
     /// SQLite failed.
     public static func databaseFailure(_ detail: String) -> Self {
         .init(.databaseFailure, "The key store database failed: \(detail). Check free disk space and the data directory's permissions.")
+    }
+
+    /// The key store's SQLite file at `path` is damaged (``StateDatabase/isDamaged(_:)``).
+    public static func databaseDamaged(path: String, reason: String) -> Self {
+        .init(.databaseDamaged, StateDatabase.damagedMessage(path: path, reason: reason))
+    }
+
+    /// `error` from the key store's SQLite file at `path`: damage, or any other failure.
+    static func database(_ error: any Error, path: String) -> Self {
+        StateDatabase.isDamaged(error)
+            ? .databaseDamaged(path: path, reason: StateDatabase.reason(error))
+            : .databaseFailure("\(StateDatabase.reason(error)) (\(path))")
     }
 }
 

@@ -59,8 +59,8 @@ struct PackageKeyCheck {
                 outcome.problems.append(
                     VerificationProblem(
                         leaseFailures.isEmpty ? .keyMissing : .keyUnusable,
-                        message: "key \(key.keyId) is not held: \(reason); acquire the keys again while online, or download "
-                            + "the asset again",
+                        message: "key \(key.keyId) is not held: \(reason); get the keys again while online (`stowage keys "
+                            + "fetch \(manifest.assetId)`)",
                         keyId: key.keyId
                     )
                 )
