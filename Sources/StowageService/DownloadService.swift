@@ -38,10 +38,20 @@ public final class DownloadService: Service, Sendable {
     let upkeep: LeaseUpkeepLoop
     let startedAt: Int64
     private let logger: Logger
+    private let onListening: (@Sendable (_ socketPath: String) -> Void)?
 
     /// A service over `library`. Open the library with the service's download rules (its rate, free-space floor and
-    /// pausing on transient failures), as ``open(dataDirectory:configuration:clock:logger:)`` does.
-    public init(library: OfflineLibrary, configuration: ServiceConfiguration, logger: Logger? = nil) {
+    /// pausing on transient failures), as ``open(dataDirectory:configuration:clock:logger:onListening:)`` does.
+    ///
+    /// - Parameter onListening: called once the service holds its lock and answers on its socket (a command line's
+    ///   "download service on ..."), never for a service that is refused.
+    public init(
+        library: OfflineLibrary,
+        configuration: ServiceConfiguration,
+        logger: Logger? = nil,
+        onListening: (@Sendable (_ socketPath: String) -> Void)? = nil
+    ) {
+        self.onListening = onListening
         var fallback = Logger(label: "stowage.service")
         fallback.logLevel = .notice
         self.logger = logger ?? fallback
@@ -58,12 +68,13 @@ public final class DownloadService: Service, Sendable {
         dataDirectory: DataDirectory = .fromEnvironment(),
         configuration: ServiceConfiguration,
         clock: any Clock = SystemClock(),
-        logger: Logger? = nil
+        logger: Logger? = nil,
+        onListening: (@Sendable (_ socketPath: String) -> Void)? = nil
     ) throws -> DownloadService {
         // Before anything is opened or announced: a data directory too deep for a socket can never serve.
         try ServiceEndpoint(dataDirectory: dataDirectory).checkSocketPath()
         let library = try OfflineLibrary(dataDirectory: dataDirectory, clock: clock, downloads: configuration.sessionConfiguration)
-        return DownloadService(library: library, configuration: configuration, logger: logger)
+        return DownloadService(library: library, configuration: configuration, logger: logger, onListening: onListening)
     }
 
     /// Serves until a graceful shutdown (or cancellation): takes `service.lock`, binds the socket, runs the queue and
@@ -87,11 +98,13 @@ public final class DownloadService: Service, Sendable {
         unlink(endpoint.socketURL.path)
         let socketPath = endpoint.socketURL.path
         let ready = AsyncStream.makeStream(of: Void.self)
+        let onListening = self.onListening
         let app = Application(
             router: ServiceRoutes.makeRouter(service: self),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "stowage-service"),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
+                onListening?(socketPath)
                 ready.continuation.yield()
                 ready.continuation.finish()
             },

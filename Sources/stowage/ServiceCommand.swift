@@ -101,9 +101,11 @@ struct ServiceCommand: AsyncParsableCommand {
             do {
                 var logger = Logger(label: "stowage.service")
                 logger.logLevel = .notice
-                let service = try DownloadService.open(configuration: try options.configuration(), logger: logger)
+                // Announced once it answers: a service refused (another one runs) says only why.
+                let service = try DownloadService.open(configuration: try options.configuration(), logger: logger) { socket in
+                    FileHandle.standardError.write(Data("download service on \(socket); Ctrl-C stops it\n".utf8))
+                }
                 let group = ServiceGroup(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-                FileHandle.standardError.write(Data("download service on \(service.endpoint.socketURL.path); Ctrl-C stops it\n".utf8))
                 try await group.run()
                 await service.library.close()
             } catch {

@@ -51,6 +51,19 @@ struct KeyServerDataDirectoryTests {
         await #expect(throws: KeyServerSetupError.self) { try await KeyServerApplication(dataDirectory: directory) }
     }
 
+    @Test func aSigningKeyOfTheWrongLengthIsRefusedByName() async throws {
+        let path = Self.temporaryPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try KeyServerDataDirectory.initialize(at: path)
+        let keyPath = directory.path(of: KeyServerDataDirectory.signingKeyFile)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: keyPath))
+        try handle.truncate(atOffset: 31)
+        try handle.close()
+        let error = #expect(throws: KeyServerSetupError.self) { try directory.loadSigningKey() }
+        #expect(error?.code == "invalid_key_file")
+        #expect(error?.message.contains(keyPath) == true, "\(error?.message ?? "")")
+    }
+
     @Test func aMissingDirectoryIsNotInitialized() async throws {
         let directory = KeyServerDataDirectory(path: Self.temporaryPath())
         let error = await #expect(throws: KeyServerSetupError.self) { try await KeyServerApplication(dataDirectory: directory) }

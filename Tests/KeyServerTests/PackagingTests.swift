@@ -159,9 +159,10 @@ struct PackagingTests {
     @Test func sampleAESFragmentedMP4RefusesRotation() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
-        await #expect(throws: ContentPackagingError.self) {
+        let error = await #expect(throws: ContentPackagingError.self) {
             try await workspace.package(Self.fmp4Clear.appendingPathComponent("index.m3u8"), asset: "demo-cbcs", method: .sampleAES, rotation: 1)
         }
+        #expect(error?.code == "unsupported_input")
         // Nothing was registered for the refused asset.
         #expect(try await workspace.directory.openStore().asset(id: "demo-cbcs") == nil)
     }

@@ -12,6 +12,15 @@ struct AssetLockTests {
         return directory
     }
 
+    @Test func aFileWhereTheLocksFolderGoesIsAnErrorInWords() throws {
+        let directory = try Self.dataDirectory()
+        defer { try? FileManager.default.removeItem(at: directory.url) }
+        try Data().write(to: AssetLock.directory(in: directory))
+        let error = #expect(throws: PackageError.self) { try AssetLock.acquire(assetId: "movie-1", in: directory, purpose: "a download") }
+        #expect(error?.code == "package_io_error")
+        #expect(error?.description.contains("Error(") == false, "\(String(describing: error))")
+    }
+
     @Test func aSecondHoldIsRefusedNamingTheHolderUntilTheFirstIsReleased() throws {
         let directory = try Self.dataDirectory()
         defer { try? FileManager.default.removeItem(at: directory.url) }

@@ -24,9 +24,16 @@ struct PackageCatalogTests {
             withIntermediateDirectories: true
         )
         try Data().write(to: packages.dataDirectory.packagesURL.appendingPathComponent("stray.txt"))
+        // A package folder with no manifest (made by hand, or the manifest deleted).
+        try FileManager.default.createDirectory(
+            at: packages.dataDirectory.packagesURL.appendingPathComponent("movie-e"),
+            withIntermediateDirectories: true
+        )
 
         let entries = try PackageCatalog(dataDirectory: packages.dataDirectory, store: packages.store).entries(at: packages.clock.now)
-        #expect(entries.map(\.assetId) == ["movie-a", "movie-b", "movie-c"])
+        #expect(entries.map(\.assetId) == ["movie-a", "movie-b", "movie-c", "movie-e"])
+        #expect(entries.last?.state == .unreadable)
+        #expect(entries.last?.problem?.code == "manifest_missing")
         let a = entries[0]
         #expect(a.title == "A")
         #expect(a.state == .complete)

@@ -223,12 +223,13 @@ struct PlaylistDecryptionTests {
     @Test func aMultivariantPlaylistIsRefused() throws {
         let out = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: out) }
-        #expect(throws: PlaylistDecryptionError.self) {
+        let error = #expect(throws: PlaylistDecryptionError.self) {
             try PlaylistDecryption().decrypt(
                 playlistAt: Self.media.appendingPathComponent("shaka/ts-sample-aes-aac/master.m3u8"),
                 to: out
             )
         }
+        #expect(error?.code == "not_a_media_playlist")
     }
 }
 

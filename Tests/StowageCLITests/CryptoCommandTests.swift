@@ -100,7 +100,7 @@ struct CryptoCommandTests {
         let out = directory.appendingPathComponent("out.ts").path
         let aes = ["segment", "decrypt", "--method", "aes-128", "--key", Self.aesKey]
         let encrypted = Self.media.appendingPathComponent("ts-aes128-iv/seg_0.ts").path
-        let cases: [([String], String)] = [
+        let cases: [(arguments: [String], code: String)] = [
             (aes + [encrypted, out], "missing_iv"),
             (
                 [
@@ -109,7 +109,7 @@ struct CryptoCommandTests {
                 ],
                 "missing_init_section"
             ),
-            (aes + ["--iv", Self.aesIV, directory.appendingPathComponent("absent.ts").path, out], "unreadable"),
+            (arguments: aes + ["--iv", Self.aesIV, directory.appendingPathComponent("absent.ts").path, out], code: "unreadable"),
             (aes + ["--iv", Self.aesIV, encrypted, directory.appendingPathComponent("no/such/dir/out.ts").path], "output_failed"),
             (aes + ["--iv", Self.aesIV, directory.path, out], "segment_io_failed"),
         ]

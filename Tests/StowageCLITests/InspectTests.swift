@@ -91,6 +91,12 @@ struct InspectTests {
             let media = try #require(try await TestSupport.inspect(base.absoluteString + "/master.m3u8", deep: true).mediaPlaylists)
             #expect(media[0].error == nil)
             #expect(media[1].error?.contains("HTTP 404") == true)
+            // Inspected by itself, the missing playlist is the command's error, with its own code.
+            var caught: PlaylistLoadError?
+            do { _ = try await TestSupport.inspect(base.absoluteString + "/absent.m3u8", deep: false) } catch let error as PlaylistLoadError {
+                caught = error
+            }
+            #expect(caught?.code == "playlist_http_status", "\(String(describing: caught))")
         }
     }
 

@@ -70,6 +70,9 @@ struct ServiceCommandTests {
         let output = String(decoding: listed.standardOutput + listed.standardError, as: UTF8.self)
         #expect(listed.status != 0 && output.contains("[service_unreachable]"), "\(output)")
         #expect(output.contains("did not answer within 10 s") && output.contains("(the download service)"), "\(output)")
+        // A second service is refused, and so is recovering the state database under it.
+        try await ErrorShapeTests.expectPlainFailure(["service", "run"], code: "service_already_running", home: home)
+        try await ErrorShapeTests.expectFailure(["recover"], code: "data_directory_busy", home: home)
         // Without the lock held, the same socket is a dead service's: commands work on their own.
         standIn.kill()
         _ = try? await standIn.waitForExit(timeout: .seconds(10))

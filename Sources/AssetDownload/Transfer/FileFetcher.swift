@@ -81,7 +81,13 @@ struct FileFetcher: Sendable {
             do {
                 let outcome = try await attempt(url: url, file: file, part: part)
                 log(outcome.status, outcome.bytes, Self.seconds(since: started), failures, nil)
-                let done = try check(part: part, destination: destination, expectedLength: file.byteRange?.length, whole: outcome.whole)
+                let done = try check(
+                    part: part,
+                    file: file.path,
+                    sourceURL: file.sourceURL,
+                    expectedLength: file.byteRange?.length,
+                    whole: outcome.whole
+                )
                 return StagedFile(part: part, destination: destination, done: done)
             } catch let failure as TransferFailure {
                 log(failure.status, failure.advanced, Self.seconds(since: started), failures, failure)
@@ -318,7 +324,7 @@ struct FileFetcher: Sendable {
 
     /// Checks the part file's length. Returns its size and SHA-256: `whole` when the transfer hashed the file as it
     /// wrote it, else read back from the file.
-    private func check(part: URL, destination: URL, expectedLength: Int64?, whole: CompletedFile?) throws -> CompletedFile {
+    private func check(part: URL, file: String, sourceURL: String, expectedLength: Int64?, whole: CompletedFile?) throws -> CompletedFile {
         var done: CompletedFile
         if let whole {
             done = whole
@@ -328,16 +334,12 @@ struct FileFetcher: Sendable {
                 done = CompletedFile(size: size, sha256: sha256)
             } catch {
                 let reason = error.code == ENOENT ? "the partial file vanished" : error.reason
-                throw DownloadError.segmentFailed(path: destination.lastPathComponent, url: part.path, reason: reason)
+                throw DownloadError.segmentFailed(path: file, url: sourceURL, reason: reason)
             }
         }
         if let expectedLength, done.size != expectedLength {
             try? FileManager.default.removeItem(at: part)
-            throw DownloadError.segmentFailed(
-                path: destination.lastPathComponent,
-                url: part.path,
-                reason: "got \(done.size) bytes, expected \(expectedLength)"
-            )
+            throw DownloadError.segmentFailed(path: file, url: sourceURL, reason: "got \(done.size) bytes, expected \(expectedLength)")
         }
         return done
     }

@@ -10,7 +10,6 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         case unknownLease = "unknown_lease"
         case leaseAlreadyStored = "lease_already_stored"
         case notPersistent = "lease_not_persistent"
-        case noKeyMaterial = "no_key_material"
         case identityKeyNotFound = "identity_key_not_found"
         case identityKeyExpired = "identity_key_expired"
         case identityKeyDamaged = "identity_key_damaged"
@@ -77,11 +76,6 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
     /// A streaming lease is kept in memory only and never stored.
     public static func notPersistent(_ leaseId: String) -> Self {
         .init(.notPersistent, "Lease \(leaseId) is a streaming lease; only persistent leases are stored for offline playback.")
-    }
-
-    /// The lease's key material was erased.
-    public static func noKeyMaterial(_ leaseId: String) -> Self {
-        .init(.noKeyMaterial, "The key material of lease \(leaseId) was erased; download the keys again while online.")
     }
 
     /// No sealed key is stored for this URI.

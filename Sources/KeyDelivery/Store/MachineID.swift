@@ -25,12 +25,17 @@ public struct MachineID: Sendable, Hashable {
     ///
     /// - Throws: ``KeyStoreError`` with code `machine_id_unavailable` if no file holds one.
     public static func system() throws(KeyStoreError) -> MachineID {
-        for path in systemPaths {
+        try system(paths: systemPaths)
+    }
+
+    /// The ID in the first of `paths` that holds one (``system()`` reads ``systemPaths``).
+    static func system(paths: [String]) throws(KeyStoreError) -> MachineID {
+        for path in paths {
             guard let text = readSmallTextFile(path) else { continue }
             let trimmed = text.filter { !$0.isWhitespace }
             if !trimmed.isEmpty { return MachineID(trimmed) }
         }
-        throw .machineIDUnavailable(paths: systemPaths)
+        throw .machineIDUnavailable(paths: paths)
     }
 
     private static func readSmallTextFile(_ path: String) -> String? {

@@ -81,6 +81,36 @@ struct DeviceIdentityTests {
         #expect(error?.code == "malformed_file")
     }
 
+    /// What stands where the key files or their folder go, besides damage: a file in the folder's place, a link in a key
+    /// file's place (never followed: it could point at another user's file), and a file owned by someone else.
+    @Test func whatIsInTheWayIsNamed() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        func code(_ directory: URL) -> String? {
+            (#expect(throws: PrivateFileError.self) { try DeviceIdentity.loadOrCreate(in: directory) })?.code
+        }
+        let file = temporary.url.appendingPathComponent("a-file")
+        try Data().write(to: file)
+        #expect(code(file) == "wrong_file_type")
+
+        let home = temporary.url.appendingPathComponent("home")
+        _ = try DeviceIdentity.loadOrCreate(in: home)
+        let key = home.appendingPathComponent(DeviceIdentity.signingKeyFileName)
+        try FileManager.default.removeItem(at: key)
+        try FileManager.default.createSymbolicLink(at: key, withDestinationURL: home.appendingPathComponent(DeviceIdentity.agreementKeyFileName))
+        #expect(code(home) == "io_failure")
+
+        // Another owner: chown needs root; as a normal user, a root-owned folder stands in.
+        if geteuid() == 0 {
+            let other = temporary.url.appendingPathComponent("other")
+            _ = try DeviceIdentity.loadOrCreate(in: other)
+            #expect(chown(other.appendingPathComponent(DeviceIdentity.signingKeyFileName).path, 65_534, 65_534) == 0)
+            #expect(code(other) == "not_owned")
+        } else {
+            #expect(code(URL(fileURLWithPath: "/")) == "not_owned")
+        }
+    }
+
     @Test func concurrentFirstUsesAgreeOnOneIdentity() async throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }

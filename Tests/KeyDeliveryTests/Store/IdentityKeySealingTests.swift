@@ -106,9 +106,35 @@ struct IdentityKeySealingTests {
         #expect(error?.code == "invalid_key_length")
     }
 
-    @Test func theSystemMachineIDIsReadWhenPresent() throws {
-        guard MachineID.systemPaths.contains(where: { FileManager.default.fileExists(atPath: $0) }) else { return }
+    /// Every machine Stowage runs on has a machine ID (systemd and D-Bus write one); a machine without one fails here
+    /// rather than passing unseen, since sealed keys cannot be used there.
+    @Test func theSystemMachineIDIsRead() throws {
+        try #require(
+            MachineID.systemPaths.contains(where: { FileManager.default.fileExists(atPath: $0) }),
+            "no machine ID in \(MachineID.systemPaths): run systemd-machine-id-setup"
+        )
         let id = try MachineID.system()
         #expect(!id.value.isEmpty && !id.value.contains("\n"))
+    }
+
+    @Test func theFirstFileHoldingAnIDGivesItAndNoneIsAnError() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let empty = temporary.url.appendingPathComponent("empty")
+        let file = temporary.url.appendingPathComponent("machine-id")
+        try Data().write(to: empty)
+        try Data("  0123456789abcdef0123456789abcdef\n".utf8).write(to: file)
+        #expect(try MachineID.system(paths: ["/nonexistent/machine-id", empty.path, file.path]).value == "0123456789abcdef0123456789abcdef")
+        let error = #expect(throws: KeyStoreError.self) { try MachineID.system(paths: ["/nonexistent/machine-id", empty.path]) }
+        #expect(error?.code == "machine_id_unavailable")
+        #expect(error?.message.contains("/nonexistent/machine-id") == true)
+    }
+
+    @Test func aKeyNeverStoredIsNotFound() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        let error = #expect(throws: KeyStoreError.self) { try store.identityKey(uri: "https://keys.example/none", at: 1_000) }
+        #expect(error?.code == "identity_key_not_found")
     }
 }

@@ -42,6 +42,29 @@ struct KeyStoreLeaseTests {
         #expect(try store.storedPayload(leaseId: "lease-1") == payload.signed)
     }
 
+    /// A payload is stored only under a key server whose key is pinned, and a pin stays while a lease from that server
+    /// holds keys (else the lease could no longer be verified); once no lease holds keys, it can go.
+    @Test func pinsComeBeforeLeasesAndStayWhileLeasesHoldKeys() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        let unpinned = #expect(throws: KeyStoreError.self) {
+            try store.persist(try server.payload(), keyServer: TestKeyServer.url, at: 1_000_000)
+        }
+        #expect(unpinned?.code == "server_key_not_pinned")
+        #expect(try store.leases().isEmpty)
+
+        try store.persist(try server.payload(), from: server, at: 1_000_000)
+        let held = #expect(throws: KeyStoreError.self) { try store.unpin(TestKeyServer.url, at: 1_000_001) }
+        #expect(held?.code == "pin_in_use")
+        #expect(held?.message.contains("lease-1") == true)
+        #expect(try store.pinnedServerKey(for: TestKeyServer.url) != nil)
+
+        _ = try store.returnAsset(assetId: "movie-1", at: 1_000_002)
+        #expect(try store.unpin(TestKeyServer.url, at: 1_000_003))
+        #expect(try store.pinnedServerKey(for: TestKeyServer.url) == nil)
+    }
+
     @Test func streamingLeasesAreNeverStored() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
