@@ -265,8 +265,12 @@ struct KeyServerFleetTests {
                 let replay = try await direct[1].requestKeys(request, token: token)
                 #expect(replay.status == 409 && replay.errorCode == "replayed_request", "\(replay.status) \(replay.errorCode ?? "")")
 
+                // The holder's new lease for the same key superseded its first one (released, on another instance).
+                let store = try await directory.connect()
+                #expect(try await store.lease(id: leaseIDs[0])?.releasedAt != nil)
+
                 // Renewed on one instance, released on another: released, and a renewal on the third is refused.
-                let leaseID = leaseIDs[0]
+                let leaseID = leaseIDs[1]
                 let owner = try #require(
                     granted.first {
                         (try? PayloadSigning.verify(try $0.1.decode(SignedPayload.self), serverKey: serverKey))?.lease.leaseId == leaseID
@@ -278,7 +282,6 @@ struct KeyServerFleetTests {
                 #expect(released.status == 200, "\(released.status) \(released.errorCode ?? "")")
                 let late = try await direct[2].renew(leaseID, try owner.renewRequest(leaseID: leaseID), token: token)
                 #expect(late.status != 200, "a released lease was renewed")
-                let store = try await directory.connect()
                 #expect(try await store.lease(id: leaseID)?.releasedAt != nil)
 
                 // Under load from 40 accounts, one instance is killed; what was answered 200 is stored, and the others

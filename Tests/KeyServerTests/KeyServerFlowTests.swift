@@ -144,7 +144,11 @@ struct KeyServerFlowTests {
             #expect(refused.errorCode == "device_limit_reached")
             // ...but a device that already holds a slot may take more keys, streaming leases do not count, and another
             // account is not affected.
-            #expect(try await client.requestKeys(try devices[0].keyRequest(asset: "movie-1", keyIDs: movie), token: token).status == 200)
+            // (Device 0's second lease for the same keys supersedes its first, which the server releases: see
+            // aLeaseWhoseAnswerWasLostIsSupersededByTheRetry.)
+            let again = try await client.requestKeys(try devices[0].keyRequest(asset: "movie-1", keyIDs: movie), token: token)
+            #expect(again.status == 200)
+            let device0Lease = try PayloadSigning.verify(try again.decode(SignedPayload.self), serverKey: await client.serverKey()).lease.leaseId
             let streaming = try await client.requestKeys(
                 try devices[3].keyRequest(asset: "movie-1", keyIDs: movie, lease: .streaming),
                 token: token
@@ -169,9 +173,55 @@ struct KeyServerFlowTests {
             // Renewing an expired lease takes its slot back only if one is free: devices 4, 3 and now 2 (renewed) hold
             // slots, so device 0's expired lease cannot come back.
             #expect(try await client.renew(leases[2], try devices[2].renewRequest(leaseID: leases[2]), token: token).status == 200)
-            let crowded = try await client.renew(leases[0], try devices[0].renewRequest(leaseID: leases[0]), token: token)
+            let crowded = try await client.renew(device0Lease, try devices[0].renewRequest(leaseID: device0Lease), token: token)
             #expect(crowded.status == 403)
             #expect(crowded.errorCode == "device_limit_reached")
+        }
+    }
+
+    /// The key server saves a lease, then dies (or the connection does) before the device hears the answer; the device
+    /// asks again. The lease it never heard of must not keep its slot under maxDevices once it releases the one it
+    /// holds, nor let it start a playback window again: the retry supersedes it, releasing it and taking its first play.
+    @Test func aLeaseWhoseAnswerWasLostIsSupersededByTheRetry() async throws {
+        let fixture = try await KeyServerFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token("dana")
+        let devices = try (0..<4).map { _ in try TestDevice() }
+        let movie = [KeyServerFixture.movieKeyIDs[0]]
+        try await fixture.withLiveServer { client in
+            let serverKey = try await client.serverKey()
+            func acquire(_ device: TestDevice) async throws -> LeasePayload {
+                let reply = try await client.requestKeys(try device.keyRequest(asset: "movie-1", keyIDs: movie), token: token)
+                #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+                return try PayloadSigning.verify(try reply.decode(SignedPayload.self), serverKey: serverKey)
+            }
+            // The answer that was lost: saved on the server, its first play reported by an earlier session.
+            let lost = try await acquire(devices[0])
+            let nonce = TestDevice.freshNonce()
+            let start = fixture.clock.now + 10
+            let report = try devices[0].sign(
+                FirstPlayReport(leaseId: lost.lease.leaseId, deviceId: devices[0].id, nonce: nonce, firstPlayedAt: start),
+                nonce: nonce
+            )
+            #expect(try await client.post("/v1/leases/\(lost.lease.leaseId)/first-play", report, token: nil).status == 200)
+            fixture.clock.advance(by: 60)
+
+            let retry = try await acquire(devices[0])
+            #expect(retry.lease.leaseId != lost.lease.leaseId)
+            #expect(retry.lease.firstPlayedAt == start, "asking again restarted the playback window")
+            let renewLost = try await client.renew(lost.lease.leaseId, try devices[0].renewRequest(leaseID: lost.lease.leaseId), token: token)
+            #expect(renewLost.status == 410 && renewLost.errorCode == "lease_expired")
+
+            // Two more devices fill the account's three slots; a fourth is refused.
+            _ = try await acquire(devices[1])
+            _ = try await acquire(devices[2])
+            #expect(
+                try await client.requestKeys(try devices[3].keyRequest(asset: "movie-1", keyIDs: movie), token: token).errorCode
+                    == "device_limit_reached"
+            )
+            // Device 0 releases the one lease it holds: its slot is free, with no lease it never heard of holding it.
+            #expect(try await client.release(retry.lease.leaseId, try devices[0].releaseRequest(leaseID: retry.lease.leaseId)).status == 200)
+            _ = try await acquire(devices[3])
         }
     }
 

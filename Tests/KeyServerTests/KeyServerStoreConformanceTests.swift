@@ -174,6 +174,42 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
+    /// Step 6 of saveLease: a device's new persistent lease releases its older active leases of the asset whose keys it
+    /// covers, in the same transaction, and takes their earliest first play; other keys, devices and accounts are left.
+    @Test(arguments: StoreKind.allCases)
+    func aNewLeaseSupersedesTheDevicesLeasesItCovers(_ kind: StoreKind) async throws {
+        try await kind.withStore { store async throws in
+            var old = Self.lease("old", device: "d1")
+            old.firstPlayedAt = 5
+            #expect(try await Self.save(store, old, deviceLimit: 1, nonce: Self.nonce(1), now: 10) == "saved")
+            var group = Self.lease("group", device: "d1")
+            group.keyIDs = ["k3"]
+            #expect(try await Self.save(store, group, deviceLimit: nil, nonce: Self.nonce(2), now: 20) == "saved")
+            #expect(
+                try await Self.save(store, Self.lease("elsewhere", device: "d1", account: "b"), deviceLimit: nil, nonce: Self.nonce(3), now: 25)
+                    == "saved"
+            )
+            #expect(
+                try await Self.save(store, Self.lease("other", device: "d2"), deviceLimit: 1, nonce: Self.nonce(4), now: 30)
+                    == "deviceLimitReached(1)"
+            )
+
+            #expect(try await Self.save(store, Self.lease("new", device: "d1"), deviceLimit: 1, nonce: Self.nonce(5), now: 40) == "saved")
+            #expect(try await store.lease(id: "old")?.releasedAt == 40)
+            #expect(try await store.lease(id: "old")?.deletedAt == nil)
+            #expect(try await store.lease(id: "new")?.firstPlayedAt == 5)
+            #expect(try await store.lease(id: "group")?.releasedAt == nil)
+            #expect(try await store.lease(id: "elsewhere")?.releasedAt == nil)
+            let superseded = try await store.auditRecords(limit: 20).filter { $0.leaseID == "old" && $0.event == .released }
+            #expect(superseded.count == 1 && superseded.first?.detail?.contains("superseded by lease new") == true)
+
+            // The device releases what it knows of: the other device then has a slot.
+            #expect(try await store.releaseLease(id: "new", at: 50, deletedAt: 50, nonce: Self.nonce(6), audit: Self.audit))
+            #expect(try await store.releaseLease(id: "group", at: 50, deletedAt: 50, nonce: Self.nonce(7), audit: Self.audit))
+            #expect(try await Self.save(store, Self.lease("other", device: "d2"), deviceLimit: 1, nonce: Self.nonce(8), now: 60) == "saved")
+        }
+    }
+
     @Test(arguments: StoreKind.allCases)
     func expiredNoncesAreForgottenInBatchesAndTheWindowStillHolds(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in

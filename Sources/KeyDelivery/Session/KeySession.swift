@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 public import Foundation
 import NIOCore
 import NIOHTTP1
+import StowageCore
 public import StowageCrypto
 
 /// The client side of shared/KEY-PROTOCOL.md: asks the key server for keys, verifies every answer with the key pinned
@@ -90,9 +91,25 @@ public struct KeySession: Sendable {
         // be told is recorded in the report and the request goes on (the server also counts the request itself as a
         // play under a once-per-account policy); a key store that cannot be read stops it, as storing would.
         _ = try await reportFirstPlays(assetId: assetId)
-        let (request, signed) = try await requestKeys(assetId: assetId, keyIds: keyIds, lease: lease)
-        return try await accept(signed, for: request, superseding: superseding)
+        var attempt = 1
+        while true {
+            do {
+                let (request, signed) = try await requestKeys(assetId: assetId, keyIds: keyIds, lease: lease)
+                return try await accept(signed, for: request, superseding: superseding)
+            } catch let error as KeySessionError where error.answerMayBeLost && attempt < Self.keyRequestAttempts {
+                // The server may have saved a lease whose answer was lost. Asking again (a fresh nonce) is safe: the
+                // server's new lease supersedes that one for this device (releasing it and keeping its first play),
+                // so it holds no device slot and starts no second window (docs/key-protocol-extensions.md).
+                try await Task.sleep(for: .milliseconds(500 << (attempt - 1)))
+                attempt += 1
+            }
+        }
     }
+
+    /// How many times ``acquire(assetId:keyIds:lease:superseding:)`` sends a key request whose answer may have been
+    /// lost (0.5 s, then 1 s apart). A server that cannot be reached at all is not asked again here: a download waits
+    /// such outages out with its own back-off.
+    static let keyRequestAttempts = 3
 
     /// The network half of ``acquire(assetId:keyIds:lease:)``: sends the signed request and returns the signed payload
     /// as received, verifying nothing.
@@ -130,6 +147,7 @@ public struct KeySession: Sendable {
             got: verified.payload.keys.map(\.keyId).sorted().joined(separator: ",")
         )
         let now = clock.now
+        try Self.checkClock(now: now, serverTime: verified.payload.serverTime)
         try store.recordAcquisition(verified, at: now)
         switch lease.type {
         case .persistent:
@@ -176,9 +194,24 @@ public struct KeySession: Sendable {
         try Self.check("leaseId", expected: leaseId, got: lease.leaseId)
         try Self.check("assetId", expected: stored.assetId, got: lease.assetId)
         try Self.check("deviceId", expected: device.deviceId, got: lease.deviceId)
+        try Self.checkClock(now: clock.now, serverTime: verified.payload.serverTime)
         let record = try store.renew(verified, at: clock.now, initiatedBy: initiatedBy)
         if firstPlayedAt != nil { try store.markFirstPlayReported(leaseId: leaseId, at: clock.now) }
         return record
+    }
+
+    /// Refuses an answer whose `serverTime` is further ahead of this device's clock than the protocol's leeway: storing it
+    /// would raise the time high-water mark past the clock, and every lease would then be refused as if the clock had
+    /// been set back (`clock_rollback_detected`), the new one included. A clock that is ahead is no such trap: leases
+    /// end early by the device's clock, and setting it right later is a rollback a renewal re-anchors.
+    static func checkClock(now: Int64, serverTime: Int64) throws {
+        guard serverTime - now > KeyProtocol.clockLeeway else { return }
+        throw KeySessionError(
+            code: "clock_behind",
+            message: "this device's clock (\(HumanTime.date(now))) is \(HumanTime.duration(serverTime - now)) behind the key server's "
+                + "(\(HumanTime.date(serverTime))); a lease stored now would be refused as if the clock had been set back, so none "
+                + "was stored. Set the clock right (`timedatectl set-ntp true`), then try again"
+        )
     }
 
     /// `POST /v1/leases/ID/first-play` for every lease from this key server whose playback started and was not
@@ -352,7 +385,7 @@ public struct KeySession: Sendable {
             if NetworkErrorText.isUntrustedCertificate(error) {
                 throw KeySessionError.untrustedCertificate(base, detail: NetworkErrorText.describe(error))
             }
-            throw KeySessionError.unreachable(NetworkErrorText.describe(error))
+            throw KeySessionError.unreachable(NetworkErrorText.describe(error), answerMayBeLost: !NetworkErrorText.isNetworkDown(error))
         }
         guard status == 200 else {
             if let error = try? JSONDecoder().decode(KeyProtocolErrorBody.self, from: Data(bytes)) {

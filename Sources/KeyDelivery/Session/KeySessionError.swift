@@ -10,11 +10,15 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
     public let message: String
     /// The HTTP status of the answer, when there was one.
     public let httpStatus: Int?
+    /// Whether the request may have reached the server and been acted on although no answer came back: the connection
+    /// broke or timed out after it was open, or the server said `500 internal`. A connection never opened is not.
+    public let answerMayBeLost: Bool
 
-    public init(code: String, message: String, httpStatus: Int? = nil) {
+    public init(code: String, message: String, httpStatus: Int? = nil, answerMayBeLost: Bool = false) {
         self.code = code
         self.message = message
         self.httpStatus = httpStatus
+        self.answerMayBeLost = answerMayBeLost
     }
 
     public var description: String { "\(code): \(message)" }
@@ -24,7 +28,7 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
 
     /// The server answered `{"error": {"code", "message"}}`.
     public static func server(code: String, message: String, httpStatus: Int) -> Self {
-        Self(code: code, message: message, httpStatus: httpStatus)
+        Self(code: code, message: message, httpStatus: httpStatus, answerMayBeLost: code == KeyProtocolErrorCode.internal.rawValue)
     }
 
     /// The server answered something that is neither the expected message nor a protocol error body.
@@ -33,11 +37,12 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
     }
 
     /// The key server could not be reached.
-    public static func unreachable(_ detail: String) -> Self {
+    public static func unreachable(_ detail: String, answerMayBeLost: Bool = false) -> Self {
         Self(
             code: "key_server_unreachable",
             message:
-                "cannot reach the key server: \(detail); check its URL and the network (queued releases stay queued; `stowage keys sync` sends them later)"
+                "cannot reach the key server: \(detail); check its URL and the network (queued releases stay queued; `stowage keys sync` sends them later)",
+            answerMayBeLost: answerMayBeLost
         )
     }
 

@@ -44,7 +44,10 @@ public protocol KeyServerStore: Sendable {
     ///    lease; if `lease.deviceID` is not among them and they are already at the limit, nothing is written (the nonce
     ///    stays recorded): ``LeaseSaveResult/deviceLimitReached(activeDevices:)`` or
     ///    ``LeaseSaveResult/streamLimitReached(activeStreams:)``.
-    /// 6. `sign` makes the payload over the settled lease; then the lease and `audit` are written.
+    /// 6. A new persistent lease supersedes the device's other active persistent leases of the asset whose key IDs it
+    ///    covers (``IssuedLease/supersedes(_:now:)``): they are released now, each with an audit record, and the new
+    ///    lease takes the earliest of their first plays, so asking again restarts no playback window.
+    /// 7. `sign` makes the payload over the settled lease; then the lease and `audit` are written.
     func saveLease(
         _ lease: IssuedLease,
         limits: IssuanceLimits,
@@ -373,5 +376,34 @@ public struct AuditRecord: Sendable, Hashable {
         self.code = code
         self.detail = detail
         self.count = count
+    }
+}
+
+extension IssuedLease {
+    /// Whether this new persistent lease supersedes `older` (``KeyServerStore/saveLease(_:limits:nonce:now:audit:sign:)``,
+    /// step 6): another active persistent lease of the same account, asset and device whose key IDs this one covers.
+    ///
+    /// A device holds one lease per key, and asks again for keys it still had a lease for only when it no longer holds
+    /// that lease: its answer was lost (the server or the connection died after the lease was saved), it damaged or lost
+    /// its store, or a recording's group lease grew. Left active, the older lease would keep the device's slot under
+    /// `maxDevices` after the device released everything it knows of, and its first play would be forgotten.
+    func supersedes(_ older: IssuedLease, now: Int64) -> Bool {
+        older.id != id && type == .persistent && older.type == .persistent && older.account == account && older.assetID == assetID
+            && older.deviceID == deviceID && older.releasedAt == nil && older.storageExpiresAt > now
+            && Set(older.keyIDs).isSubset(of: Set(keyIDs))
+    }
+
+    /// The audit record of `older` released because this lease superseded it.
+    func supersedingAudit(of older: IssuedLease, at now: Int64) -> AuditRecord {
+        AuditRecord(
+            time: now,
+            event: .released,
+            operation: "keys",
+            account: older.account,
+            deviceID: older.deviceID,
+            assetID: older.assetID,
+            leaseID: older.id,
+            detail: "superseded by lease \(id), issued to the same device for keys that cover it"
+        )
     }
 }

@@ -634,6 +634,26 @@ public final class PostgresKeyServerStore: KeyServerStore {
                         return lease.type == .persistent ? .deviceLimitReached(activeDevices: active) : .streamLimitReached(activeStreams: active)
                     }
                 }
+                if existing == nil, lease.type == .persistent {
+                    let others = try Self.leases(
+                        try await connection.query(
+                            """
+                            SELECT \(unescaped: Self.leaseColumns) FROM lease WHERE account = \(lease.account) AND asset_id = \(lease.assetID)
+                                AND device_id = \(lease.deviceID) AND type = 'persistent' AND released_at IS NULL
+                                AND storage_expires_at > \(now) AND id <> \(lease.id)
+                            """,
+                            logger: logger
+                        ).collect()
+                    )
+                    for older in others where lease.supersedes(older, now: now) {
+                        lease.firstPlayedAt = [older.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
+                        try await connection.query(
+                            "UPDATE lease SET released_at = \(now) WHERE id = \(older.id) AND released_at IS NULL",
+                            logger: logger
+                        )
+                        try await Self.insert(lease.supersedingAudit(of: older, at: now), into: connection, logger: logger)
+                    }
+                }
                 let payload = try sign(lease)
                 try await connection.query(
                     """

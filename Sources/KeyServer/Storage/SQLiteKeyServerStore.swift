@@ -322,6 +322,23 @@ public struct SQLiteKeyServerStore: KeyServerStore {
                     }
                 }
             }
+            if existing == nil, lease.type == .persistent {
+                let others = try Row.fetchAll(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT * FROM lease WHERE account = ? AND asset_id = ? AND device_id = ? AND type = 'persistent'
+                                AND released_at IS NULL AND storage_expires_at > ? AND id != ?
+                            """
+                    ),
+                    arguments: [lease.account, lease.assetID, lease.deviceID, now, lease.id]
+                ).map(Self.lease(from:))
+                for older in others where lease.supersedes(older, now: now) {
+                    lease.firstPlayedAt = [older.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
+                    try db.cachedStatement(sql: "UPDATE lease SET released_at = ? WHERE id = ? AND released_at IS NULL")
+                        .execute(arguments: [now, older.id])
+                    try Self.insert(lease.supersedingAudit(of: older, at: now), into: db)
+                }
+            }
             let payload = try sign(lease)
             try db.cachedStatement(
                 sql: """

@@ -75,6 +75,79 @@ struct KeySessionTests {
         #expect(try fixture.openClient().0.verifyAuditJournal().isIntact)
     }
 
+    /// The key server saves a lease and the answer never arrives (a proxy closes the connection once the server has
+    /// answered): the session asks again with a fresh request, stores the second lease, and the server has released the
+    /// first as superseded, so the device holds one lease and one slot.
+    @Test func aKeyAnswerLostAfterTheServerSavedItIsAskedForAgain() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            let proxy = try await AnswerDroppingProxy.start(upstream: url, dropPrefix: "POST /v1/keys ", drop: 1)
+            do {
+                try await withHTTPClient { http in
+                    let session = try fixture.session(http, url: proxy.url, token: token)
+                    let acquired = try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                    #expect(proxy.dropped == 1)
+                    #expect(try session.store.leases().map(\.leaseId) == [acquired.terms.leaseId])
+
+                    let audit = try await fixture.directory.openStore().auditRecords(limit: 50)
+                    let issued = audit.filter { $0.event == .issued && $0.operation == "keys" }.compactMap(\.leaseID)
+                    #expect(issued.count == 2 && issued.contains(acquired.terms.leaseId), "\(issued)")
+                    let lost = try #require(issued.first { $0 != acquired.terms.leaseId })
+                    let superseded = audit.first { $0.event == .released && $0.leaseID == lost }
+                    #expect(superseded?.detail?.contains("superseded by lease \(acquired.terms.leaseId)") == true, "\(audit)")
+                }
+            } catch {
+                await proxy.stop()
+                throw error
+            }
+            await proxy.stop()
+        }
+    }
+
+    /// A key server that cannot be reached at all is not asked again: nothing was sent, so nothing can have been saved.
+    @Test func aRefusedConnectionIsNotRetried() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let held = try HeldPort()
+        defer { held.release() }
+        try await withHTTPClient { http in
+            let session = try fixture.session(http, url: URL(string: "http://127.0.0.1:\(held.port)")!, token: try await fixture.token())
+            let error = await #expect(throws: KeySessionError.self) {
+                try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+            }
+            // Told apart from an answer lost after the request went out, which acquire asks again for.
+            #expect(error?.code == "key_server_unreachable" && error?.answerMayBeLost == false)
+        }
+    }
+
+    /// A device whose clock is hours behind the key server's is told so before anything is stored: a stored lease would
+    /// raise the time mark past its clock and be refused at once as a rolled-back clock. Hours ahead is no such trap.
+    @Test func aClockHoursBehindTheServersIsToldBeforeAnythingIsStored() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let (store, device) = try fixture.openClient()
+                let slow = TestClock(now: fixture.clock.now - 3 * 3_600)
+                let behind = KeySession(clock: slow, http: http, store: store, device: device, serverURL: url, token: token)
+                let error = await #expect(throws: KeySessionError.self) {
+                    try await behind.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                }
+                #expect(error?.code == "clock_behind")
+                #expect(error?.message.contains("3 h") == true, "\(error?.message ?? "")")
+                #expect(try store.leases().isEmpty)
+
+                let fast = TestClock(now: fixture.clock.now + 3 * 3_600)
+                let ahead = KeySession(clock: fast, http: http, store: store, device: device, serverURL: url, token: token)
+                _ = try await ahead.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                #expect(try store.authorizePlayback(assetId: "movie-1", at: fast.now).isValid)
+            }
+        }
+    }
+
     @Test func streamingKeysStayInMemory() async throws {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
