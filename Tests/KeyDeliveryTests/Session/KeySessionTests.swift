@@ -122,6 +122,49 @@ struct KeySessionTests {
         }
     }
 
+    /// The key server's SQLite database held locked (another process in an exclusive transaction) past the server's 5 s
+    /// busy timeout: the request that waits it out is answered `500 internal`, marked as an answer that may be lost, and
+    /// `acquire` asks again and gets its lease once the lock is gone.
+    @Test func aKeyServerDatabaseLockedPastItsBusyTimeoutIsWaitedOut() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let session = try fixture.session(http, url: url, token: token)
+                try await session.checkServerKey()  // pinned before the lock: the lock is what the key request meets
+                let database = fixture.directory.path(of: KeyServerDataDirectory.databaseFile)
+                let holder = try ProcessRunner.start(
+                    URL(fileURLWithPath: "/usr/bin/env"),
+                    [
+                        "python3", "-c",
+                        """
+                        import sqlite3, sys, time
+                        connection = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+                        connection.execute("BEGIN EXCLUSIVE")
+                        print("locked", flush=True)
+                        time.sleep(7)
+                        connection.execute("COMMIT")
+                        print("released", flush=True)
+                        """,
+                        database,
+                    ]
+                )
+                for _ in 0..<400 where !String(decoding: (try? holder.standardOutput()) ?? Data(), as: UTF8.self).contains("locked") {
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+                let refused = await #expect(throws: KeySessionError.self) {
+                    _ = try await session.requestKeys(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                }
+                #expect(refused?.code == "internal" && refused?.httpStatus == 500 && refused?.answerMayBeLost == true)
+                let acquired = try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                #expect(acquired.record?.state == .persisted)
+                let output = try await holder.waitForExit(timeout: .seconds(30))
+                #expect(String(decoding: output.standardOutput, as: UTF8.self).contains("released"))
+            }
+        }
+    }
+
     /// A device whose clock is hours behind the key server's is told so before anything is stored: a stored lease would
     /// raise the time mark past its clock and be refused at once as a rolled-back clock. Hours ahead is no such trap.
     @Test func aClockHoursBehindTheServersIsToldBeforeAnythingIsStored() async throws {
