@@ -104,7 +104,7 @@ final class CachingKeyServerStore: KeyServerStore {
         nonce: RequestNonce?,
         now: Int64,
         audit: AuditRecord,
-        sign: @Sendable (IssuedLease) throws -> SignedPayload?
+        sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
         try await base.saveLease(lease, limits: limits, nonce: nonce, now: now, audit: audit, sign: sign)
     }

@@ -54,7 +54,7 @@ public protocol KeyServerStore: Sendable {
         nonce: RequestNonce?,
         now: Int64,
         audit: AuditRecord,
-        sign: @Sendable (IssuedLease) throws -> SignedPayload?
+        sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult
     /// Records the request's nonce (when the report is a request of its own), then the first play of a lease held by
     /// `deviceID` (the earliest reported wins) and `audit`, in one transaction.

@@ -290,25 +290,36 @@ public final class PostgresKeyServerStore: KeyServerStore {
 
     /// Runs `body` within ``operationTimeout``, turning a database that cannot be reached (or does not answer in
     /// time) into `database_unavailable`. SQL errors (a bug, not an outage) pass through as they are.
+    ///
+    /// The limit holds even when `body` does not stop when cancelled (a connection lease waiting on a pool, a query in
+    /// flight): the answer is whichever comes first, and `body` is cancelled and left to end on its own. A task group
+    /// would wait for it, and a request could then hang past any limit.
     func reachable<T: Sendable>(within limit: Duration? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = limit ?? operationTimeout
+        let url = displayURL
         operations.add(1, ordering: .relaxed)
         defer { operations.subtract(1, ordering: .relaxed) }
-        do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body() }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
+        let race = FirstAnswer<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.start(continuation) {
+                    [
+                        Task {
+                            do {
+                                race.finish(.success(try await body()))
+                            } catch {
+                                race.finish(.failure(Self.classify(error, url: url)))
+                            }
+                        },
+                        Task {
+                            try? await Task.sleep(for: timeout)
+                            race.finish(.failure(KeyServerSetupError.databaseUnavailable(url, reason: "no answer within \(timeout)")))
+                        },
+                    ]
                 }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw KeyServerSetupError.databaseUnavailable(displayURL, reason: "no answer within \(timeout)")
-                }
-                return value
             }
-        } catch {
-            throw Self.classify(error, url: displayURL)
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
         }
     }
 
@@ -553,13 +564,11 @@ public final class PostgresKeyServerStore: KeyServerStore {
         nonce: RequestNonce?,
         now: Int64,
         audit: AuditRecord,
-        sign: @Sendable (IssuedLease) throws -> SignedPayload?
+        sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
-        let logger = self.logger
-        // `reachable` awaits its child tasks before it returns, so `sign` does not outlive this call.
-        return try await withoutActuallyEscaping(sign) { sign in
-            try await saveLease(lease, limits: limits, nonce: nonce, now: now, audit: audit, logger: logger, sign: sign)
-        }
+        // `sign` escapes: an operation past its time limit is answered `database_unavailable` and left to end on its
+        // own (``reachable(within:_:)``), so the closure may outlive this call.
+        try await saveLease(lease, limits: limits, nonce: nonce, now: now, audit: audit, logger: logger, sign: sign)
     }
 
     private func saveLease(
@@ -807,5 +816,56 @@ public final class PostgresKeyServerStore: KeyServerStore {
             """,
             logger: logger
         )
+    }
+}
+
+/// The first of several answers to one awaited operation (``PostgresKeyServerStore/reachable(within:_:)``): the
+/// continuation is resumed once, with whichever result comes first, and the tasks racing for it are then cancelled.
+private final class FirstAnswer<T: Sendable>: Sendable {
+    private enum State {
+        case waiting
+        case running(CheckedContinuation<T, any Error>, [Task<Void, Never>])
+        case answered
+    }
+
+    private let state = Mutex<State>(.waiting)
+
+    /// Stores the continuation and starts the racing tasks; when an answer came first (the caller was cancelled), it
+    /// is resumed with that at once and nothing is started.
+    func start(_ continuation: CheckedContinuation<T, any Error>, tasks: () -> [Task<Void, Never>]) {
+        let started = state.withLock { state -> Bool in
+            guard case .waiting = state else { return false }
+            state = .running(continuation, [])
+            return true
+        }
+        guard started else {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        let racing = tasks()
+        let late = state.withLock { state -> Bool in
+            guard case .running(let continuation, _) = state else { return true }
+            state = .running(continuation, racing)
+            return false
+        }
+        if late { for task in racing { task.cancel() } }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let winner = state.withLock { state -> (CheckedContinuation<T, any Error>, [Task<Void, Never>])? in
+            switch state {
+            case .running(let continuation, let tasks):
+                state = .answered
+                return (continuation, tasks)
+            case .waiting:
+                state = .answered
+                return nil
+            case .answered:
+                return nil
+            }
+        }
+        guard let (continuation, tasks) = winner else { return }
+        for task in tasks { task.cancel() }
+        continuation.resume(with: result)
     }
 }

@@ -251,7 +251,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
         nonce: RequestNonce?,
         now: Int64,
         audit: AuditRecord,
-        sign: @Sendable (IssuedLease) throws -> SignedPayload?
+        sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
         try await pool.write { db in
             if let nonce, try !Self.recordNonce(nonce, now: now, in: db) { return .replayed }
