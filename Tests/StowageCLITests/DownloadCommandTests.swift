@@ -316,8 +316,11 @@ struct DownloadAndPlayCommandTests {
             let access = try String(contentsOf: fixture.package.accessLogURL, encoding: .utf8)
             let video = try #require(manifest.renditions.first { $0.kind == .video })
             for path in video.segments.compactMap(\.file?.path) { #expect(access.contains(" /\(path) 20"), "\(path)") }
+            // A file the download has not reached within the wait is answered 503 segment_downloading, which the player
+            // asks again for: on a loaded machine (the whole suite on two cores) that can happen and is no error of play.
             let errors = (try? String(contentsOf: fixture.package.errorLogURL, encoding: .utf8)) ?? ""
-            #expect(!errors.contains("playback"), "\(errors)")
+            let playbackErrors = errors.split(separator: "\n").filter { $0.contains(" playback ") && !$0.contains(" segment_downloading ") }
+            #expect(playbackErrors.isEmpty, "\(errors)")
         }
     }
 }
