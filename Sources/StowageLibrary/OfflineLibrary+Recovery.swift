@@ -82,9 +82,16 @@ extension OfflineLibrary {
 
         // Opening the library makes the new, empty state database.
         let library = try OfflineLibrary(dataDirectory: dataDirectory, clock: clock)
-        defer { Task { await library.close() } }
+        let summaries: [AssetSummary]
+        do {
+            summaries = try library.assets()
+            await library.close()
+        } catch {
+            await library.close()
+            throw error
+        }
         var assets: [DatabaseRecovery.Asset] = []
-        for summary in try library.assets() {
+        for summary in summaries {
             // A manifest that does not read is listed as it is; `stowage info` says why.
             let keys = (try? PackageDirectory(assetId: summary.assetId, in: dataDirectory).readManifest())?.keys ?? []
             assets.append(
