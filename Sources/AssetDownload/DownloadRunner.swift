@@ -367,7 +367,12 @@ struct DownloadRunner: Sendable {
     }
 
     private func acquireKeys(manifest: PackageManifest, request: DownloadRequest) async throws {
-        let (leaseId, _) = try await obtain(manifest.keys, leaseFor: manifest.keys.filter { $0.kind == .skd }, request: request)
+        let (leaseId, _) = try await session.obtainKeys(
+            manifest.keys,
+            leaseFor: manifest.keys.filter { $0.kind == .skd },
+            request: request,
+            assetId: assetId
+        )
         events.yield(.keysAcquired(leaseId: leaseId, keys: manifest.keys.count))
     }
 
@@ -382,7 +387,7 @@ struct DownloadRunner: Sendable {
     /// play, in the transaction that stores it).
     func acquireRecordingKeys(_ keys: [PackageKey], recording: RecordingPackage, request: DownloadRequest) async throws {
         let identity = keys.filter { $0.kind == .identity }
-        if !identity.isEmpty { _ = try await obtain(identity, leaseFor: [], request: request) }
+        if !identity.isEmpty { _ = try await session.obtainKeys(identity, leaseFor: [], request: request, assetId: assetId) }
         var leaseIds: [String] = []
         if keys.contains(where: { $0.kind == .skd }) {
             let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
@@ -395,7 +400,13 @@ struct DownloadRunner: Sendable {
                     do {
                         for wanted in try await Self.groupsToLease(recording.manifest.keys, keyStore: keyStore, assetId: assetId) {
                             group = wanted
-                            let (leaseId, keySession) = try await obtain([], leaseFor: wanted, request: request, superseding: true)
+                            let (leaseId, keySession) = try await session.obtainKeys(
+                                [],
+                                leaseFor: wanted,
+                                request: request,
+                                assetId: assetId,
+                                superseding: true
+                            )
                             guard let leaseId else { continue }
                             // The superseded lease's release goes now if the server answers; else it stays queued.
                             _ = try? await keySession?.sync()
@@ -428,69 +439,6 @@ struct DownloadRunner: Sendable {
         return stride(from: 0, to: skd.count, by: recordingKeysPerLease)
             .map { Array(skd[$0..<min($0 + recordingKeysPerLease, skd.count)]) }
             .filter { group in group.contains { !held.contains($0.keyId) } }
-    }
-
-    /// Obtains the identity keys of `keys`, and one lease for the skd keys of `leaseFor` (stored superseding the
-    /// asset's older leases it covers when `superseding`: a recording's group lease); returns that lease's ID.
-    func obtain(
-        _ keys: [PackageKey],
-        leaseFor skdKeys: [PackageKey],
-        request: DownloadRequest,
-        superseding: Bool = false
-    ) async throws -> (leaseId: String?, session: KeySession?) {
-        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
-        var fetch = IdentityKeyFetcher.Configuration()
-        fetch.headers = request.scopedHeaders
-        var leaseId: String?
-        var keySession: KeySession?
-        if !skdKeys.isEmpty {
-            let chosen = try session.keyServer(for: request)
-            guard let server = chosen else {
-                throw DownloadError.keys(
-                    code: "no_key_server",
-                    message: "asset \(assetId) uses skd keys but its playlist names no key server; pass --key-server URL"
-                )
-            }
-            let device = try DeviceIdentity.loadOrCreate(in: session.dataDirectory.url)
-            let client = KeySession(
-                clock: session.clock,
-                http: session.keyHTTP.client(for: server),
-                store: keyStore,
-                device: device,
-                serverURL: server,
-                token: request.token
-            )
-            let entries = skdKeys.map { EncryptionKey(method: .sampleAES, uri: $0.uri, keyFormat: $0.keyFormat) }
-            keySession = client
-            leaseId = try await client.acquireKeys(
-                for: entries,
-                assetId: assetId,
-                lease: .persistent,
-                identityFetch: fetch,
-                superseding: superseding
-            ).leaseId
-        }
-        // Identity keys one by one, each checked against the length its METHOD takes.
-        let fetcher = IdentityKeyFetcher(routes: session.http, store: keyStore, clock: session.clock, configuration: fetch)
-        for key in keys where key.kind == .identity {
-            if InlineKeyURI.isReference(key.uri) {
-                // Stored when the download was planned; only a hand-edited key store lacks it. Any other failure (the
-                // store locked or damaged, the clock set back) is itself the answer: deleting the asset would not mend it.
-                do {
-                    _ = try keyStore.identityKey(uri: key.uri, at: now)
-                } catch let error as KeyStoreError where error.code == KeyStoreError.identityKeyNotFound(uri: "").code {
-                    throw DownloadError.keys(
-                        code: "inline_key_missing",
-                        message:
-                            "the key store no longer holds the inline key \(key.keyId) of asset \(assetId); delete the asset and download it again"
-                    )
-                }
-                continue
-            }
-            guard let url = IdentityKeyFetcher.fetchableURL(key.uri) else { throw DownloadError.unsupportedURI(key.uri) }
-            _ = try await fetcher.key(for: url, assetId: assetId, lengths: key.allowedLengths)
-        }
-        return (leaseId, keySession)
     }
 
     // MARK: - Space

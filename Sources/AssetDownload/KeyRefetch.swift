@@ -75,25 +75,14 @@ extension DownloadSession {
                     + "`stowage recover`); pass --token TOKEN"
             )
         }
-        let (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self)
-        _ = events
-        defer { continuation.finish() }
-        let runner = DownloadRunner(
-            session: self,
-            assetId: assetId,
-            mode: .resume,
-            events: continuation,
-            stopReason: StopReason(),
-            recordingControl: RecordingControl()
-        )
         if held.isEmpty || missingSkd.isEmpty {
-            let (leaseId, _) = try await runner.obtain(identity, leaseFor: missingSkd, request: request)
+            let (leaseId, _) = try await obtainKeys(identity, leaseFor: missingSkd, request: request, assetId: assetId)
             if let leaseId { result.leaseIds.append(leaseId) }
             result.skdKeys = missingSkd.count
         } else {
-            _ = try await runner.obtain(identity, leaseFor: [], request: request)
+            _ = try await obtainKeys(identity, leaseFor: [], request: request, assetId: assetId)
             for group in try DownloadRunner.groupsToLease(manifest.keys, keyStore: keyStore, assetId: assetId) {
-                let (leaseId, keySession) = try await runner.obtain([], leaseFor: group, request: request, superseding: true)
+                let (leaseId, keySession) = try await obtainKeys([], leaseFor: group, request: request, assetId: assetId, superseding: true)
                 guard let leaseId else { continue }
                 // The superseded lease's release goes now if the server answers; else it stays queued.
                 _ = try? await keySession?.sync()
