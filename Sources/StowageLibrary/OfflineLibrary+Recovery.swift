@@ -41,8 +41,8 @@ public struct RecoveryError: StowageError, Hashable {
     static func busy(_ path: String, holder: String) -> Self {
         Self(
             code: "data_directory_busy",
-            message: "\(holder) uses the data directory \(path); stop it (`stowage service stop`, or end the download) and run "
-                + "`stowage recover` again"
+            message: "\(holder) uses the data directory \(path); stop it (Ctrl-C where `stowage service run` runs, or "
+                + "`systemctl --user stop stowage`; `stowage pause ASSET` or Ctrl-C for a download) and run `stowage recover` again"
         )
     }
 }

@@ -106,8 +106,10 @@ struct KeySessionTests {
         }
     }
 
-    /// A key server that cannot be reached at all is not asked again: nothing was sent, so nothing can have been saved.
-    @Test func aRefusedConnectionIsNotRetried() async throws {
+    /// A key server that cannot be reached at all is told apart from an answer lost after the request went out: only
+    /// the latter is marked `answerMayBeLost`, which is what `acquire` asks again for (nothing was sent, so nothing can
+    /// have been saved).
+    @Test func aRefusedConnectionIsNotTakenForALostAnswer() async throws {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
         let held = try HeldPort()
@@ -117,7 +119,6 @@ struct KeySessionTests {
             let error = await #expect(throws: KeySessionError.self) {
                 try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
             }
-            // Told apart from an answer lost after the request went out, which acquire asks again for.
             #expect(error?.code == "key_server_unreachable" && error?.answerMayBeLost == false)
         }
     }
