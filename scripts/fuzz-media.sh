@@ -16,43 +16,17 @@ SECONDS_TO_RUN="${1:-60}"
 shift || true
 
 OUT=.build-fuzz/media
+NAME=fuzz-media
 BIN="$OUT/media-fuzz"
-CORPUS="$OUT/corpus"
-SEEDS="$OUT/seeds"
-CRASHES="$OUT/crashes"
-mkdir -p "$OUT/obj" "$CORPUS" "$SEEDS" "$CRASHES"
-
-if [[ -z "${SWIFTC:-}" ]]; then
-    if command -v swiftc >/dev/null 2>&1; then SWIFTC="$(command -v swiftc)"; else SWIFTC=/opt/swift/usr/bin/swiftc; fi
-fi
+source scripts/fuzz-common.sh
 
 # --- Build -----------------------------------------------------------------------------------------------------
-# StowageCore, StowageCrypto (over the COpenSSL module map) and MediaCrypto are compiled as their own modules, with
-# the package's language mode and upcoming features, so the harness uses MediaCrypto's public API like a client.
-COMMON_FLAGS=(-swift-version 6 -parse-as-library -sanitize=fuzzer,address -O -g -I "$OUT/obj" -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -I Sources/COpenSSL)
-MODULE_FLAGS=(
-    -enable-upcoming-feature ExistentialAny
-    -enable-upcoming-feature MemberImportVisibility
-    -enable-upcoming-feature InternalImportsByDefault
-)
-LINK_FLAGS=(-lcrypto)
-if [[ -x "$(dirname "$SWIFTC")/ld.lld" ]]; then LINK_FLAGS+=(-use-ld=lld); fi
-
-build_module() {  # NAME
-    mapfile -t sources < <(find "Sources/$1" -name '*.swift' | LC_ALL=C sort)
-    echo "fuzz-media: compiling ${#sources[@]} $1 sources"
-    "$SWIFTC" "${COMMON_FLAGS[@]}" "${MODULE_FLAGS[@]}" -module-name "$1" -wmo \
-        -emit-module -emit-module-path "$OUT/obj/$1.swiftmodule" -emit-object -o "$OUT/obj/$1.o" "${sources[@]}"
-}
-
 if [[ "${FUZZ_NO_BUILD:-0}" != 1 || ! -x "$BIN" ]]; then
-    build_module StowageCore
-    build_module StowageCrypto
-    build_module MediaCrypto
-    echo "fuzz-media: linking $BIN"
-    "$SWIFTC" "${COMMON_FLAGS[@]}" "${LINK_FLAGS[@]}" -module-name MediaFuzz Fuzz/MediaFuzz/*.swift \
-        "$OUT/obj/StowageCore.o" "$OUT/obj/StowageCrypto.o" "$OUT/obj/MediaCrypto.o" -o "$BIN.tmp"
-    mv -f "$BIN.tmp" "$BIN"
+    for module in StowageCore StowageCrypto MediaCrypto; do
+        mapfile -t sources < <(find "Sources/$module" -name '*.swift' | LC_ALL=C sort)
+        fuzz_build_module "$module" "${sources[@]}"
+    done
+    fuzz_link "$BIN" MediaFuzz Fuzz/MediaFuzz/*.swift "$OUT/obj/StowageCore.o" "$OUT/obj/StowageCrypto.o" "$OUT/obj/MediaCrypto.o"
 fi
 
 # --- Seeds -----------------------------------------------------------------------------------------------------
@@ -110,18 +84,4 @@ done
 echo "fuzz-media: $n seeds"
 
 # --- Fuzz ------------------------------------------------------------------------------------------------------
-before="$(find "$CRASHES" -type f | wc -l)"
-echo "fuzz-media: fuzzing for ${SECONDS_TO_RUN}s (corpus $CORPUS, seeds $SEEDS, crashes -> $CRASHES/)"
-status=0
-export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
-"$BIN" -max_total_time="$SECONDS_TO_RUN" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$CRASHES/" -print_final_stats=1 "$@" "$CORPUS" "$SEEDS" || status=$?
-after="$(find "$CRASHES" -type f | wc -l)"
-
-if [[ $status -ne 0 || $after -gt $before ]]; then
-    echo "fuzz-media: FAILED (libFuzzer exit $status); new artifacts in $CRASHES/:" >&2
-    find "$CRASHES" -type f -newer "$BIN" -print >&2 || true
-    echo "fuzz-media: reproduce with: SWIFT_BACKTRACE=enable=no $BIN <file>" >&2
-    exit $((status == 0 ? 1 : status))
-fi
-echo "fuzz-media: no crashes"
+fuzz_run "$BIN" "$SECONDS_TO_RUN" 262144 "$@"

@@ -20,54 +20,27 @@ SECONDS_TO_RUN="${1:-60}"
 shift || true
 
 OUT=.build-fuzz/protocol
+NAME=fuzz-protocol
 BIN="$OUT/protocol-fuzz"
-CORPUS="$OUT/corpus"
-SEEDS="$OUT/seeds"
-CRASHES="$OUT/crashes"
-mkdir -p "$OUT/obj" "$CORPUS" "$SEEDS" "$CRASHES"
-
-if [[ -z "${SWIFTC:-}" ]]; then
-    if command -v swiftc >/dev/null 2>&1; then SWIFTC="$(command -v swiftc)"; else SWIFTC=/opt/swift/usr/bin/swiftc; fi
-fi
+source scripts/fuzz-common.sh
 
 # --- Build -----------------------------------------------------------------------------------------------------
-COMMON_FLAGS=(-swift-version 6 -package-name stowage -parse-as-library -sanitize=fuzzer,address -O -g -I "$OUT/obj" -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -I Sources/COpenSSL)
-MODULE_FLAGS=(
-    -enable-upcoming-feature ExistentialAny
-    -enable-upcoming-feature MemberImportVisibility
-    -enable-upcoming-feature InternalImportsByDefault
-)
-LINK_FLAGS=(-lcrypto)
-if [[ -x "$(dirname "$SWIFTC")/ld.lld" ]]; then LINK_FLAGS+=(-use-ld=lld); fi
-
-build_module() {  # NAME SOURCE...
-    local name="$1"
-    shift
-    echo "fuzz-protocol: compiling $# $name sources"
-    "$SWIFTC" "${COMMON_FLAGS[@]}" "${MODULE_FLAGS[@]}" -module-name "$name" -wmo \
-        -emit-module -emit-module-path "$OUT/obj/$name.swiftmodule" -emit-object -o "$OUT/obj/$name.o" "$@"
-}
-
 if [[ "${FUZZ_NO_BUILD:-0}" != 1 || ! -x "$BIN" ]]; then
     mapfile -t core < <(find Sources/StowageCore -name '*.swift' | LC_ALL=C sort)
     mapfile -t crypto < <(find Sources/StowageCrypto -name '*.swift' | LC_ALL=C sort)
-    build_module StowageCore "${core[@]}"
-    build_module StowageCrypto "${crypto[@]}"
+    fuzz_build_module StowageCore "${core[@]}"
+    fuzz_build_module StowageCrypto "${crypto[@]}"
     # The key protocol: its messages, signing, key wrapping, and the device identity the wrapping names.
     mapfile -t delivery < <(find Sources/KeyDelivery/Protocol Sources/KeyDelivery/Crypto Sources/KeyDelivery/Device -name '*.swift' | LC_ALL=C sort)
-    build_module KeyDelivery "${delivery[@]}"
+    fuzz_build_module KeyDelivery "${delivery[@]}"
     # Packages on disk: the manifest, the package folder's path rules, the data directory.
-    build_module OfflinePackage Sources/OfflinePackage/Manifest/*.swift Sources/OfflinePackage/Layout/PackageDirectory.swift \
+    fuzz_build_module OfflinePackage Sources/OfflinePackage/Manifest/*.swift Sources/OfflinePackage/Layout/PackageDirectory.swift \
         Sources/OfflinePackage/DataDirectory.swift
     # The key server's configuration.
-    build_module KeyServer Sources/KeyServer/Configuration/KeyServerConfiguration.swift Sources/KeyServer/Configuration/AssetPolicy.swift \
+    fuzz_build_module KeyServer Sources/KeyServer/Configuration/KeyServerConfiguration.swift Sources/KeyServer/Configuration/AssetPolicy.swift \
         Sources/KeyServer/Configuration/KeyServerSetupError.swift Fuzz/ProtocolFuzz/Shims/ForwardedSource.swift
-    echo "fuzz-protocol: linking $BIN"
-    "$SWIFTC" "${COMMON_FLAGS[@]}" "${LINK_FLAGS[@]}" -module-name ProtocolFuzz Fuzz/ProtocolFuzz/ProtocolFuzz.swift \
-        Sources/OriginServer/Files/RequestPath.swift \
-        "$OUT/obj/StowageCore.o" "$OUT/obj/StowageCrypto.o" "$OUT/obj/KeyDelivery.o" "$OUT/obj/OfflinePackage.o" \
-        "$OUT/obj/KeyServer.o" -o "$BIN.tmp"
-    mv -f "$BIN.tmp" "$BIN"
+    fuzz_link "$BIN" ProtocolFuzz Fuzz/ProtocolFuzz/ProtocolFuzz.swift Sources/OriginServer/Files/RequestPath.swift \
+        "$OUT/obj/StowageCore.o" "$OUT/obj/StowageCrypto.o" "$OUT/obj/KeyDelivery.o" "$OUT/obj/OfflinePackage.o" "$OUT/obj/KeyServer.o"
 fi
 
 # --- Seeds -----------------------------------------------------------------------------------------------------
@@ -97,18 +70,4 @@ for range in 'bytes=0-99' 'bytes=-100' 'bytes=100-' 'bytes=0-0,5-9' 'items=1-2' 
 echo "fuzz-protocol: $(find "$SEEDS" -type f | wc -l) seeds"
 
 # --- Fuzz ------------------------------------------------------------------------------------------------------
-before="$(find "$CRASHES" -type f | wc -l)"
-echo "fuzz-protocol: fuzzing for ${SECONDS_TO_RUN}s (corpus $CORPUS, seeds $SEEDS, crashes -> $CRASHES/)"
-status=0
-export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
-"$BIN" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$CRASHES/" -print_final_stats=1 "$@" "$CORPUS" "$SEEDS" || status=$?
-after="$(find "$CRASHES" -type f | wc -l)"
-
-if [[ $status -ne 0 || $after -gt $before ]]; then
-    echo "fuzz-protocol: FAILED (libFuzzer exit $status); new artifacts in $CRASHES/:" >&2
-    find "$CRASHES" -type f -newer "$BIN" -print >&2 || true
-    echo "fuzz-protocol: reproduce with: SWIFT_BACKTRACE=enable=no $BIN <file>" >&2
-    exit $((status == 0 ? 1 : status))
-fi
-echo "fuzz-protocol: no crashes"
+fuzz_run "$BIN" "$SECONDS_TO_RUN" 65536 "$@"
