@@ -103,9 +103,25 @@ public struct DownloadFixture: Sendable {
     /// Runs `body` while `ports` (those a ``withServers(conditions:seed:log:keyServerPort:originPort:_:)`` used) refuse
     /// connections, as a server that is down does: each is held bound and not listening, so no other test's server
     /// takes it before the servers come back on it.
+    ///
+    /// The servers just stopped may still have sockets on a port for a moment (accepted connections the client's pool
+    /// has not closed yet), so taking each is tried again for up to 10 seconds.
     public func whileDown<T>(ports: [Int], _ body: () async throws -> T) async throws -> T {
-        let held = try ports.map { try HeldPort(port: $0) }
+        var held: [HeldPort] = []
         defer { for port in held { port.release() } }
+        for port in ports {
+            var attempt = 0
+            while true {
+                do {
+                    held.append(try HeldPort(port: port))
+                    break
+                } catch {
+                    attempt += 1
+                    guard attempt < 200 else { throw error }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+        }
         return try await body()
     }
 
