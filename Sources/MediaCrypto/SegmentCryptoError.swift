@@ -11,6 +11,7 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
         case malformedContainer = "malformed_container"
         case unsupportedStream = "unsupported_stream"
         case limitExceeded = "limit_exceeded"
+        case nextSegmentPending = "next_segment_pending"
     }
 
     private let _code: Code
@@ -40,6 +41,9 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
         case .malformedContainer: "segment \(segment) is damaged or not what it claims to be: \(detail)"
         case .unsupportedStream: "segment \(segment) uses something Stowage does not support: \(detail)"
         case .limitExceeded: "segment \(segment) exceeds a safety limit: \(detail)"
+        case .nextSegmentPending:
+            "segment \(segment) cannot be decrypted yet: \(detail), and the next segment, which it goes on in, is still downloading; "
+                + "ask again once it has arrived"
         }
     }
 
@@ -63,6 +67,13 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
     public static func limitExceeded(segment: String, detail: String) -> Self {
         .init(.limitExceeded, segment: segment, detail: detail)
     }
+    /// A PES packet left open at the end of a SAMPLE-AES MPEG-TS segment may go on in the next segment, which is not
+    /// stored yet: the segment is decrypted once it is (``TransportStreamNeighbours/nextPending``).
+    public static func nextSegmentPending(segment: String, detail: String) -> Self {
+        .init(.nextSegmentPending, segment: segment, detail: detail)
+    }
+    /// Whether the failure passes once the next segment has arrived (`next_segment_pending`).
+    public var waitsForNextSegment: Bool { _code == .nextSegmentPending }
     /// Any other failure reported by the cipher.
     public static func cryptoFailure(segment: String) -> Self { .init(.cryptoFailure, segment: segment) }
 }

@@ -66,6 +66,8 @@ public enum SegmentCryptography {
     ///   - segment: the segment's name, used in errors.
     ///   - promptOutput: emit output as soon as it is ready, for a player waiting on a segment still arriving, rather
     ///     than in batches (SAMPLE-AES MPEG-TS gathers 256 KiB otherwise).
+    ///   - neighbours: for SAMPLE-AES MPEG-TS, the rendition's segments before and after this one, which PES packets
+    ///     may span into (``TransportStreamNeighbours``); ignored otherwise.
     public static func decryptor(
         method: SegmentEncryptionMethod,
         container: SegmentContainer,
@@ -73,7 +75,8 @@ public enum SegmentCryptography {
         iv: [UInt8],
         initSection: CBCSInitSection? = nil,
         segment: String,
-        promptOutput: Bool = false
+        promptOutput: Bool = false,
+        neighbours: TransportStreamNeighbours = .none
     ) throws(SegmentCryptoError) -> any SegmentTransform {
         if method == .sampleAESCTR {
             guard container == .fragmentedMP4, let initSection else {
@@ -86,8 +89,8 @@ public enum SegmentCryptography {
             }
             return try fragmentDecryptor(initSection: initSection, key: key, iv: iv, scheme: "cenc", method: method, segment: segment)
         }
-        if promptOutput, method == .sampleAES, container == .transportStream {
-            return try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment, promptOutput: true)
+        if method == .sampleAES, container == .transportStream {
+            return try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment, promptOutput: promptOutput, neighbours: neighbours)
         }
         return try transform(.decrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
     }

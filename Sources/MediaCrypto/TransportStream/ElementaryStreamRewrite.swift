@@ -19,8 +19,20 @@ final class ElementaryStreamRewrite {
     @exclusivity(unchecked) var declaredSize = -1
     /// The packet index where the PES began, for error details.
     @exclusivity(unchecked) private(set) var firstPacketIndex = 0
-    /// The output queue slots of the PES packet's input packets, in order.
+    /// The output queue slots of the PES packet's input packets, in order; ``phantomSlot`` for a packet of a
+    /// neighbouring segment, whose output is computed (it shapes the packets of this segment) but not kept.
     @exclusivity(unchecked) private(set) var slots: [Int] = []
+    /// The first slot in the queue (not a phantom), `Int.max` while there is none: output waits for it.
+    @exclusivity(unchecked) private(set) var firstQueuedSlot = Int.max
+    /// The ordinals of the PES packet's input packets that carried no payload (an adaptation field alone), so that
+    /// decryption gives each payload packet a payload packet back (``SampleAESTransportStreamRewriter``).
+    @exclusivity(unchecked) private(set) var payloadlessOrdinals: [Int] = []
+    /// The cipher of the PES packet when it is not the segment's: one begun in the previous segment is decrypted
+    /// with that segment's key and IV.
+    @exclusivity(unchecked) var pesCipher: SampleAESBlockCipher?
+    /// Whether a payload packet of this PID was seen in the segment: before one, a packet that continues a PES
+    /// packet continues the previous segment's.
+    @exclusivity(unchecked) var sawPayload = false
     @exclusivity(unchecked) private(set) var adaptationRecords: [AdaptationRecord] = []
     let adaptationBytes = TransportStreamBuffer(capacity: 1024)
 
@@ -46,6 +58,9 @@ final class ElementaryStreamRewrite {
         declaredSize = -1
         pes.removeAll()
         slots.removeAll(keepingCapacity: true)
+        firstQueuedSlot = .max
+        payloadlessOrdinals.removeAll(keepingCapacity: true)
+        pesCipher = nil
         adaptationRecords.removeAll(keepingCapacity: true)
         adaptationBytes.removeAll()
     }
@@ -53,12 +68,18 @@ final class ElementaryStreamRewrite {
     /// Forgets the PES packet after it has been written out.
     func end() {
         inPES = false
+        pesCipher = nil
         pes.removeAll()
     }
 
-    /// Adds the queue slot of the PES packet's next input packet and returns its ordinal.
-    func addSlot(_ sequence: Int) -> Int {
+    /// A slot whose packet belongs to a neighbouring segment: written to scratch memory and dropped.
+    static let phantomSlot = -1
+
+    /// Adds the queue slot (or ``phantomSlot``) of the PES packet's next input packet and returns its ordinal.
+    func addSlot(_ sequence: Int, carriesPayload: Bool = true) -> Int {
+        if sequence != Self.phantomSlot && firstQueuedSlot == .max { firstQueuedSlot = sequence }
         slots.append(sequence)
+        if !carriesPayload { payloadlessOrdinals.append(slots.count - 1) }
         return slots.count - 1
     }
 

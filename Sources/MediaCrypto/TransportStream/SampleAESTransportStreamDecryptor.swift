@@ -10,9 +10,16 @@ public import StowageCrypto
 /// DTS, PCRs and random-access flags are kept (PES_packet_length corrected where the payload shrank), continuity
 /// counters are renumbered without gaps, and every other PID passes through untouched.
 ///
+/// The clear segment has the encrypted one's size, and every packet stays where it was: a PES packet that shrank
+/// (the emulation prevention bytes removed) ends in adaptation-field stuffing rather than in fewer packets.
+///
 /// Streaming: feed the segment in chunks of any size; memory stays at one PES packet per protected PID (at most
-/// 32 MiB each) plus the output waiting behind it. The segment must carry its PAT and PMT before the media (RFC 8216
-/// 3.2: for a segment that relies on `EXT-X-MAP`, feed the map's bytes first).
+/// 32 MiB each) plus the output waiting behind it. The segment must carry a PAT and PMT (RFC 8216 3.2: for a segment
+/// that relies on `EXT-X-MAP`, feed the map's bytes first); media may come before them.
+///
+/// PES packets split between segments (byte-count segmenters) are decrypted whole when the `neighbours` are given:
+/// the part in the previous segment is read from its last payload_unit_start on the PID, the part in the next up to
+/// its next one, and only this segment's packets are emitted. Without neighbours such a segment is refused.
 ///
 /// ```swift
 /// let decryptor = try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: "seg12.ts")
@@ -30,13 +37,21 @@ public final class SampleAESTransportStreamDecryptor: SegmentTransform {
     ///     a player waiting on a segment still arriving), rather than in batches of 256 KiB (fewer, larger writes).
     /// - Throws: ``SegmentCryptoError/invalidKey(segment:)``, ``SegmentCryptoError/invalidIV(segment:)`` or
     ///   ``SegmentCryptoError/cryptoFailure(segment:)``.
-    public init(key: SecretBytes, iv: [UInt8], segment: String, promptOutput: Bool = false) throws(SegmentCryptoError) {
+    ///   - neighbours: the previous and next segments of the rendition, for PES packets split between segments.
+    public init(
+        key: SecretBytes,
+        iv: [UInt8],
+        segment: String,
+        promptOutput: Bool = false,
+        neighbours: TransportStreamNeighbours = .none
+    ) throws(SegmentCryptoError) {
         rewriter = try SampleAESTransportStreamRewriter(
             key: key,
             iv: iv,
             direction: .decrypt,
             segment: segment,
-            emitThreshold: promptOutput ? 0 : SampleAESTransportStreamRewriter.batchBytes
+            emitThreshold: promptOutput ? 0 : SampleAESTransportStreamRewriter.batchBytes,
+            neighbours: neighbours
         )
     }
 

@@ -39,6 +39,10 @@ final class SampleAESTransportStreamRewriter {
     private let direction: Direction
     private let segment: String
     private let cipher: SampleAESBlockCipher
+    /// Decryptor: the segments a PES packet may begin in or end in.
+    private let neighbours: TransportStreamNeighbours
+    /// A PES packet of this segment began in the previous one: the segmenter cuts inside PES packets.
+    @exclusivity(unchecked) private var splitsPESPackets = false
     @exclusivity(unchecked) private var framer = TransportPacketFramer()
     private let queue = TransportPacketQueue()
     @exclusivity(unchecked) private var packetIndex = 0
@@ -78,8 +82,16 @@ final class SampleAESTransportStreamRewriter {
     /// work on half-updated state.
     @exclusivity(unchecked) private var failure: SegmentCryptoError?
 
-    init(key: SecretBytes, iv: [UInt8], direction: Direction, segment: String, emitThreshold: Int = batchBytes) throws(SegmentCryptoError) {
+    init(
+        key: SecretBytes,
+        iv: [UInt8],
+        direction: Direction,
+        segment: String,
+        emitThreshold: Int = batchBytes,
+        neighbours: TransportStreamNeighbours = .none
+    ) throws(SegmentCryptoError) {
         cipher = try SampleAESBlockCipher(key: key, iv: iv, direction: direction == .decrypt ? .decrypt : .encrypt, segment: segment)
+        self.neighbours = direction == .decrypt ? neighbours : .none
         self.emitThreshold = emitThreshold
         self.direction = direction
         self.segment = segment
@@ -137,8 +149,12 @@ final class SampleAESTransportStreamRewriter {
         if patAssembler.hasIncompleteSection || programs.contains(where: { $0.assembler.hasIncompleteSection }) {
             throw malformed("the segment ends inside a PSI section: it is truncated")
         }
-        for stream in streams.filter(\.inPES).sorted(by: { $0.slots[0] < $1.slots[0] }) {
-            try completePES(stream)
+        for stream in streams.filter(\.inPES).sorted(by: { $0.firstQueuedSlot < $1.firstQueuedSlot }) {
+            if let next = neighbours.next { try continueIntoNext(stream, next) }
+            if stream.inPES && neighbours.nextPending {
+                try checkEndsHere(stream)
+            }
+            if stream.inPES { try completePES(stream) }
         }
         try resolvePendingProgramMaps(final: true)
     }
@@ -146,7 +162,7 @@ final class SampleAESTransportStreamRewriter {
     private func emitReady(_ emit: (UnsafeRawBufferPointer) throws -> Void, final: Bool) throws {
         var limit = queue.nextSequence
         if let first = early.first { limit = min(limit, first.slot) }
-        for stream in streams where stream.inPES { limit = min(limit, stream.slots[0]) }
+        for stream in streams where stream.inPES { limit = min(limit, stream.firstQueuedSlot) }
         for pending in pendingProgramMaps { limit = min(limit, pending.slot) }
         let ready = limit - queue.firstSequence
         if ready > 0 && (final || limit == queue.nextSequence || ready * TransportPacketHeader.size >= emitThreshold) {
@@ -515,19 +531,35 @@ final class SampleAESTransportStreamRewriter {
             if stream.inPES { try completePES(stream) }
             stream.begin(packetIndex: packetIndex)
         }
-        guard stream.inPES else {
-            guard !header.hasPayload else {
+        if !stream.inPES {
+            guard header.hasPayload else {
+                // An adaptation field alone (a PCR, say) between PES packets: pass it on, in our counter sequence.
+                place(packet, in: reserved)
+                let slot = queue.slot(reserved ?? queue.nextSequence - 1)
+                if stream.nextOutputCounter >= 0 { slot[3] = (slot[3] & 0xF0) | stream.repeatedOutputCounter }
+                return
+            }
+            guard !stream.sawPayload, let previous = neighbours.previous else {
                 throw malformed(
-                    "packet \(packetIndex) on PID \(TransportStreamText.pid(stream.pid)) continues a PES packet that began before the segment or was already complete"
+                    "packet \(packetIndex) on PID \(TransportStreamText.pid(stream.pid)) continues a PES packet that "
+                        + (stream.sawPayload ? "was already complete" : "began before the segment, and the previous segment is not at hand")
                 )
             }
-            // An adaptation field alone (a PCR, say) between PES packets: pass it on, in our counter sequence.
-            place(packet, in: reserved)
-            let slot = queue.slot(reserved ?? queue.nextSequence - 1)
-            if stream.nextOutputCounter >= 0 { slot[3] = (slot[3] & 0xF0) | stream.repeatedOutputCounter }
-            return
+            try continueFromPrevious(stream, previous, counter: Int(header.continuityCounter))
         }
-        let ordinal = stream.addSlot(reserved ?? queue.reserve())
+        if header.hasPayload { stream.sawPayload = true }
+        try collect(stream, packet, header, slot: reserved ?? queue.reserve())
+    }
+
+    /// Adds an input packet of the PES packet being collected (`slot` is ``ElementaryStreamRewrite/phantomSlot`` for
+    /// one of a neighbouring segment), and completes the PES packet when it has all its declared bytes.
+    private func collect(
+        _ stream: ElementaryStreamRewrite,
+        _ packet: UnsafePointer<UInt8>,
+        _ header: TransportPacketHeader,
+        slot: Int
+    ) throws(SegmentCryptoError) {
+        let ordinal = stream.addSlot(slot, carriesPayload: header.hasPayload)
         let adaptationCount = try header.meaningfulAdaptationLength(in: packet, packetIndex: packetIndex, segment: segment)
         if adaptationCount > 0 {
             stream.recordAdaptation(ordinal: ordinal, bytes: packet + header.adaptationFieldStart, count: adaptationCount)
@@ -562,6 +594,109 @@ final class SampleAESTransportStreamRewriter {
         }
     }
 
+    /// Starts the PES packet that this segment's first packet on the stream's PID continues: its packets in the
+    /// previous segment, from their payload_unit_start, go in first with phantom slots, and it is decrypted with that
+    /// segment's key and IV. `counter` is the continuing packet's continuity_counter.
+    private func continueFromPrevious(
+        _ stream: ElementaryStreamRewrite,
+        _ previous: TransportStreamNeighbour,
+        counter: Int
+    ) throws(SegmentCryptoError) {
+        let pid = TransportStreamText.pid(stream.pid)
+        let scan = NeighbourPacketScan(neighbour: previous, segment: segment)
+        guard let packets = try scan.tail(of: stream.pid, maximumBytes: Self.maximumPESSize + Self.maximumPESSize / 16) else {
+            throw .unsupportedStream(
+                segment: segment,
+                detail: "packet \(packetIndex) on PID \(pid) continues a PES packet that began before the previous segment, \(previous.name): "
+                    + "a PES packet across more than two segments is not supported"
+            )
+        }
+        splitsPESPackets = true
+        stream.begin(packetIndex: packetIndex)
+        stream.pesCipher = try SampleAESBlockCipher(key: previous.key, iv: previous.iv, direction: .decrypt, segment: previous.name)
+        var lastCounter = -1
+        for packet in packets {
+            try packet.withUnsafeBufferPointer { (bytes) throws(SegmentCryptoError) in
+                let base = bytes.baseAddress!
+                let header = try TransportPacketHeader(parsing: base, packetIndex: packetIndex, segment: segment)
+                if header.hasPayload {
+                    let current = Int(header.continuityCounter)
+                    if current == lastCounter { return }  // 2.4.3.3: a duplicate.
+                    if lastCounter < 0 { stream.nextOutputCounter = current }
+                    lastCounter = current
+                }
+                try collect(stream, base, header, slot: ElementaryStreamRewrite.phantomSlot)
+            }
+            guard stream.inPES else {
+                throw malformed("packet \(packetIndex) on PID \(pid) continues a PES packet that \(previous.name) already completed")
+            }
+        }
+        guard lastCounter < 0 || (lastCounter + 1) & 0x0F == counter else {
+            throw malformed(
+                "packet \(packetIndex) on PID \(pid) does not continue the PES packet \(previous.name) ends with "
+                    + "(continuity_counter \(lastCounter) there, \(counter) here): the segments are not consecutive"
+            )
+        }
+    }
+
+    /// With the next segment still downloading: refuses a PES packet open at the end unless it surely ends here.
+    /// A bounded one ends here only when complete; an unbounded one (video, PES_packet_length 0) is taken to end
+    /// here unless the segmenter is one that splits PES packets, as this segment's start showed.
+    private func checkEndsHere(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
+        let pid = TransportStreamText.pid(stream.pid)
+        if stream.declaredSize != 0 {
+            throw .nextSegmentPending(
+                segment: segment,
+                detail: "the PES packet on PID \(pid) starting at packet \(stream.firstPacketIndex) has \(stream.pes.count) "
+                    + (stream.declaredSize > 0 ? "of its \(stream.declaredSize) bytes" : "bytes, not even its header")
+            )
+        }
+        if splitsPESPackets {
+            throw .nextSegmentPending(
+                segment: segment,
+                detail:
+                    "the segment begins inside a PES packet, so its last one, on PID \(pid) from packet \(stream.firstPacketIndex), may end in the next"
+            )
+        }
+    }
+
+    /// Collects the rest of a PES packet still open at the end of the segment from the next segment, up to the next
+    /// payload_unit_start on its PID (or its declared end), with phantom slots.
+    private func continueIntoNext(_ stream: ElementaryStreamRewrite, _ next: TransportStreamNeighbour) throws(SegmentCryptoError) {
+        let pid = TransportStreamText.pid(stream.pid)
+        var lastCounter = stream.lastInputCounter
+        var continued = false
+        let scan = NeighbourPacketScan(neighbour: next, segment: segment)
+        let stopped = try scan.head(of: stream.pid) { (packet) throws(SegmentCryptoError) -> Bool in
+            if NeighbourPacketScan.startsUnit(packet) { return false }
+            continued = true
+            return try packet.withUnsafeBufferPointer { (bytes) throws(SegmentCryptoError) -> Bool in
+                let base = bytes.baseAddress!
+                let header = try TransportPacketHeader(parsing: base, packetIndex: packetIndex, segment: segment)
+                if header.hasPayload {
+                    let current = Int(header.continuityCounter)
+                    if current == lastCounter { return true }  // 2.4.3.3: a duplicate.
+                    guard lastCounter < 0 || current == (lastCounter + 1) & 0x0F else {
+                        throw malformed(
+                            "the PES packet on PID \(pid) starting at packet \(stream.firstPacketIndex) does not go on in \(next.name) "
+                                + "(continuity_counter \(lastCounter) here, \(current) there): the segments are not consecutive"
+                        )
+                    }
+                    lastCounter = current
+                }
+                try collect(stream, base, header, slot: ElementaryStreamRewrite.phantomSlot)
+                return stream.inPES
+            }
+        }
+        guard stopped || !continued || !stream.inPES else {
+            throw .unsupportedStream(
+                segment: segment,
+                detail: "the PES packet on PID \(pid) starting at packet \(stream.firstPacketIndex) goes on past the end of the next segment, "
+                    + "\(next.name): a PES packet across more than two segments is not supported"
+            )
+        }
+    }
+
     /// Transforms the collected PES packet and writes it into its slots.
     private func completePES(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
         let pes = stream.pes
@@ -584,7 +719,7 @@ final class SampleAESTransportStreamRewriter {
             let decryptedCount = try SampleAESH264Transform.decrypt(
                 payload,
                 count: payloadCount,
-                cipher: cipher,
+                cipher: stream.pesCipher ?? cipher,
                 emulationPrevention: &emulationPreventionPositions,
                 segment: segment,
                 pid: stream.pid
@@ -601,7 +736,7 @@ final class SampleAESTransportStreamRewriter {
                 payload,
                 count: payloadCount,
                 codec: stream.codec,
-                cipher: cipher,
+                cipher: stream.pesCipher ?? cipher,
                 segment: segment,
                 pid: stream.pid
             ) {
@@ -620,7 +755,11 @@ final class SampleAESTransportStreamRewriter {
             }
         }
         try fixPESPacketLength(output, stream: stream)
-        packetize(stream, output)
+        if direction == .decrypt {
+            packetizeInPlace(stream, output)
+        } else {
+            packetize(stream, output)
+        }
         stream.end()
         if direction == .encrypt && stream.codec.isAudio { try resolvePendingProgramMaps(final: false) }
     }
@@ -678,6 +817,51 @@ final class SampleAESTransportStreamRewriter {
             ordinal += 1
         }
         for index in ordinal..<max(ordinal, slots.count) { queue.markEmpty(slots[index]) }
+    }
+
+    /// Decryptor: cuts the clear PES packet (never longer than the encrypted one) into exactly the input's packets:
+    /// each input packet that carried payload carries payload again, each adaptation field stays at its position, and
+    /// a shortfall becomes adaptation-field stuffing at the end. So the clear segment has the encrypted one's size
+    /// and packet positions, and continuity counters come out as they went in: a PES packet split between two
+    /// segments, cut here and in the neighbour alike, joins up when a player reads the segments one after the other.
+    private func packetizeInPlace(_ stream: ElementaryStreamRewrite, _ output: TransportStreamBuffer) {
+        let slots = stream.slots
+        let records = stream.adaptationRecords
+        let payloadless = stream.payloadlessOrdinals
+        let total = output.count
+        var payloadSlotsLeft = slots.count - payloadless.count
+        var offset = 0
+        var recordIndex = 0
+        var payloadlessIndex = 0
+        var unitStartPending = true
+        for ordinal in 0..<slots.count {
+            var adaptation = UnsafeRawBufferPointer(start: nil, count: 0)
+            if recordIndex < records.count && records[recordIndex].ordinal == ordinal {
+                adaptation = stream.adaptation(records[recordIndex])
+                recordIndex += 1
+            }
+            var payloadCount = 0
+            if payloadlessIndex < payloadless.count && payloadless[payloadlessIndex] == ordinal {
+                payloadlessIndex += 1
+            } else {
+                payloadSlotsLeft -= 1
+                // At least a byte for every payload packet still to come, when the bytes allow it.
+                let reserved = min(payloadSlotsLeft, total - offset - 1)
+                payloadCount = min(TransportPacketWriter.payloadCapacity(adaptationCount: adaptation.count), total - offset - max(reserved, 0))
+                payloadCount = max(payloadCount, 0)
+            }
+            let slot = slots[ordinal]
+            TransportPacketWriter.write(
+                into: slot == ElementaryStreamRewrite.phantomSlot ? extraPacket : queue.slot(slot),
+                pid: stream.pid,
+                unitStart: payloadCount > 0 && unitStartPending,
+                continuityCounter: payloadCount > 0 ? stream.takeOutputCounter() : stream.repeatedOutputCounter,
+                adaptation: adaptation,
+                payload: UnsafeRawBufferPointer(start: output.base + offset, count: payloadCount)
+            )
+            if payloadCount > 0 { unitStartPending = false }
+            offset += payloadCount
+        }
     }
 
     private func malformed(_ detail: String) -> SegmentCryptoError {

@@ -54,6 +54,10 @@ public struct PlaylistDecryption {
         var uri: String
         /// nil: the segment is clear and copied as it is.
         var decryption: Decryption?
+        /// EXT-X-DISCONTINUITY-SEQUENCE: segments continue each other only within one.
+        var discontinuitySequence = 0
+        /// SAMPLE-AES MPEG-TS: the segments around it, which its PES packets may span into.
+        var neighbours = TransportStreamNeighbours.none
 
         struct Decryption: Sendable {
             var method: SegmentEncryptionMethod
@@ -106,6 +110,7 @@ public struct PlaylistDecryption {
                 throw .notLocal(uri: segment.uri)
             }
             var job = Job(source: source, range: segment.byteRange, output: output, uri: segment.uri)
+            job.discontinuitySequence = segment.discontinuitySequence
             if !segment.keys.isEmpty {
                 let resolvedKey = try primaryKey(of: segment.keys, uri: segment.uri)
                 let method = try supportedMethod(resolvedKey.method, segment: segment.uri)
@@ -123,6 +128,7 @@ public struct PlaylistDecryption {
             jobs.append(job)
             segmentNames.append(name)
         }
+        Self.linkNeighbours(&jobs)
         try run(jobs, report: &report)
         let clear = rewrite(playlist, segmentNames: segmentNames, initNames: initSections.mapValues(\.name))
         let text = PlaylistWriter.write(.media(clear))
@@ -132,6 +138,31 @@ public struct PlaylistDecryption {
             throw .output(path: report.playlist.path, reason: FileErrorText.describe(error))
         }
         return report
+    }
+
+    /// Gives each SAMPLE-AES segment the SAMPLE-AES segments before and after it in the same discontinuity sequence:
+    /// a byte-count segmenter may have split a PES packet between them.
+    private static func linkNeighbours(_ jobs: inout [Job]) {
+        func neighbour(_ job: Job) -> TransportStreamNeighbour? {
+            guard let decryption = job.decryption, decryption.method == .sampleAES else { return nil }
+            return .file(
+                job.source,
+                offset: Int64(job.range?.offset ?? 0),
+                length: job.range.map { Int64($0.length) },
+                name: job.uri,
+                key: decryption.key,
+                iv: decryption.iv
+            )
+        }
+        for index in jobs.indices where jobs[index].decryption?.method == .sampleAES {
+            let sequence = jobs[index].discontinuitySequence
+            if index > 0, jobs[index - 1].discontinuitySequence == sequence {
+                jobs[index].neighbours.previous = neighbour(jobs[index - 1])
+            }
+            if index + 1 < jobs.count, jobs[index + 1].discontinuitySequence == sequence {
+                jobs[index].neighbours.next = neighbour(jobs[index + 1])
+            }
+        }
     }
 
     /// Runs the jobs on up to ``workers`` threads, each taking the next job in playlist order. After a failure no
@@ -197,7 +228,8 @@ public struct PlaylistDecryption {
                 key: decryption.key,
                 iv: decryption.iv,
                 initSection: decryption.protection,
-                segment: job.uri
+                segment: job.uri,
+                neighbours: job.neighbours
             )
         } catch {
             throw .segment(error)

@@ -217,7 +217,8 @@ public struct PackageVerifier: Sendable {
             )
             return plan
         }
-        let segments = rendition.segments.filter { $0.file != nil }
+        let positions = rendition.segments.indices.filter { rendition.segments[$0].file != nil }
+        let segments = positions.map { rendition.segments[$0] }
         let trialIndexes: Set<Int> =
             options.deep ? Set(segments.indices) : Set([segments.indices.first, segments.indices.last].compactMap { $0 })
         var neededInitSections: [Int: SegmentEncryptionMethod] = [:]
@@ -262,7 +263,8 @@ public struct PackageVerifier: Sendable {
                         iv: iv,
                         protection: initSection?.protection,
                         clearInitSection: initSection?.clear,
-                        expected: initSection.map { $0.clear == nil ? nil : .fragmentedMP4 } ?? Self.expectedContainer(file.path)
+                        expected: initSection.map { $0.clear == nil ? nil : .fragmentedMP4 } ?? Self.expectedContainer(file.path),
+                        neighbours: rendition.transportStreamNeighbours(ofSegmentAt: positions[index], in: package) { keys[$0.keyId] }
                     )
                 }
             }

@@ -21,6 +21,8 @@ struct StoredFileCheck: Sendable {
         var clearInitSection: CBCSInitSection?
         /// What the clear data must be; nil accepts any container.
         var expected: SegmentContainer?
+        /// SAMPLE-AES MPEG-TS: the segments its PES packets may span into.
+        var neighbours = TransportStreamNeighbours.none
     }
 
     /// What one pass found.
@@ -179,7 +181,8 @@ struct StoredFileCheck: Sendable {
             key: trial.key,
             iv: trial.iv,
             initSection: trial.protection,
-            segment: file.path
+            segment: file.path,
+            neighbours: trial.neighbours
         )
         return (transform, ClearMediaCheck(expected: trial.expected, initSection: trial.clearInitSection, segment: file.path))
     }

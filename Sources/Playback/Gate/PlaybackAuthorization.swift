@@ -70,13 +70,14 @@ public struct PlaybackAuthorization: Sendable {
                     isOnline: isOnline
                 )
             }
-            for segment in rendition.segments {
+            for (segmentIndex, segment) in rendition.segments.enumerated() {
                 guard let file = segment.file else { continue }
                 files[file.path] = FileRole(
                     file: file,
                     renditionIndex: renditionIndex,
                     kind: .segment(initSection: segment.initSection),
-                    isOnline: isOnline
+                    isOnline: isOnline,
+                    segmentIndex: segmentIndex
                 )
             }
         }
@@ -128,4 +129,6 @@ struct FileRole: Sendable {
     var kind: Kind
     /// A file of an online rendition: fetched from the source, never on disk.
     var isOnline = false
+    /// A segment's position in its rendition's `segments`.
+    var segmentIndex: Int?
 }

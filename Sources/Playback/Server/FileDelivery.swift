@@ -14,6 +14,8 @@ struct Decryption: Sendable {
     var iv: [UInt8]
     /// The rendition's cbcs init section, for SAMPLE-AES fMP4 segments.
     var initSection: CBCSInitSection?
+    /// SAMPLE-AES MPEG-TS: the stored segments around this one, which its PES packets may span into.
+    var neighbours = TransportStreamNeighbours.none
 
     /// The streaming decryptor of the file `path`, from `iv` (the file's own when nil).
     func decryptor(path: String, iv: [UInt8]? = nil, promptOutput: Bool = false) throws(SegmentCryptoError) -> any SegmentTransform {
@@ -24,7 +26,8 @@ struct Decryption: Sendable {
             iv: iv ?? self.iv,
             initSection: initSection,
             segment: path,
-            promptOutput: promptOutput
+            promptOutput: promptOutput,
+            neighbours: neighbours
         )
     }
 
@@ -97,6 +100,25 @@ struct SegmentStream: Sendable {
         } catch {
             throw .decryptionFailed(assetId: assetId, path: path, detail: "\(error)")
         }
+    }
+
+    /// Whether the segment can be decrypted only once the next segment has arrived (`next_segment_pending`): a
+    /// SAMPLE-AES MPEG-TS segment cut inside a PES packet, at the edge of a running download. Decrypts the whole file
+    /// once and drops the output; false at once for any other segment.
+    func waitsForNextSegment() -> Bool {
+        guard let decryption, decryption.neighbours.nextPending, let transform = try? makeTransform(iv: decryption.iv) else {
+            return false
+        }
+        do {
+            let file = try ChunkedFile(url)
+            try file.forEachChunk { chunk in try transform.process(chunk) { _ in } }
+            try transform.finish { _ in }
+        } catch let error as SegmentCryptoError {
+            return error.waitsForNextSegment
+        } catch {
+            return false
+        }
+        return false
     }
 
     /// Streams the whole file into `writer` and returns the bytes written.

@@ -199,7 +199,13 @@ struct PlaybackResponder: HTTPResponder {
                     log: log
                 )
             case .segment:
-                let plan = try segmentStream(role, initRole: initRole)
+                var prepared = try segmentStream(role, initRole: initRole)
+                if prepared.waitsForNextSegment(), let next = nextSegment(of: role) {
+                    // Cut inside a PES packet that the next segment, still downloading, finishes: wait for it.
+                    _ = try await landed(next)
+                    prepared = try segmentStream(role, initRole: initRole)
+                }
+                let plan = prepared
                 let length = try plan.servedLength()
                 let entityTag = Self.entityTag(of: role.file)
                 var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store", .acceptRanges: "bytes"]
@@ -297,7 +303,37 @@ struct PlaybackResponder: HTTPResponder {
                 }
             }
         }
+        if decryption.method == .sampleAES, decryption.container == .transportStream {
+            decryption.neighbours = neighbours(of: role)
+        }
         return SegmentStream(assetId: assetId, url: url, file: file, decryption: decryption)
+    }
+
+    /// The segments around a SAMPLE-AES MPEG-TS segment, with the sizes of those a running download has landed since
+    /// authorization.
+    private func neighbours(of role: FileRole) -> TransportStreamNeighbours {
+        guard let index = role.segmentIndex, !role.isOnline, authorization.renditions.indices.contains(role.renditionIndex) else {
+            return .none
+        }
+        var rendition = authorization.renditions[role.renditionIndex]
+        if let download = authorization.download {
+            for other in [index - 1, index + 1] where rendition.segments.indices.contains(other) {
+                if let path = rendition.segments[other].file?.path, rendition.segments[other].file?.size == nil,
+                    let done = download.completedFile(path)
+                {
+                    rendition.segments[other].file?.size = done.size
+                }
+            }
+        }
+        return rendition.transportStreamNeighbours(ofSegmentAt: index, in: authorization.package) { authorization.keys[$0.keyId] }
+    }
+
+    /// The role of the segment after `role`'s in its rendition.
+    private func nextSegment(of role: FileRole) -> FileRole? {
+        guard let index = role.segmentIndex, authorization.renditions.indices.contains(role.renditionIndex) else { return nil }
+        let segments = authorization.renditions[role.renditionIndex].segments
+        guard segments.indices.contains(index + 1), let path = segments[index + 1].file?.path else { return nil }
+        return authorization.files[path]
     }
 
     /// The part file a transfer is writing `role` into now, once it holds enough bytes to tell the container; nil
