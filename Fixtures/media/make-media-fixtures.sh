@@ -616,6 +616,10 @@ for name in multislice ac3; do
     python3 "$MEDIA/recut-ts.py" "$MEDIA/shaka/ts-sample-aes-$name" "$MEDIA/shaka/ts-clear-$name" \
         "$MEDIA/shaka/ts-sample-aes-$name-split" | sed 's/^/    /'
 done
+# Muxers that cut PES packets by size split NAL units and audio frames between them (repack-pes.py).
+say "SAMPLE-AES TS with NAL units and frames across PES packets: shaka/ts-sample-aes-multislice-repacked/"
+python3 "$MEDIA/repack-pes.py" "$MEDIA/shaka/ts-sample-aes-multislice" "$MEDIA/shaka/ts-sample-aes-multislice-repacked" \
+    | sed 's/^/    /'
 
 # Key rotation: packager keeps the --iv for every segment and crypto period, so the IV can only change with rotation
 # and no --iv: it then draws a random IV per crypto period and stream. This directory's bytes change on every run.

@@ -11,7 +11,7 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
         case malformedContainer = "malformed_container"
         case unsupportedStream = "unsupported_stream"
         case limitExceeded = "limit_exceeded"
-        case nextSegmentPending = "next_segment_pending"
+        case neighbourSegmentPending = "neighbour_segment_pending"
     }
 
     private let _code: Code
@@ -41,9 +41,8 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
         case .malformedContainer: "segment \(segment) is damaged or not what it claims to be: \(detail)"
         case .unsupportedStream: "segment \(segment) uses something Stowage does not support: \(detail)"
         case .limitExceeded: "segment \(segment) exceeds a safety limit: \(detail)"
-        case .nextSegmentPending:
-            "segment \(segment) cannot be decrypted yet: \(detail), and the next segment, which it goes on in, is still downloading; "
-                + "ask again once it has arrived"
+        case .neighbourSegmentPending:
+            "segment \(segment) cannot be decrypted yet: \(detail); ask again once it has arrived"
         }
     }
 
@@ -67,13 +66,14 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
     public static func limitExceeded(segment: String, detail: String) -> Self {
         .init(.limitExceeded, segment: segment, detail: detail)
     }
-    /// A PES packet left open at the end of a SAMPLE-AES MPEG-TS segment may go on in the next segment, which is not
-    /// stored yet: the segment is decrypted once it is (``TransportStreamNeighbours/nextPending``).
-    public static func nextSegmentPending(segment: String, detail: String) -> Self {
-        .init(.nextSegmentPending, segment: segment, detail: detail)
+    /// A PES packet of a SAMPLE-AES MPEG-TS segment begins in the previous segment or may go on in the next, which is
+    /// not stored yet: the segment is decrypted once it is (``TransportStreamNeighbours/previousPending``,
+    /// ``TransportStreamNeighbours/nextPending``).
+    public static func neighbourSegmentPending(segment: String, detail: String) -> Self {
+        .init(.neighbourSegmentPending, segment: segment, detail: detail)
     }
-    /// Whether the failure passes once the next segment has arrived (`next_segment_pending`).
-    public var waitsForNextSegment: Bool { _code == .nextSegmentPending }
+    /// Whether the failure passes once a neighbouring segment has arrived (`neighbour_segment_pending`).
+    public var waitsForNeighbourSegment: Bool { _code == .neighbourSegmentPending }
     /// Any other failure reported by the cipher.
     public static func cryptoFailure(segment: String) -> Self { .init(.cryptoFailure, segment: segment) }
 }

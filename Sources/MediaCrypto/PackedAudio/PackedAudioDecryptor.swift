@@ -114,7 +114,7 @@ public final class PackedAudioDecryptor: SegmentTransform {
     private func completeUnit(_ length: Int, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         if !pendingStartsWithTag, let codec {
             try pending.withUnsafeMutableBufferPointer { (buffer) throws(SegmentCryptoError) in
-                try SampleAESAudioTransform.transform(
+                _ = try SampleAESAudioTransform.transform(
                     buffer.baseAddress!,
                     count: length,
                     codec: codec,

@@ -12,7 +12,7 @@ final class ElementaryStreamRewrite {
     let codec: SampleAESCodec
 
     /// The PES packet being collected, from its packet_start_code_prefix.
-    let pes = TransportStreamBuffer(capacity: 64 * 1024)
+    @exclusivity(unchecked) private(set) var pes = TransportStreamBuffer(capacity: 64 * 1024)
     @exclusivity(unchecked) private(set) var inPES = false
     /// -1 until the first 6 bytes of the PES have arrived; then 0 for an unbounded PES (PES_packet_length 0,
     /// allowed for video) or the whole PES packet's size.
@@ -34,7 +34,17 @@ final class ElementaryStreamRewrite {
     /// packet continues the previous segment's.
     @exclusivity(unchecked) var sawPayload = false
     @exclusivity(unchecked) private(set) var adaptationRecords: [AdaptationRecord] = []
-    let adaptationBytes = TransportStreamBuffer(capacity: 1024)
+    @exclusivity(unchecked) private(set) var adaptationBytes = TransportStreamBuffer(capacity: 1024)
+    /// Decryptor: the continuity_counter of each input packet of the PES packet, written back as it came.
+    @exclusivity(unchecked) private(set) var counters: [UInt8] = []
+    /// Decryptor: payload bytes at the start of the PES packet already clear (the end of a NAL unit or audio frame
+    /// that began in the held PES packet, decrypted with it).
+    @exclusivity(unchecked) var clearPrefix = 0
+    /// Decryptor: a PES packet of this PID collected but not written yet, since its last NAL unit or audio frame may go
+    /// on in the next one.
+    @exclusivity(unchecked) var held: HeldPES?
+    /// Buffers of a written held PES packet, for the next one.
+    @exclusivity(unchecked) private var spare: (pes: TransportStreamBuffer, adaptation: TransportStreamBuffer)?
 
     /// The last continuity_counter seen on input, -1 before the first payload packet.
     @exclusivity(unchecked) var lastInputCounter = -1
@@ -60,6 +70,8 @@ final class ElementaryStreamRewrite {
         slots.removeAll(keepingCapacity: true)
         firstQueuedSlot = .max
         payloadlessOrdinals.removeAll(keepingCapacity: true)
+        counters.removeAll(keepingCapacity: true)
+        clearPrefix = 0
         pesCipher = nil
         adaptationRecords.removeAll(keepingCapacity: true)
         adaptationBytes.removeAll()
@@ -76,9 +88,10 @@ final class ElementaryStreamRewrite {
     static let phantomSlot = -1
 
     /// Adds the queue slot (or ``phantomSlot``) of the PES packet's next input packet and returns its ordinal.
-    func addSlot(_ sequence: Int, carriesPayload: Bool = true) -> Int {
+    func addSlot(_ sequence: Int, carriesPayload: Bool = true, counter: UInt8 = 0) -> Int {
         if sequence != Self.phantomSlot && firstQueuedSlot == .max { firstQueuedSlot = sequence }
         slots.append(sequence)
+        counters.append(counter)
         if !carriesPayload { payloadlessOrdinals.append(slots.count - 1) }
         return slots.count - 1
     }
@@ -93,6 +106,53 @@ final class ElementaryStreamRewrite {
         UnsafeRawBufferPointer(start: adaptationBytes.base + record.start, count: record.count)
     }
 
+    /// Moves the collected PES packet (`headerSize` bytes of header) into ``held``, to be written once the next PES
+    /// packet shows where its last NAL unit or frame ends; the stream is ready for the next one.
+    func holdCurrent(headerSize: Int) {
+        let fresh = spare ?? (TransportStreamBuffer(capacity: 64 * 1024), TransportStreamBuffer(capacity: 1024))
+        spare = nil
+        held = HeldPES(
+            pes: pes,
+            adaptationBytes: adaptationBytes,
+            headerSize: headerSize,
+            clearPrefix: clearPrefix,
+            slots: slots,
+            firstQueuedSlot: firstQueuedSlot,
+            payloadless: payloadlessOrdinals,
+            records: adaptationRecords,
+            counters: counters,
+            cipher: pesCipher,
+            firstPacketIndex: firstPacketIndex
+        )
+        pes = fresh.pes
+        adaptationBytes = fresh.adaptation
+        pes.removeAll()
+        adaptationBytes.removeAll()
+        inPES = false
+        pesCipher = nil
+    }
+
+    /// Forgets the held PES packet once written, keeping its buffers for the next.
+    func dropHeld() {
+        guard let held else { return }
+        held.pes.removeAll()
+        held.adaptationBytes.removeAll()
+        spare = (held.pes, held.adaptationBytes)
+        self.held = nil
+    }
+
+    /// The collected PES packet as ``PESPacketization`` sees it.
+    var packetization: PESPacketization {
+        PESPacketization(
+            pid: pid,
+            slots: slots,
+            payloadless: payloadlessOrdinals,
+            records: adaptationRecords,
+            adaptationBytes: adaptationBytes,
+            counters: counters
+        )
+    }
+
     /// Takes the next payload packet's output continuity_counter.
     func takeOutputCounter() -> UInt8 {
         let counter = UInt8(max(nextOutputCounter, 0))
@@ -102,4 +162,68 @@ final class ElementaryStreamRewrite {
 
     /// The counter of the last payload packet written: what an adaptation-field-only packet repeats (2.4.3.3).
     var repeatedOutputCounter: UInt8 { UInt8((max(nextOutputCounter, 0) + 15) & 0x0F) }
+}
+
+/// Decryptor: a PES packet collected but not written yet (``ElementaryStreamRewrite/held``).
+final class HeldPES {
+    let pes: TransportStreamBuffer
+    let adaptationBytes: TransportStreamBuffer
+    let headerSize: Int
+    /// Payload bytes at the start already clear.
+    var clearPrefix: Int
+    let slots: [Int]
+    let firstQueuedSlot: Int
+    let payloadless: [Int]
+    let records: [ElementaryStreamRewrite.AdaptationRecord]
+    let counters: [UInt8]
+    let cipher: SampleAESBlockCipher?
+    let firstPacketIndex: Int
+
+    init(
+        pes: TransportStreamBuffer,
+        adaptationBytes: TransportStreamBuffer,
+        headerSize: Int,
+        clearPrefix: Int,
+        slots: [Int],
+        firstQueuedSlot: Int,
+        payloadless: [Int],
+        records: [ElementaryStreamRewrite.AdaptationRecord],
+        counters: [UInt8],
+        cipher: SampleAESBlockCipher?,
+        firstPacketIndex: Int
+    ) {
+        self.pes = pes
+        self.adaptationBytes = adaptationBytes
+        self.headerSize = headerSize
+        self.clearPrefix = clearPrefix
+        self.slots = slots
+        self.firstQueuedSlot = firstQueuedSlot
+        self.payloadless = payloadless
+        self.records = records
+        self.counters = counters
+        self.cipher = cipher
+        self.firstPacketIndex = firstPacketIndex
+    }
+
+    var payload: UnsafeMutablePointer<UInt8> { pes.base + headerSize }
+    var payloadCount: Int { pes.count - headerSize }
+
+    var packetization: PESPacketization {
+        PESPacketization(pid: 0, slots: slots, payloadless: payloadless, records: records, adaptationBytes: adaptationBytes, counters: counters)
+    }
+}
+
+/// What the decryptor's packetization needs of a PES packet: its input packets' slots, adaptation fields, payload-less
+/// ordinals and continuity counters.
+struct PESPacketization {
+    var pid: UInt16
+    let slots: [Int]
+    let payloadless: [Int]
+    let records: [ElementaryStreamRewrite.AdaptationRecord]
+    let adaptationBytes: TransportStreamBuffer
+    let counters: [UInt8]
+
+    func adaptation(_ record: ElementaryStreamRewrite.AdaptationRecord) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: adaptationBytes.base + record.start, count: record.count)
+    }
 }

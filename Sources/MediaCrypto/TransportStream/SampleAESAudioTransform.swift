@@ -12,6 +12,11 @@ enum SampleAESAudioTransform {
 
     /// Transforms the frames of `payload[0..<count]` in place. Calls `firstFrame` with the header of the first
     /// frame, before it is transformed (the encryptor derives the audio setup information from it).
+    ///
+    /// - Parameter allowIncompleteTail: a last frame that goes on past `count` (into the next PES packet) is left as it
+    ///   is rather than refused.
+    /// - Returns: the bytes of whole frames transformed: `count` unless a tail was left.
+    @discardableResult
     static func transform(
         _ payload: UnsafeMutablePointer<UInt8>,
         count: Int,
@@ -19,11 +24,19 @@ enum SampleAESAudioTransform {
         cipher: SampleAESBlockCipher,
         segment: String,
         pid: UInt16,
-        firstFrame: (AudioFrameHeader, UnsafePointer<UInt8>) throws(SegmentCryptoError) -> Void
-    ) throws(SegmentCryptoError) {
+        allowIncompleteTail: Bool = false,
+        firstFrame: (AudioFrameHeader, UnsafePointer<UInt8>) throws(SegmentCryptoError) -> Void = { _, _ in }
+    ) throws(SegmentCryptoError) -> Int {
         var offset = 0
         while offset < count {
             let frame = payload + offset
+            // A header cut short (9 bytes is the longest, ADTS with CRC) or a frame cut short goes on in the next PES.
+            if allowIncompleteTail && count - offset < 9 { return offset }
+            if allowIncompleteTail, let header = AudioFrameHeader.parse(frame, available: count - offset, codec: codec),
+                header.frameLength > count - offset
+            {
+                return offset
+            }
             guard let header = AudioFrameHeader.parse(frame, available: count - offset, codec: codec) else {
                 throw .malformedContainer(
                     segment: segment,
@@ -46,6 +59,7 @@ enum SampleAESAudioTransform {
             }
             offset += header.frameLength
         }
+        return count
     }
 }
 

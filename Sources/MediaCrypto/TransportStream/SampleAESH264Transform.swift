@@ -36,15 +36,21 @@ enum SampleAESH264Transform {
     /// Decrypts the access unit in `payload[0..<count]` in place and returns its new length: shorter by the
     /// emulation prevention bytes the encryptor added.
     ///
-    /// - Parameter emulationPrevention: scratch space for the positions of emulation prevention bytes, kept between
-    ///   calls so that nothing is allocated per NAL unit.
+    /// - Parameters:
+    ///   - emulationPrevention: scratch space for the positions of emulation prevention bytes, kept between calls so
+    ///     that nothing is allocated per NAL unit.
+    ///   - boundary: a position in the input (where one PES packet's part of a NAL unit ends and the next one's
+    ///     begins); `removedBeforeBoundary` is increased by the bytes removed before it, so that it sits at
+    ///     `boundary - removedBeforeBoundary` in the output.
     static func decrypt(
         _ payload: UnsafeMutablePointer<UInt8>,
         count: Int,
         cipher: SampleAESBlockCipher,
         emulationPrevention: inout [Int],
         segment: String,
-        pid: UInt16
+        pid: UInt16,
+        boundary: Int = .max,
+        removedBeforeBoundary: inout Int
     ) throws(SegmentCryptoError) -> Int {
         guard var startCode = try firstStartCode(payload, count: count, segment: segment, pid: pid) else { return count }
         var read = 0
@@ -62,6 +68,11 @@ enum SampleAESH264Transform {
             if isProtected(payload + nalStart, length: length) {
                 // Remove the outer layer of emulation prevention, compacting the NAL unit down to `write`.
                 var from = nalStart
+                if boundary < nalEnd {
+                    for epb in emulationPrevention where epb < boundary { removedBeforeBoundary += 1 }
+                } else if boundary != .max {
+                    removedBeforeBoundary += emulationPrevention.count
+                }
                 for epb in emulationPrevention {
                     TransportStreamBuffer.move(payload + write, payload + from, epb - from)
                     write += epb - from
@@ -85,6 +96,27 @@ enum SampleAESH264Transform {
         }
         TransportStreamBuffer.move(payload + write, payload + read, count - read)
         return write + count - read
+    }
+
+    /// ``decrypt(_:count:cipher:emulationPrevention:segment:pid:boundary:removedBeforeBoundary:)`` without a boundary.
+    static func decrypt(
+        _ payload: UnsafeMutablePointer<UInt8>,
+        count: Int,
+        cipher: SampleAESBlockCipher,
+        emulationPrevention: inout [Int],
+        segment: String,
+        pid: UInt16
+    ) throws(SegmentCryptoError) -> Int {
+        var removed = 0
+        return try decrypt(
+            payload,
+            count: count,
+            cipher: cipher,
+            emulationPrevention: &emulationPrevention,
+            segment: segment,
+            pid: pid,
+            removedBeforeBoundary: &removed
+        )
     }
 
     /// Encrypts the access unit in `payload[0..<count]` (in place, then escaped) and appends it to `output`.
@@ -137,7 +169,8 @@ enum SampleAESH264Transform {
         for index in 0..<leading where payload[index] != 0 {
             throw .unsupportedStream(
                 segment: segment,
-                detail: "a PES packet on PID \(TransportStreamText.pid(pid)) does not start with a NAL unit: NAL units split across PES packets"
+                detail:
+                    "a PES packet on PID \(TransportStreamText.pid(pid)) begins inside a NAL unit that no PES packet before it in the segment holds"
             )
         }
         return first

@@ -62,6 +62,27 @@ public final class SampleAESTransportStreamDecryptor: SegmentTransform {
         try rewriter.process(chunk, emit: emit)
     }
 
+    /// Whether ``finish(emit:)`` would refuse as `neighbour_segment_pending` (``TransportStreamNeighbours/nextPending``): a
+    /// PES packet open at the end of what was fed may go on in the next segment, still downloading. Ask once the whole
+    /// segment was fed; give the next segment with ``supplyNext(_:)`` when it has arrived, then finish.
+    public var needsNextSegment: Bool { rewriter.needsNextSegment }
+
+    /// Whether packets wait for the previous segment, still downloading (``TransportStreamNeighbours/previousPending``):
+    /// they continue one of its PES packets. Give it with ``supplyPrevious(_:)`` when it has arrived.
+    public var needsPreviousSegment: Bool { rewriter.needsPreviousSegment }
+
+    /// Gives the previous segment, arrived since the decryptor was made; the packets that waited for it are handled
+    /// and their output follows with the next ``process(_:emit:)`` or ``finish(emit:)``.
+    /// - Throws: ``SegmentCryptoError`` for a PES packet that cannot be decrypted with it.
+    public func supplyPrevious(_ previous: TransportStreamNeighbour) throws {
+        try rewriter.supplyPrevious(previous)
+    }
+
+    /// Gives the next segment, arrived since the decryptor was made, before ``finish(emit:)``.
+    public func supplyNext(_ next: TransportStreamNeighbour) {
+        rewriter.supplyNext(next)
+    }
+
     /// Ends the segment: decrypts and emits the last PES packets.
     /// - Throws: ``SegmentCryptoError/malformedContainer(segment:detail:)`` when the segment is truncated (a partial
     ///   packet, a PES packet shorter than it declares) or lacks its PAT or PMT.

@@ -40,9 +40,14 @@ final class SampleAESTransportStreamRewriter {
     private let segment: String
     private let cipher: SampleAESBlockCipher
     /// Decryptor: the segments a PES packet may begin in or end in.
-    private let neighbours: TransportStreamNeighbours
+    @exclusivity(unchecked) private var neighbours: TransportStreamNeighbours
     /// A PES packet of this segment began in the previous one: the segmenter cuts inside PES packets.
     @exclusivity(unchecked) private var splitsPESPackets = false
+    /// Packets of protected PIDs that continue a PES packet of the previous segment, still downloading: each with the
+    /// output slot it keeps, handled once ``supplyPrevious(_:)`` gives that segment.
+    @exclusivity(unchecked) private var awaitingPrevious: [(slot: Int, packet: [UInt8], index: Int)] = []
+    /// The PIDs whose packets wait in ``awaitingPrevious``.
+    @exclusivity(unchecked) private var awaitingPIDs: Set<UInt16> = []
     @exclusivity(unchecked) private var framer = TransportPacketFramer()
     private let queue = TransportPacketQueue()
     @exclusivity(unchecked) private var packetIndex = 0
@@ -63,6 +68,8 @@ final class SampleAESTransportStreamRewriter {
 
     /// Encryptor: the H.264 PES packet after encryption and escaping (it grows, so it cannot be done in place).
     private let pesOutput = TransportStreamBuffer(capacity: 64 * 1024)
+    /// Decryptor: a NAL unit or audio frame split between two PES packets, joined to be decrypted.
+    private let mergeBuffer = TransportStreamBuffer(capacity: 64 * 1024)
     /// Decryptor: where the emulation prevention bytes of the NAL unit being decrypted are.
     @exclusivity(unchecked) private var emulationPreventionPositions: [Int] = []
     /// A packet that does not fit the slots of its PES packet, before it goes to the queue.
@@ -136,8 +143,53 @@ final class SampleAESTransportStreamRewriter {
         try emitReady(emit, final: true)
     }
 
+    /// Whether packets wait for the previous segment, still downloading, whose PES packets they continue.
+    var needsPreviousSegment: Bool { !awaitingPrevious.isEmpty && failure == nil }
+
+    /// Gives the previous segment once it has arrived, and handles the packets that waited for it.
+    func supplyPrevious(_ previous: TransportStreamNeighbour) throws {
+        if let failure { throw failure }
+        neighbours.previous = previous
+        neighbours.previousPending = false
+        let held = awaitingPrevious
+        awaitingPrevious = []
+        awaitingPIDs = []
+        let current = packetIndex
+        defer { packetIndex = current }
+        do throws(SegmentCryptoError) {
+            for item in held {
+                packetIndex = item.index
+                try item.packet.withUnsafeBufferPointer { (bytes) throws(SegmentCryptoError) in
+                    try handle(bytes.baseAddress!, slot: item.slot)
+                }
+            }
+        } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    /// Whether ``finish(emit:)`` would refuse as `neighbour_segment_pending`: the next segment is still downloading and a
+    /// PES packet open now may go on in it.
+    var needsNextSegment: Bool {
+        neighbours.nextPending && failure == nil && streams.contains { $0.inPES && ($0.declaredSize != 0 || splitsPESPackets) }
+    }
+
+    /// Gives the next segment once it has arrived, before ``finish(emit:)``.
+    func supplyNext(_ next: TransportStreamNeighbour) {
+        neighbours.next = next
+        neighbours.nextPending = false
+    }
+
     private func finishSegment() throws(SegmentCryptoError) {
         if !early.isEmpty { try handleEarlyPackets() }
+        if let first = awaitingPrevious.first {
+            throw .neighbourSegmentPending(
+                segment: segment,
+                detail: "packet \(first.index) on PID \(TransportStreamText.pid(NeighbourPacketScan.pid(first.packet))) continues a PES packet of "
+                    + "the previous segment, which is still downloading"
+            )
+        }
         guard framer.carriedCount == 0 else {
             throw malformed("the segment ends \(framer.carriedCount) bytes into packet \(packetIndex): it is truncated")
         }
@@ -154,7 +206,18 @@ final class SampleAESTransportStreamRewriter {
             if stream.inPES && neighbours.nextPending {
                 try checkEndsHere(stream)
             }
-            if stream.inPES { try completePES(stream) }
+            // The segment's end ends the last NAL unit.
+            if stream.inPES { try completePES(stream, nextStart: .startCode) }
+        }
+        for stream in streams where stream.held != nil {
+            if stream.codec == .h264, let next = neighbours.next, try nextSegmentContinuesNAL(stream, next) {
+                throw .unsupportedStream(
+                    segment: segment,
+                    detail:
+                        "the last NAL unit on PID \(TransportStreamText.pid(stream.pid)) goes on in a PES packet of the next segment, \(next.name)"
+                )
+            }
+            try writeHeldDecrypting(stream)
         }
         try resolvePendingProgramMaps(final: true)
     }
@@ -162,7 +225,11 @@ final class SampleAESTransportStreamRewriter {
     private func emitReady(_ emit: (UnsafeRawBufferPointer) throws -> Void, final: Bool) throws {
         var limit = queue.nextSequence
         if let first = early.first { limit = min(limit, first.slot) }
-        for stream in streams where stream.inPES { limit = min(limit, stream.firstQueuedSlot) }
+        if let first = awaitingPrevious.first { limit = min(limit, first.slot) }
+        for stream in streams {
+            if stream.inPES { limit = min(limit, stream.firstQueuedSlot) }
+            if let held = stream.held { limit = min(limit, held.firstQueuedSlot) }
+        }
         for pending in pendingProgramMaps { limit = min(limit, pending.slot) }
         let ready = limit - queue.firstSequence
         if ready > 0 && (final || limit == queue.nextSequence || ready * TransportPacketHeader.size >= emitThreshold) {
@@ -500,6 +567,23 @@ final class SampleAESTransportStreamRewriter {
         _ header: TransportPacketHeader,
         slot reserved: Int? = nil
     ) throws(SegmentCryptoError) {
+        if awaitingPIDs.contains(stream.pid)
+            || (neighbours.previousPending && neighbours.previous == nil && !stream.sawPayload && !stream.inPES && header.hasPayload
+                && !header.payloadUnitStart)
+        {
+            // It continues a PES packet of the previous segment, which is still downloading: it waits, in its place.
+            guard awaitingPrevious.count < Self.maximumEarlyPackets else {
+                throw .limitExceeded(
+                    segment: segment,
+                    detail: "more than \(Self.maximumEarlyPackets) packets wait for the previous segment, which is still downloading"
+                )
+            }
+            awaitingPIDs.insert(stream.pid)
+            awaitingPrevious.append(
+                (reserved ?? queue.reserve(), Array(UnsafeBufferPointer(start: packet, count: TransportPacketHeader.size)), packetIndex)
+            )
+            return
+        }
         if header.hasPayload {
             let counter = Int(header.continuityCounter)
             if stream.lastInputCounter >= 0 && !header.discontinuity {
@@ -528,15 +612,23 @@ final class SampleAESTransportStreamRewriter {
             )
         }
         if header.payloadUnitStart && header.hasPayload {
-            if stream.inPES { try completePES(stream) }
+            // Decryptor, video: whether this PES packet begins with a start code tells whether the last NAL unit of
+            // the one before ended with it.
+            let start = direction == .decrypt && stream.codec == .h264 ? payloadStart(packet, header) : .unknown
+            if stream.inPES {
+                try completePES(stream, nextStart: start)
+            } else if stream.held != nil, start == .startCode {
+                try writeHeldDecrypting(stream)
+            }
             stream.begin(packetIndex: packetIndex)
         }
         if !stream.inPES {
             guard header.hasPayload else {
                 // An adaptation field alone (a PCR, say) between PES packets: pass it on, in our counter sequence.
                 place(packet, in: reserved)
+                // The encryptor renumbers; the decryptor keeps every packet and so every counter as it came.
                 let slot = queue.slot(reserved ?? queue.nextSequence - 1)
-                if stream.nextOutputCounter >= 0 { slot[3] = (slot[3] & 0xF0) | stream.repeatedOutputCounter }
+                if direction == .encrypt && stream.nextOutputCounter >= 0 { slot[3] = (slot[3] & 0xF0) | stream.repeatedOutputCounter }
                 return
             }
             guard !stream.sawPayload, let previous = neighbours.previous else {
@@ -559,7 +651,7 @@ final class SampleAESTransportStreamRewriter {
         _ header: TransportPacketHeader,
         slot: Int
     ) throws(SegmentCryptoError) {
-        let ordinal = stream.addSlot(slot, carriesPayload: header.hasPayload)
+        let ordinal = stream.addSlot(slot, carriesPayload: header.hasPayload, counter: header.continuityCounter)
         let adaptationCount = try header.meaningfulAdaptationLength(in: packet, packetIndex: packetIndex, segment: segment)
         if adaptationCount > 0 {
             stream.recordAdaptation(ordinal: ordinal, bytes: packet + header.adaptationFieldStart, count: adaptationCount)
@@ -645,17 +737,18 @@ final class SampleAESTransportStreamRewriter {
     private func checkEndsHere(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
         let pid = TransportStreamText.pid(stream.pid)
         if stream.declaredSize != 0 {
-            throw .nextSegmentPending(
+            throw .neighbourSegmentPending(
                 segment: segment,
                 detail: "the PES packet on PID \(pid) starting at packet \(stream.firstPacketIndex) has \(stream.pes.count) "
                     + (stream.declaredSize > 0 ? "of its \(stream.declaredSize) bytes" : "bytes, not even its header")
+                    + ", and the next segment, which it goes on in, is still downloading"
             )
         }
         if splitsPESPackets {
-            throw .nextSegmentPending(
+            throw .neighbourSegmentPending(
                 segment: segment,
                 detail:
-                    "the segment begins inside a PES packet, so its last one, on PID \(pid) from packet \(stream.firstPacketIndex), may end in the next"
+                    "the segment begins inside a PES packet, so its last one, on PID \(pid) from packet \(stream.firstPacketIndex), may end in the next segment, which is still downloading"
             )
         }
     }
@@ -698,7 +791,7 @@ final class SampleAESTransportStreamRewriter {
     }
 
     /// Transforms the collected PES packet and writes it into its slots.
-    private func completePES(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
+    private func completePES(_ stream: ElementaryStreamRewrite, nextStart: PayloadStart = .unknown) throws(SegmentCryptoError) {
         let pes = stream.pes
         guard stream.declaredSize >= 0 else {
             throw malformed(
@@ -711,21 +804,15 @@ final class SampleAESTransportStreamRewriter {
             )
         }
         let headerSize = try PESHeader.headerSize(pes.base, count: pes.count, pid: stream.pid, packetIndex: stream.firstPacketIndex, segment: segment)
+        if direction == .decrypt {
+            try settleDecrypted(stream, headerSize: headerSize, nextStart: nextStart)
+            return
+        }
         let payload = pes.base + headerSize
         let payloadCount = pes.count - headerSize
         var output = pes
         switch (stream.codec, direction) {
-        case (.h264, .decrypt):
-            let decryptedCount = try SampleAESH264Transform.decrypt(
-                payload,
-                count: payloadCount,
-                cipher: stream.pesCipher ?? cipher,
-                emulationPrevention: &emulationPreventionPositions,
-                segment: segment,
-                pid: stream.pid
-            )
-            pes.count = headerSize + decryptedCount
-        case (.h264, .encrypt):
+        case (.h264, _):
             pesOutput.removeAll()
             pesOutput.append(pes.base, count: headerSize)
             try SampleAESH264Transform.encrypt(payload, count: payloadCount, into: pesOutput, cipher: cipher, segment: segment, pid: stream.pid)
@@ -755,13 +842,212 @@ final class SampleAESTransportStreamRewriter {
             }
         }
         try fixPESPacketLength(output, stream: stream)
-        if direction == .decrypt {
-            packetizeInPlace(stream, output)
-        } else {
-            packetize(stream, output)
-        }
+        packetize(stream, output)
         stream.end()
         if direction == .encrypt && stream.codec.isAudio { try resolvePendingProgramMaps(final: false) }
+    }
+
+    /// How a video PES packet's payload begins, seen in its first transport packet.
+    enum PayloadStart {
+        /// With a start code: the NAL unit before it ended with the PES packet before.
+        case startCode
+        /// With bytes of a NAL unit that began in the PES packet before.
+        case continuation
+        /// Not told by the first packet.
+        case unknown
+    }
+
+    /// How the PES packet that `packet` (a payload_unit_start) begins: after its header, zero bytes then `01` are a
+    /// start code; anything else continues a NAL unit.
+    private func payloadStart(_ packet: UnsafePointer<UInt8>, _ header: TransportPacketHeader) -> PayloadStart {
+        let p = packet + header.payloadOffset
+        let count = TransportPacketHeader.size - header.payloadOffset
+        guard count >= 9, p[0] == 0, p[1] == 0, p[2] == 1 else { return .unknown }
+        let start = 9 + Int(p[8])
+        var index = start
+        while index < count && p[index] == 0 { index += 1 }
+        guard index < count else { return .unknown }
+        return index - start >= 2 && p[index] == 1 ? .startCode : .continuation
+    }
+
+    /// Whether the next segment's first PES packet on the stream's PID begins inside a NAL unit (the held one's last).
+    private func nextSegmentContinuesNAL(_ stream: ElementaryStreamRewrite, _ next: TransportStreamNeighbour) throws(SegmentCryptoError) -> Bool {
+        var continues = false
+        _ = try NeighbourPacketScan(neighbour: next, segment: segment).head(of: stream.pid) { (packet) throws(SegmentCryptoError) -> Bool in
+            guard NeighbourPacketScan.startsUnit(packet) else { return true }
+            try packet.withUnsafeBufferPointer { (bytes) throws(SegmentCryptoError) in
+                let header = try TransportPacketHeader(parsing: bytes.baseAddress!, packetIndex: packetIndex, segment: segment)
+                continues = payloadStart(bytes.baseAddress!, header) == .continuation
+            }
+            return false
+        }
+        return continues
+    }
+
+    /// Decryptor: decrypts and writes a collected PES packet, first finishing the held one of its PID with the NAL unit
+    /// or audio frame that this one completes. A video PES packet is held in turn until the next one shows that its
+    /// last NAL unit ends with it (`nextStart`), an audio one when its last frame goes on.
+    private func settleDecrypted(_ stream: ElementaryStreamRewrite, headerSize: Int, nextStart: PayloadStart) throws(SegmentCryptoError) {
+        if stream.held != nil { try joinHeld(stream, headerSize: headerSize) }
+        let pes = stream.pes
+        let payload = pes.base + headerSize
+        let payloadCount = pes.count - headerSize
+        let clear = stream.clearPrefix
+        if stream.codec == .h264 {
+            guard nextStart == .startCode else {
+                stream.holdCurrent(headerSize: headerSize)
+                return
+            }
+            let decrypted = try SampleAESH264Transform.decrypt(
+                payload + clear,
+                count: payloadCount - clear,
+                cipher: stream.pesCipher ?? cipher,
+                emulationPrevention: &emulationPreventionPositions,
+                segment: segment,
+                pid: stream.pid
+            )
+            pes.count = headerSize + clear + decrypted
+        } else {
+            let done = try SampleAESAudioTransform.transform(
+                payload + clear,
+                count: payloadCount - clear,
+                codec: stream.codec,
+                cipher: stream.pesCipher ?? cipher,
+                segment: segment,
+                pid: stream.pid,
+                allowIncompleteTail: true
+            )
+            if clear + done < payloadCount {
+                stream.clearPrefix = clear + done
+                stream.holdCurrent(headerSize: headerSize)
+                return
+            }
+        }
+        try fixPESPacketLength(pes, stream: stream)
+        packetizeInPlace(stream.packetization, pid: stream.pid, pes)
+        stream.end()
+    }
+
+    /// Decryptor: the held PES packet of the stream ends with the start of a NAL unit or audio frame that the collected
+    /// one (`headerSize` bytes of header) goes on with, or with a whole one. Decrypts what the held packet holds, the
+    /// split NAL unit or frame across both (the collected one's part then counts as clear), and writes the held one.
+    private func joinHeld(_ stream: ElementaryStreamRewrite, headerSize: Int) throws(SegmentCryptoError) {
+        guard let held = stream.held else { return }
+        let pid = TransportStreamText.pid(stream.pid)
+        let payload = stream.pes.base + headerSize
+        let count = stream.pes.count - headerSize
+        let heldCipher = held.cipher ?? cipher
+        if stream.codec == .h264 {
+            let first = AnnexBScanner.startCode(in: payload, from: 0, end: count)
+            let lead = first ?? count
+            var continues = false
+            for index in 0..<lead where payload[index] != 0 {
+                continues = true
+                break
+            }
+            guard continues else {
+                try writeHeldDecrypting(stream)
+                return
+            }
+            guard first != nil else {
+                throw .unsupportedStream(
+                    segment: segment,
+                    detail: "a NAL unit on PID \(pid) from the PES packet at packet \(held.firstPacketIndex) runs across more than two PES packets"
+                )
+            }
+            mergeBuffer.removeAll()
+            mergeBuffer.append(held.payload + held.clearPrefix, count: held.payloadCount - held.clearPrefix)
+            let boundary = mergeBuffer.count
+            mergeBuffer.append(payload, count: lead)
+            var removed = 0
+            let merged = try SampleAESH264Transform.decrypt(
+                mergeBuffer.base,
+                count: mergeBuffer.count,
+                cipher: heldCipher,
+                emulationPrevention: &emulationPreventionPositions,
+                segment: segment,
+                pid: stream.pid,
+                boundary: boundary,
+                removedBeforeBoundary: &removed
+            )
+            let split = boundary - removed
+            held.pes.count = held.headerSize + held.clearPrefix
+            held.pes.append(mergeBuffer.base, count: split)
+            // The collected packet's part of the NAL unit, clear and without the bytes removed after the boundary.
+            let replacement = merged - split
+            TransportStreamBuffer.move(payload + replacement, payload + lead, count - lead)
+            payload.update(from: mergeBuffer.base + split, count: replacement)
+            stream.pes.count -= lead - replacement
+            stream.clearPrefix = replacement
+        } else {
+            let tail = held.payloadCount - held.clearPrefix
+            mergeBuffer.removeAll()
+            mergeBuffer.append(held.payload + held.clearPrefix, count: tail)
+            mergeBuffer.append(payload, count: min(count, 16))
+            guard let header = AudioFrameHeader.parse(mergeBuffer.base, available: mergeBuffer.count, codec: stream.codec) else {
+                throw malformed(
+                    "PID \(pid): the PES packet at packet \(held.firstPacketIndex) ends with \(tail) bytes that begin no \(stream.codec.frameName) frame"
+                )
+            }
+            let needed = header.frameLength - tail
+            guard needed > 0, needed <= count else {
+                throw .unsupportedStream(
+                    segment: segment,
+                    detail:
+                        "a \(stream.codec.frameName) frame on PID \(pid) from the PES packet at packet \(held.firstPacketIndex) runs across more than two PES packets"
+                )
+            }
+            mergeBuffer.count = tail
+            mergeBuffer.append(payload, count: needed)
+            try SampleAESAudioTransform.transform(
+                mergeBuffer.base,
+                count: mergeBuffer.count,
+                codec: stream.codec,
+                cipher: heldCipher,
+                segment: segment,
+                pid: stream.pid
+            )
+            (held.payload + held.clearPrefix).update(from: mergeBuffer.base, count: tail)
+            payload.update(from: mergeBuffer.base + tail, count: needed)
+            stream.clearPrefix = needed
+        }
+        try writeHeld(stream)
+    }
+
+    /// Decryptor: decrypts what the held PES packet of the stream still holds (its last NAL unit ends with it; an
+    /// audio frame cut short is refused) and writes it.
+    private func writeHeldDecrypting(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
+        guard let held = stream.held else { return }
+        let remaining = held.payloadCount - held.clearPrefix
+        if stream.codec == .h264 {
+            let decrypted = try SampleAESH264Transform.decrypt(
+                held.payload + held.clearPrefix,
+                count: remaining,
+                cipher: held.cipher ?? cipher,
+                emulationPrevention: &emulationPreventionPositions,
+                segment: segment,
+                pid: stream.pid
+            )
+            held.pes.count = held.headerSize + held.clearPrefix + decrypted
+        } else if remaining > 0 {
+            try SampleAESAudioTransform.transform(
+                held.payload + held.clearPrefix,
+                count: remaining,
+                codec: stream.codec,
+                cipher: held.cipher ?? cipher,
+                segment: segment,
+                pid: stream.pid
+            )
+        }
+        try writeHeld(stream)
+    }
+
+    /// Decryptor: writes the held PES packet, all clear now, into its slots.
+    private func writeHeld(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
+        guard let held = stream.held else { return }
+        try fixPESPacketLength(held.pes, stream: stream)
+        packetizeInPlace(held.packetization, pid: stream.pid, held.pes)
+        stream.dropHeld()
     }
 
     /// 2.4.3.7: a bounded PES_packet_length counts the bytes after it; the payload may have shrunk (decryption
@@ -824,10 +1110,11 @@ final class SampleAESTransportStreamRewriter {
     /// a shortfall becomes adaptation-field stuffing at the end. So the clear segment has the encrypted one's size
     /// and packet positions, and continuity counters come out as they went in: a PES packet split between two
     /// segments, cut here and in the neighbour alike, joins up when a player reads the segments one after the other.
-    private func packetizeInPlace(_ stream: ElementaryStreamRewrite, _ output: TransportStreamBuffer) {
-        let slots = stream.slots
-        let records = stream.adaptationRecords
-        let payloadless = stream.payloadlessOrdinals
+    private func packetizeInPlace(_ packets: PESPacketization, pid: UInt16, _ output: TransportStreamBuffer) {
+        let slots = packets.slots
+        let records = packets.records
+        let payloadless = packets.payloadless
+        let counters = packets.counters
         let total = output.count
         var payloadSlotsLeft = slots.count - payloadless.count
         var offset = 0
@@ -837,7 +1124,7 @@ final class SampleAESTransportStreamRewriter {
         for ordinal in 0..<slots.count {
             var adaptation = UnsafeRawBufferPointer(start: nil, count: 0)
             if recordIndex < records.count && records[recordIndex].ordinal == ordinal {
-                adaptation = stream.adaptation(records[recordIndex])
+                adaptation = packets.adaptation(records[recordIndex])
                 recordIndex += 1
             }
             var payloadCount = 0
@@ -853,9 +1140,10 @@ final class SampleAESTransportStreamRewriter {
             let slot = slots[ordinal]
             TransportPacketWriter.write(
                 into: slot == ElementaryStreamRewrite.phantomSlot ? extraPacket : queue.slot(slot),
-                pid: stream.pid,
+                pid: pid,
                 unitStart: payloadCount > 0 && unitStartPending,
-                continuityCounter: payloadCount > 0 ? stream.takeOutputCounter() : stream.repeatedOutputCounter,
+                // The input's counter: one packet out for each packet in, so they run on unbroken.
+                continuityCounter: counters[ordinal],
                 adaptation: adaptation,
                 payload: UnsafeRawBufferPointer(start: output.base + offset, count: payloadCount)
             )

@@ -30,13 +30,23 @@ public struct TransportStreamNeighbour: Sendable {
 public struct TransportStreamNeighbours: Sendable {
     public var previous: TransportStreamNeighbour?
     public var next: TransportStreamNeighbour?
+    /// A previous segment exists but is not at hand yet (still downloading): packets that continue one of its PES
+    /// packets wait for it (``SampleAESTransportStreamDecryptor/supplyPrevious(_:)``), or the segment is refused
+    /// (`neighbour_segment_pending`) at its end.
+    public var previousPending: Bool
     /// A next segment exists but is not at hand yet (still downloading): a PES packet left open at the end, which
-    /// may go on in it, is refused (`next_segment_pending`) rather than decrypted as if it ended with the segment.
+    /// may go on in it, is refused (`neighbour_segment_pending`) rather than decrypted as if it ended with the segment.
     public var nextPending: Bool
 
-    public init(previous: TransportStreamNeighbour? = nil, next: TransportStreamNeighbour? = nil, nextPending: Bool = false) {
+    public init(
+        previous: TransportStreamNeighbour? = nil,
+        next: TransportStreamNeighbour? = nil,
+        previousPending: Bool = false,
+        nextPending: Bool = false
+    ) {
         self.previous = previous
         self.next = next
+        self.previousPending = previousPending
         self.nextPending = nextPending
     }
 

@@ -36,8 +36,8 @@ extension TransportStreamNeighbour {
 extension PackageRendition {
     /// The stored SAMPLE-AES MPEG-TS segments before and after `segments[index]`, for PES packets split between
     /// segments: each only when it is stored whole, under SAMPLE-AES, in the same discontinuity sequence and with no
-    /// GAP between. `key` gives a segment's content key (nil when it is not at hand); `pendingNext` is set when a
-    /// next segment exists but is not stored yet (a download still running).
+    /// GAP between. `key` gives a segment's content key (nil when it is not at hand); `previousPending` and
+    /// `nextPending` are set for one that exists but is not stored yet (a download still running).
     public func transportStreamNeighbours(
         ofSegmentAt index: Int,
         in package: PackageDirectory,
@@ -59,11 +59,12 @@ extension PackageRendition {
         }
         neighbours.previous = neighbour(index - 1)
         neighbours.next = neighbour(index + 1)
-        if neighbours.next == nil, segments.indices.contains(index + 1), let next = segments[index + 1].file, next.size == nil,
-            segments[index + 1].discontinuitySequence == segments[index].discontinuitySequence
-        {
-            neighbours.nextPending = true
+        func pending(_ other: Int) -> Bool {
+            guard segments.indices.contains(other), let file = segments[other].file else { return false }
+            return file.size == nil && segments[other].discontinuitySequence == segments[index].discontinuitySequence
         }
+        neighbours.previousPending = neighbours.previous == nil && pending(index - 1)
+        neighbours.nextPending = neighbours.next == nil && pending(index + 1)
         return neighbours
     }
 }

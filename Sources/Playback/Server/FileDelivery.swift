@@ -102,11 +102,13 @@ struct SegmentStream: Sendable {
         }
     }
 
-    /// Whether the segment can be decrypted only once the next segment has arrived (`next_segment_pending`): a
-    /// SAMPLE-AES MPEG-TS segment cut inside a PES packet, at the edge of a running download. Decrypts the whole file
-    /// once and drops the output; false at once for any other segment.
-    func waitsForNextSegment() -> Bool {
-        guard let decryption, decryption.neighbours.nextPending, let transform = try? makeTransform(iv: decryption.iv) else {
+    /// Whether the segment can be decrypted only once a neighbouring segment has arrived (`neighbour_segment_pending`):
+    /// a SAMPLE-AES MPEG-TS segment cut inside a PES packet, beside a segment a running download has not stored yet.
+    /// Decrypts the whole file once and drops the output; false at once for any other segment.
+    func waitsForNeighbourSegment() -> Bool {
+        guard let decryption, decryption.neighbours.nextPending || decryption.neighbours.previousPending,
+            let transform = try? makeTransform(iv: decryption.iv)
+        else {
             return false
         }
         do {
@@ -114,7 +116,7 @@ struct SegmentStream: Sendable {
             try file.forEachChunk { chunk in try transform.process(chunk) { _ in } }
             try transform.finish { _ in }
         } catch let error as SegmentCryptoError {
-            return error.waitsForNextSegment
+            return error.waitsForNeighbourSegment
         } catch {
             return false
         }
@@ -179,9 +181,14 @@ struct SegmentStream: Sendable {
     ///
     /// - Throws: ``PlaybackError`` `segment_downloading` (stalled), `segment_modified`, `segment_checksum_mismatch`,
     ///   `decryption_failed`; or the writer's error when the player went away.
+    ///
+    /// A SAMPLE-AES MPEG-TS segment cut inside PES packets (a byte-count segmenter) needs its neighbours: packets that
+    /// continue a PES packet of the previous segment wait until `neighbours` gives that segment (it has landed), and
+    /// once the file is read, a PES packet left open waits for the next; each wait at most `stall`.
     func streamArriving(
         into writer: inout any ResponseBodyWriter,
         landed: @Sendable () -> (size: Int64, sha256: String)?,
+        neighbours: @Sendable () -> TransportStreamNeighbours = { .none },
         poll: Duration,
         stall: Duration,
         chunkSize: Int,
@@ -222,11 +229,46 @@ struct SegmentStream: Sendable {
             progressed = ContinuousClock.now
             offset += Int64(chunk.count)
             try await feed(chunk, to: &output, into: &writer, firstByte: firstByte)
+            if let decryptor = output.transform as? SampleAESTransportStreamDecryptor, decryptor.needsPreviousSegment,
+                let previous = neighbours().previous
+            {
+                try supply { try decryptor.supplyPrevious(previous) }
+            }
+        }
+        if let decryptor = output.transform as? SampleAESTransportStreamDecryptor {
+            let waitStarted = ContinuousClock.now
+            while decryptor.needsPreviousSegment || decryptor.needsNextSegment {
+                let now = neighbours()
+                if decryptor.needsPreviousSegment, let previous = now.previous {
+                    try supply { try decryptor.supplyPrevious(previous) }
+                } else if !decryptor.needsPreviousSegment, decryptor.needsNextSegment, let next = now.next {
+                    decryptor.supplyNext(next)
+                } else {
+                    guard ContinuousClock.now - waitStarted < stall else {
+                        throw PlaybackError.segmentDownloading(assetId: assetId, path: path, waited: Self.seconds(since: started))
+                    }
+                    try await Task.sleep(for: poll)
+                }
+            }
         }
         guard try finish(&output) == done?.sha256.lowercased() else {
             throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
         }
         return try await output.release(into: &writer, firstByte: firstByte)
+    }
+
+    /// Runs a neighbour's supply to the decryptor, its failure a `decryption_failed`.
+    private func supply(_ body: () throws -> Void) throws(PlaybackError) {
+        do {
+            try body()
+        } catch {
+            throw .decryptionFailed(assetId: assetId, path: file.path, detail: "\(error)")
+        }
+    }
+
+    private static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = ContinuousClock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
     /// Hashes and decrypts the next chunk of the file into `output`, and sends what the previous chunk gave.

@@ -200,9 +200,11 @@ struct PlaybackResponder: HTTPResponder {
                 )
             case .segment:
                 var prepared = try segmentStream(role, initRole: initRole)
-                if prepared.waitsForNextSegment(), let next = nextSegment(of: role) {
-                    // Cut inside a PES packet that the next segment, still downloading, finishes: wait for it.
-                    _ = try await landed(next)
+                if prepared.waitsForNeighbourSegment() {
+                    // Cut inside a PES packet that a neighbouring segment, still downloading, begins or finishes.
+                    for neighbour in [segment(besides: role, offset: -1), segment(besides: role, offset: 1)].compactMap({ $0 }) {
+                        _ = try await landed(neighbour)
+                    }
                     prepared = try segmentStream(role, initRole: initRole)
                 }
                 let plan = prepared
@@ -328,11 +330,11 @@ struct PlaybackResponder: HTTPResponder {
         return rendition.transportStreamNeighbours(ofSegmentAt: index, in: authorization.package) { authorization.keys[$0.keyId] }
     }
 
-    /// The role of the segment after `role`'s in its rendition.
-    private func nextSegment(of role: FileRole) -> FileRole? {
+    /// The role of the segment `offset` places from `role`'s in its rendition.
+    private func segment(besides role: FileRole, offset: Int) -> FileRole? {
         guard let index = role.segmentIndex, authorization.renditions.indices.contains(role.renditionIndex) else { return nil }
         let segments = authorization.renditions[role.renditionIndex].segments
-        guard segments.indices.contains(index + 1), let path = segments[index + 1].file?.path else { return nil }
+        guard segments.indices.contains(index + offset), let path = segments[index + offset].file?.path else { return nil }
         return authorization.files[path]
     }
 
@@ -422,6 +424,9 @@ struct PlaybackResponder: HTTPResponder {
         let download = authorization.download
         let path = role.file.path
         let (stall, chunkSize) = (downloadWait, self.chunkSize)
+        // The neighbouring segments as they land, for PES packets split between segments.
+        let responder = self
+        let neighbours: @Sendable () -> TransportStreamNeighbours = { responder.neighbours(of: role) }
         let headers: HTTPFields = [.contentType: Self.contentType(of: path, kind: rendition.kind), .cacheControl: "no-store"]
         return Response(
             status: .ok,
@@ -431,6 +436,7 @@ struct PlaybackResponder: HTTPResponder {
                     let bytes = try await plan.streamArriving(
                         into: &writer,
                         landed: { download?.completedFile(path) },
+                        neighbours: neighbours,
                         poll: Self.arrivingPoll,
                         stall: stall,
                         chunkSize: chunkSize,

@@ -140,9 +140,43 @@ struct SampleAESSplitPESTests {
         let error = #expect(throws: SegmentCryptoError.self) {
             try split.decrypt(1, neighbours: TransportStreamNeighbours(previous: split.neighbour(0), nextPending: true))
         }
-        #expect(error?.code == "next_segment_pending")
-        #expect(error?.waitsForNextSegment == true)
+        #expect(error?.code == "neighbour_segment_pending")
+        #expect(error?.waitsForNeighbourSegment == true)
         #expect(error?.message.contains("still downloading") == true)
+    }
+
+    @Test("with the previous segment still downloading, continuing packets wait in place until it is given", arguments: spanning)
+    func previousPending(_ split: Split) throws {
+        let expected = try split.decrypt(1, neighbours: split.neighbours(of: 1))
+        let input = try Array(Data(contentsOf: split.segments[1]))
+        let decryptor = try SampleAESTransportStreamDecryptor(
+            key: split.key,
+            iv: split.iv,
+            segment: "split_2.ts",
+            promptOutput: true,
+            neighbours: TransportStreamNeighbours(next: split.neighbour(2), previousPending: true)
+        )
+        var output: [UInt8] = []
+        try input.withUnsafeBytes { try decryptor.process($0) { output += $0 } }
+        #expect(decryptor.needsPreviousSegment)
+        // Nothing from the first waiting packet on has gone out.
+        #expect(output.count < expected.count)
+        #expect(output == Array(expected.prefix(output.count)))
+        try decryptor.supplyPrevious(split.neighbour(0))
+        #expect(!decryptor.needsPreviousSegment)
+        try decryptor.finish { output += $0 }
+        #expect(output == expected)
+
+        let unsupplied = try SampleAESTransportStreamDecryptor(
+            key: split.key,
+            iv: split.iv,
+            segment: "split_2.ts",
+            neighbours: TransportStreamNeighbours(next: split.neighbour(2), previousPending: true)
+        )
+        try input.withUnsafeBytes { try unsupplied.process($0) { _ in } }
+        let error = #expect(throws: SegmentCryptoError.self) { try unsupplied.finish { _ in } }
+        #expect(error?.code == "neighbour_segment_pending")
+        #expect(error?.message.contains("the previous segment, which is still downloading") == true, "\(String(describing: error))")
     }
 
     @Test("a neighbour that does not continue the segment is refused: continuity counters must join up")
@@ -188,5 +222,152 @@ struct SampleAESSplitPESTests {
         let wrong = try split.decrypt(1, neighbours: TransportStreamNeighbours(previous: split.neighbour(0, key: wrongKey), next: split.neighbour(2)))
         #expect(wrong.count == right.count)
         #expect(wrong != right, "the lead-in's PES packet must be decrypted with the previous segment's key")
+    }
+}
+
+/// SAMPLE-AES transport streams whose NAL units and audio frames span PES packets, as muxers that cut PES packets by
+/// size write them: Shaka Packager's SAMPLE-AES segments with their elementary streams packed into PES packets again by
+/// `Fixtures/media/repack-pes.py` (`shaka/ts-sample-aes-multislice-repacked`). Each segment's elementary stream,
+/// decrypted, equals Shaka's clear twin's.
+@Suite("SAMPLE-AES TS with NAL units and audio frames split between PES packets")
+struct SampleAESRepackedPESTests {
+    static let directory = TransportStreamFixtures.media.appendingPathComponent("shaka/ts-sample-aes-multislice-repacked")
+    static let twin = TransportStreamFixtures.media.appendingPathComponent("shaka/ts-clear-multislice")
+    static let segments = ["video", "audio"].flatMap { kind in (1...3).map { "\(kind)_\($0).ts" } }
+
+    static func decrypt(_ name: String, chunk: Int = 4096) throws -> [UInt8] {
+        let split = SampleAESSplitPESTests.Split(name: "multislice", kind: "video")
+        let decryptor = try SampleAESTransportStreamDecryptor(key: split.key, iv: split.iv, segment: name)
+        let input = try Array(Data(contentsOf: directory.appendingPathComponent("repacked_\(name)")))
+        var output: [UInt8] = []
+        var offset = 0
+        while offset < input.count {
+            let end = min(input.count, offset + chunk)
+            try input[offset..<end].withUnsafeBytes { try decryptor.process($0) { output += $0 } }
+            offset = end
+        }
+        try decryptor.finish { output += $0 }
+        #expect(output.count == input.count, "\(name) keeps its size")
+        return output
+    }
+
+    /// The media PID's PES payloads, in order.
+    static func payloads(_ segment: [UInt8]) -> [[UInt8]] {
+        let packets = TransportStreamTestMuxing.pesPackets(segment)
+        let media = packets.max { $0.value.count < $1.value.count }!.key
+        return packets[media]!.map(TransportStreamTestMuxing.pesPayload)
+    }
+
+    @Test("the fixtures split NAL units and frames: a PES payload begins inside one", arguments: segments)
+    func fixturesSplit(_ name: String) throws {
+        let encrypted = try Array(Data(contentsOf: Self.directory.appendingPathComponent("repacked_\(name)")))
+        let continuing = Self.payloads(encrypted).filter { payload in
+            name.hasPrefix("video") ? !(payload.starts(with: [0, 0, 1]) || payload.starts(with: [0, 0, 0, 1])) : payload.first != 0xFF
+        }
+        #expect(continuing.count >= 10, "\(name): \(continuing.count) PES payloads begin inside a NAL unit or frame")
+    }
+
+    @Test("decrypted, each segment's elementary stream equals the clear twin's, in as many PES packets", arguments: segments)
+    func elementaryStreamEqualsTwin(_ name: String) throws {
+        let clear = Self.payloads(try Array(Data(contentsOf: Self.twin.appendingPathComponent(name))))
+        let decrypted = Self.payloads(try Self.decrypt(name))
+        #expect(decrypted.count == clear.count)
+        #expect(decrypted.flatMap { $0 } == clear.flatMap { $0 }, "\(name): the decrypted elementary stream differs from the twin's")
+    }
+
+    /// The outer emulation prevention bytes of an encrypted elementary stream (every `00 00 03` of a protected NAL unit:
+    /// type 1 or 5, longer than 48 bytes), by the position of their `03`.
+    static func outerEscapes(_ es: [UInt8]) -> [Int] {
+        var starts: [Int] = []
+        var index = 0
+        while index + 2 < es.count {
+            if es[index] == 0, es[index + 1] == 0, es[index + 2] == 1 {
+                starts.append(index + 3)
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        var escapes: [Int] = []
+        for (n, start) in starts.enumerated() {
+            var end = n + 1 < starts.count ? starts[n + 1] - 3 : es.count
+            while end > start && es[end - 1] == 0 { end -= 1 }
+            guard end - start > 48, [1, 5].contains(es[start] & 0x1F) else { continue }
+            var i = start
+            while i + 2 < end {
+                if es[i] == 0, es[i + 1] == 0, es[i + 2] == 3 {
+                    escapes.append(i + 2)
+                    i += 3
+                } else {
+                    i += 1
+                }
+            }
+        }
+        return escapes
+    }
+
+    @Test("a NAL unit split after an emulation prevention byte: each PES packet keeps its own part, less its own escapes")
+    func splitPointsFollowTheEscapes() throws {
+        var cutAfterEscape = 0
+        for number in 1...3 {
+            let name = "video_\(number).ts"
+            let encrypted = Self.payloads(try Array(Data(contentsOf: Self.directory.appendingPathComponent("repacked_\(name)"))))
+            let escapes = Self.outerEscapes(encrypted.flatMap { $0 })
+            let decrypted = Self.payloads(try Self.decrypt(name))
+            var boundary = 0
+            var expected: [Int] = []
+            for payload in encrypted {
+                let end = boundary + payload.count
+                expected.append(payload.count - escapes.filter { $0 >= boundary && $0 < end }.count)
+                if escapes.contains(where: { $0 >= end - 1 && $0 < end }) || escapes.contains(where: { $0 < end && $0 >= end - 2 }) {
+                    cutAfterEscape += 1
+                }
+                boundary = end
+            }
+            #expect(decrypted.map(\.count) == expected, "\(name): PES payload sizes after decryption")
+        }
+        #expect(cutAfterEscape >= 3, "the fixture should cut NAL units right after an escape")
+    }
+
+    @Test("a NAL unit split between PES packets in different segments is refused in both, naming the next segment")
+    func nalAcrossPESAndSegments() throws {
+        let joined = try (1...3).flatMap { try Array(Data(contentsOf: Self.directory.appendingPathComponent("repacked_video_\($0).ts"))) }
+        let media = SampleAESSplitPESTests.mediaPID(joined)
+        // A cut at the first packet of a PES packet that begins inside a NAL unit, past the first segment's PSI.
+        var cut = 20 * 188
+        while cut < joined.count {
+            let payload = cut + 4 + (joined[cut + 3] & 0x20 != 0 ? 1 + Int(joined[cut + 4]) : 0)
+            if SampleAESSplitPESTests.pid(joined, at: cut) == media, joined[cut + 1] & 0x40 != 0 {
+                let start = payload + 9 + Int(joined[payload + 8])
+                if !(joined[start] == 0 && joined[start + 1] == 0) { break }
+            }
+            cut += 188
+        }
+        try #require(cut < joined.count)
+        let first = Array(joined[0..<cut])
+        let second = Array(joined[cut...])
+        let split = SampleAESSplitPESTests.Split(name: "multislice", kind: "video")
+        let next = TransportStreamNeighbour(name: "second.ts", key: split.key, iv: split.iv, size: second.count) { offset, count in
+            Array(second[min(offset, second.count)..<min(offset + count, second.count)])
+        }
+        let decryptor = try SampleAESTransportStreamDecryptor(
+            key: split.key,
+            iv: split.iv,
+            segment: "first.ts",
+            neighbours: TransportStreamNeighbours(next: next)
+        )
+        let error = #expect(throws: SegmentCryptoError.self) {
+            try first.withUnsafeBytes { try decryptor.process($0) { _ in } }
+            try decryptor.finish { _ in }
+        }
+        #expect(error?.code == "unsupported_stream")
+        #expect(error?.detail.contains("goes on in a PES packet of the next segment, second.ts") == true, "\(String(describing: error))")
+    }
+
+    @Test("chunks of 1 and 188 bytes give the whole segment's output", arguments: ["video_1.ts", "audio_2.ts"])
+    func chunkSizes(_ name: String) throws {
+        let whole = try Self.decrypt(name, chunk: 1 << 20)
+        #expect(try Self.decrypt(name, chunk: 1) == whole)
+        #expect(try Self.decrypt(name, chunk: 188) == whole)
     }
 }
