@@ -174,4 +174,61 @@ struct KeyMethodTests {
         }
         await library.close()
     }
+    @Test("an online variant whose key is inline (data:) streams from the source beside the stored one, equal to the clear twin")
+    func onlineVariantWithInlineKey() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let root = fixture.originRoot.appendingPathComponent("inline")
+        let stored = (0..<16).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 3) }
+        let online = (0..<16).map { UInt8(truncatingIfNeeded: $0 &* 53 &+ 7) }
+        try await Self.encrypt(
+            stored,
+            method: "AES-128",
+            keyURI: Self.keyURI(.aes128InlinePercent, key: stored),
+            into: root.appendingPathComponent("hi")
+        )
+        try await Self.encrypt(
+            online,
+            method: "AES-128",
+            keyURI: Self.keyURI(.aes128InlinePercent, key: online),
+            into: root.appendingPathComponent("lo")
+        )
+        let master = """
+            #EXTM3U
+            #EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=192x108,CODECS="avc1.4d400b,mp4a.40.2"
+            hi/index.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=192x108,CODECS="avc1.4d400b,mp4a.40.2"
+            lo/index.m3u8
+
+            """
+        try Data(master.utf8).write(to: root.appendingPathComponent("master.m3u8"))
+        let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+        try await fixture.withServers { origin, _ in
+            let request = DownloadRequest(url: origin.appendingPathComponent("inline/master.m3u8").absoluteString, assetId: "inline")
+            let manifest = try await library.download(request).result()
+            #expect(manifest.renditions.map(\.bandwidth) == [900_000], "the higher variant is stored")
+            let playback = try await library.play(assetId: "inline")
+            do {
+                #expect(playback.onlineRenditions.count == 1, "\(playback.onlineRenditions)")
+                let served = try await Self.get(playback.address.sessionMultivariantURL)
+                let text = String(decoding: served.body, as: UTF8.self)
+                let onlinePath = try #require(text.split(separator: "\n").first { $0.contains("/online-") && $0.hasSuffix(".m3u8") })
+                let playlistURL = try #require(URL(string: String(onlinePath), relativeTo: playback.address.sessionMultivariantURL)?.absoluteURL)
+                let playlist = String(decoding: try await Self.get(playlistURL).body, as: UTF8.self)
+                #expect(!playlist.contains("EXT-X-KEY") && !playlist.contains("data:"), "the served playlist names no key")
+                let segments = playlist.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+                #expect(segments.count == 3)
+                for (index, segment) in segments.enumerated() {
+                    let body = try await Self.get(try #require(URL(string: String(segment), relativeTo: playlistURL)?.absoluteURL))
+                    #expect(body.status == 200)
+                    #expect(body.body == Array(try Data(contentsOf: Self.clear.appendingPathComponent("seg_\(index).ts"))), "online segment \(index)")
+                }
+            } catch {
+                await playback.stop()
+                throw error
+            }
+            await playback.stop()
+        }
+        await library.close()
+    }
 }
