@@ -18,7 +18,9 @@ swift build --build-tests
 echo "==> swift test"
 # The fleet key server's store runs against a real PostgreSQL, started once for the whole run.
 stowage_start_postgres
-swift test --skip-build
+# Line-buffered, so that the log shows which tests are running at any moment (a test that never ends is then named by
+# the log alone; see docs/RELIABILITY.md).
+stdbuf -oL -eL swift test --skip-build
 
 echo "==> fault soak (10 kills of the CLI, 10 of the service)"
 # The same debug build the tests used; scripts/soak.sh 50 is the documented long run (docs/RELIABILITY.md).
