@@ -208,8 +208,9 @@ def main():
                     ended_alone = False
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
-            if not ended_alone and args.mode == "service" and download_state(stowage, env) == "completed":
-                # The service finished the download before it was killed: check it, start over, aim sooner.
+            if not ended_alone and download_state(stowage, env) == "completed":
+                # The download was finished (and recorded) before the kill landed, the CLI or the service only not yet
+                # exited: check it, start over, aim sooner.
                 outcome["completedBeforeKill"] += 1
                 check_package(stowage, env, home, origin)
                 span = max(0.5, span * 0.7)
