@@ -47,16 +47,7 @@ struct SampleAESSplitPESTests {
                 segment: segments[index].lastPathComponent,
                 neighbours: neighbours
             )
-            let input = try Array(Data(contentsOf: segments[index]))
-            var output: [UInt8] = []
-            var offset = 0
-            while offset < input.count {
-                let end = min(input.count, offset + chunk)
-                try input[offset..<end].withUnsafeBytes { try decryptor.process($0) { output += $0 } }
-                offset = end
-            }
-            try decryptor.finish { output += $0 }
-            return output
+            return try TransportStreamFixtures.run(decryptor, Array(Data(contentsOf: segments[index])), chunkSize: chunk)
         }
     }
 
@@ -239,14 +230,7 @@ struct SampleAESRepackedPESTests {
         let split = SampleAESSplitPESTests.Split(name: "multislice", kind: "video")
         let decryptor = try SampleAESTransportStreamDecryptor(key: split.key, iv: split.iv, segment: name)
         let input = try Array(Data(contentsOf: directory.appendingPathComponent("repacked_\(name)")))
-        var output: [UInt8] = []
-        var offset = 0
-        while offset < input.count {
-            let end = min(input.count, offset + chunk)
-            try input[offset..<end].withUnsafeBytes { try decryptor.process($0) { output += $0 } }
-            offset = end
-        }
-        try decryptor.finish { output += $0 }
+        let output = try TransportStreamFixtures.run(decryptor, input, chunkSize: chunk)
         #expect(output.count == input.count, "\(name) keeps its size")
         return output
     }
