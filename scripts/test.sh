@@ -18,9 +18,9 @@ swift build --build-tests
 echo "==> swift test"
 # The fleet key server's store runs against a real PostgreSQL, started once for the whole run.
 stowage_start_postgres
-# Line-buffered, so that the log shows which tests are running at any moment (a test that never ends is then named by
-# the log alone; see docs/RELIABILITY.md).
-stdbuf -oL -eL swift test --skip-build
+# Line-buffered, so that the log shows which tests are running at any moment; a run that prints nothing for 10 minutes
+# has a test that never ends, and the watchdog names it and fails the run (docs/RELIABILITY.md).
+stdbuf -oL -eL python3 scripts/test-watchdog.py "${STOWAGE_TEST_QUIET_LIMIT:-600}" stdbuf -oL -eL swift test --skip-build
 
 echo "==> fault soak (10 kills of the CLI, 10 of the service)"
 # The same debug build the tests used; scripts/soak.sh 50 is the documented long run (docs/RELIABILITY.md).

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Runs a command (the test suite), copying its output to ours, and ends it when it goes quiet.
+
+    test-watchdog.py SECONDS COMMAND...
+
+Swift Testing prints a line whenever a test starts or ends, so a suite that prints nothing for SECONDS has a test that
+never ends (docs/RELIABILITY.md: an awaited continuation that is never resumed). Then this prints the tests that
+started and did not end, kills the command's process group, and exits 124, so that CI fails at once and names the
+test instead of waiting for its own time limit. Otherwise it exits with the command's status.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+
+def main():
+    quiet_limit = float(sys.argv[1])
+    command = sys.argv[2:]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    last_output = [time.monotonic()]
+    running = {}
+
+    def copy():
+        for raw in iter(process.stdout.readline, b""):
+            last_output[0] = time.monotonic()
+            sys.stdout.buffer.write(raw)
+            sys.stdout.buffer.flush()
+            line = raw.decode("utf-8", "replace").strip()
+            started = re.match(r"◇ Test (.+) started\.$", line)
+            if started:
+                running[started.group(1)] = time.monotonic()
+                continue
+            ended = re.match(r"[✔✘] Test (.+?) (?:with \d+ test cases? )?(?:passed|failed) after", line)
+            if ended:
+                running.pop(ended.group(1), None)
+
+    reader = threading.Thread(target=copy, daemon=True)
+    reader.start()
+    while process.poll() is None:
+        time.sleep(5)
+        if time.monotonic() - last_output[0] > quiet_limit and process.poll() is None:
+            now = time.monotonic()
+            print(f"\ntest-watchdog: no output for {quiet_limit:.0f} s; tests that started and did not end:", flush=True)
+            for name, began in sorted(running.items(), key=lambda item: item[1]):
+                if name != "run":
+                    print(f"  {name} (for {now - began:.0f} s)", flush=True)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            sys.exit(124)
+    reader.join(timeout=10)
+    sys.exit(process.returncode)
+
+
+if __name__ == "__main__":
+    main()
