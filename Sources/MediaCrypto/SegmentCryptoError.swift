@@ -72,8 +72,6 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
     public static func neighbourSegmentPending(segment: String, detail: String) -> Self {
         .init(.neighbourSegmentPending, segment: segment, detail: detail)
     }
-    /// Whether the failure passes once a neighbouring segment has arrived (`neighbour_segment_pending`).
-    public var waitsForNeighbourSegment: Bool { _code == .neighbourSegmentPending }
     /// Any other failure reported by the cipher.
     public static func cryptoFailure(segment: String) -> Self { .init(.cryptoFailure, segment: segment) }
 }

@@ -89,10 +89,17 @@ public enum SegmentCryptography {
             }
             return try fragmentDecryptor(initSection: initSection, key: key, iv: iv, scheme: "cenc", method: method, segment: segment)
         }
-        if method == .sampleAES, container == .transportStream {
-            return try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment, promptOutput: promptOutput, neighbours: neighbours)
-        }
-        return try transform(.decrypt, method: method, container: container, key: key, iv: iv, initSection: initSection, segment: segment)
+        return try transform(
+            .decrypt,
+            method: method,
+            container: container,
+            key: key,
+            iv: iv,
+            initSection: initSection,
+            segment: segment,
+            promptOutput: promptOutput,
+            neighbours: neighbours
+        )
     }
 
     /// An encryptor for one media segment (the inverse of ``decryptor(method:container:key:iv:initSection:segment:)``).
@@ -136,7 +143,9 @@ public enum SegmentCryptography {
         key: SecretBytes,
         iv: [UInt8],
         initSection: CBCSInitSection?,
-        segment: String
+        segment: String,
+        promptOutput: Bool = false,
+        neighbours: TransportStreamNeighbours = .none
     ) throws(SegmentCryptoError) -> any SegmentTransform {
         switch method {
         case .aes128:
@@ -149,7 +158,7 @@ public enum SegmentCryptography {
             switch container {
             case .transportStream:
                 return direction == .decrypt
-                    ? try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment)
+                    ? try SampleAESTransportStreamDecryptor(key: key, iv: iv, segment: segment, promptOutput: promptOutput, neighbours: neighbours)
                     : try SampleAESTransportStreamEncryptor(key: key, iv: iv, segment: segment)
             case .fragmentedMP4:
                 guard let initSection else {

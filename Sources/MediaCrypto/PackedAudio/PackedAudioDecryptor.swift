@@ -120,8 +120,7 @@ public final class PackedAudioDecryptor: SegmentTransform {
                     codec: codec,
                     cipher: cipher,
                     segment: segment,
-                    pid: 0,
-                    firstFrame: { _, _ in }
+                    pid: 0
                 )
             }
             frameCount += 1

@@ -50,7 +50,8 @@ final class ElementaryStreamRewrite {
     @exclusivity(unchecked) var lastInputCounter = -1
     /// Whether the last payload packet was already repeated once (2.4.3.3 allows one duplicate).
     @exclusivity(unchecked) var sawDuplicate = false
-    /// The output continuity_counter of the next payload packet, -1 until the first input packet gives it.
+    /// Encryptor: the output continuity_counter of the next payload packet, -1 until the first input packet gives it
+    /// (the decryptor writes each packet's input counter back, ``counters``).
     @exclusivity(unchecked) var nextOutputCounter = -1
 
     /// Encryptor, audio: the audio setup information derived from the stream's first frame.
@@ -144,7 +145,6 @@ final class ElementaryStreamRewrite {
     /// The collected PES packet as ``PESPacketization`` sees it.
     var packetization: PESPacketization {
         PESPacketization(
-            pid: pid,
             slots: slots,
             payloadless: payloadlessOrdinals,
             records: adaptationRecords,
@@ -209,14 +209,13 @@ final class HeldPES {
     var payloadCount: Int { pes.count - headerSize }
 
     var packetization: PESPacketization {
-        PESPacketization(pid: 0, slots: slots, payloadless: payloadless, records: records, adaptationBytes: adaptationBytes, counters: counters)
+        PESPacketization(slots: slots, payloadless: payloadless, records: records, adaptationBytes: adaptationBytes, counters: counters)
     }
 }
 
 /// What the decryptor's packetization needs of a PES packet: its input packets' slots, adaptation fields, payload-less
 /// ordinals and continuity counters.
 struct PESPacketization {
-    var pid: UInt16
     let slots: [Int]
     let payloadless: [Int]
     let records: [ElementaryStreamRewrite.AdaptationRecord]

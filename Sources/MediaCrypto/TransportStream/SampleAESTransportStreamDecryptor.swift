@@ -7,8 +7,8 @@ public import StowageCrypto
 /// E-AC-3). Their PES packets are reassembled per PID, decrypted (H.264 NAL units of type 1 and 5 after removing the
 /// outer layer of emulation prevention; every audio frame), and repacketized; the PMT gets the clear stream types
 /// back (0x1B, 0x0F, 0x81, 0x87) without the SAMPLE-AES descriptors and with a new CRC. PES_packet_length, PTS and
-/// DTS, PCRs and random-access flags are kept (PES_packet_length corrected where the payload shrank), continuity
-/// counters are renumbered without gaps, and every other PID passes through untouched.
+/// DTS, PCRs, random-access flags and continuity counters are kept (PES_packet_length corrected where the payload
+/// shrank), and every other PID passes through untouched.
 ///
 /// The clear segment has the encrypted one's size, and every packet stays where it was: a PES packet that shrank
 /// (the emulation prevention bytes removed) ends in adaptation-field stuffing rather than in fewer packets.

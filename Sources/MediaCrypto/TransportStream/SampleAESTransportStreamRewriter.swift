@@ -172,7 +172,13 @@ final class SampleAESTransportStreamRewriter {
     /// Whether ``finish(emit:)`` would refuse as `neighbour_segment_pending`: the next segment is still downloading and a
     /// PES packet open now may go on in it.
     var needsNextSegment: Bool {
-        neighbours.nextPending && failure == nil && streams.contains { $0.inPES && ($0.declaredSize != 0 || splitsPESPackets) }
+        neighbours.nextPending && failure == nil && streams.contains { $0.inPES && mayGoOnInNext($0) }
+    }
+
+    /// Whether a PES packet open at the end may go on in the next segment: a bounded one that is not complete, or an
+    /// unbounded one (video, PES_packet_length 0) when the segmenter splits PES packets, as this segment's start showed.
+    private func mayGoOnInNext(_ stream: ElementaryStreamRewrite) -> Bool {
+        stream.declaredSize != 0 || splitsPESPackets
     }
 
     /// Gives the next segment once it has arrived, before ``finish(emit:)``.
@@ -714,7 +720,6 @@ final class SampleAESTransportStreamRewriter {
                 if header.hasPayload {
                     let current = Int(header.continuityCounter)
                     if current == lastCounter { return }  // 2.4.3.3: a duplicate.
-                    if lastCounter < 0 { stream.nextOutputCounter = current }
                     lastCounter = current
                 }
                 try collect(stream, base, header, slot: ElementaryStreamRewrite.phantomSlot)
@@ -731,10 +736,10 @@ final class SampleAESTransportStreamRewriter {
         }
     }
 
-    /// With the next segment still downloading: refuses a PES packet open at the end unless it surely ends here.
-    /// A bounded one ends here only when complete; an unbounded one (video, PES_packet_length 0) is taken to end
-    /// here unless the segmenter is one that splits PES packets, as this segment's start showed.
+    /// With the next segment still downloading: refuses a PES packet open at the end that may go on in it
+    /// (``mayGoOnInNext(_:)``).
     private func checkEndsHere(_ stream: ElementaryStreamRewrite) throws(SegmentCryptoError) {
+        guard mayGoOnInNext(stream) else { return }
         let pid = TransportStreamText.pid(stream.pid)
         if stream.declaredSize != 0 {
             throw .neighbourSegmentPending(
@@ -744,13 +749,11 @@ final class SampleAESTransportStreamRewriter {
                     + ", and the next segment, which it goes on in, is still downloading"
             )
         }
-        if splitsPESPackets {
-            throw .neighbourSegmentPending(
-                segment: segment,
-                detail:
-                    "the segment begins inside a PES packet, so its last one, on PID \(pid) from packet \(stream.firstPacketIndex), may end in the next segment, which is still downloading"
-            )
-        }
+        throw .neighbourSegmentPending(
+            segment: segment,
+            detail:
+                "the segment begins inside a PES packet, so its last one, on PID \(pid) from packet \(stream.firstPacketIndex), may end in the next segment, which is still downloading"
+        )
     }
 
     /// Collects the rest of a PES packet still open at the end of the segment from the next segment, up to the next
@@ -811,19 +814,19 @@ final class SampleAESTransportStreamRewriter {
         let payload = pes.base + headerSize
         let payloadCount = pes.count - headerSize
         var output = pes
-        switch (stream.codec, direction) {
-        case (.h264, _):
+        switch stream.codec {
+        case .h264:
             pesOutput.removeAll()
             pesOutput.append(pes.base, count: headerSize)
             try SampleAESH264Transform.encrypt(payload, count: payloadCount, into: pesOutput, cipher: cipher, segment: segment, pid: stream.pid)
             output = pesOutput
-        case (_, _):
-            let wantsSetup = direction == .encrypt && stream.audioSetup == nil
+        default:
+            let wantsSetup = stream.audioSetup == nil
             try SampleAESAudioTransform.transform(
                 payload,
                 count: payloadCount,
                 codec: stream.codec,
-                cipher: stream.pesCipher ?? cipher,
+                cipher: cipher,
                 segment: segment,
                 pid: stream.pid
             ) {

@@ -102,25 +102,23 @@ struct SegmentStream: Sendable {
         }
     }
 
-    /// Whether the segment can be decrypted only once a neighbouring segment has arrived (`neighbour_segment_pending`):
-    /// a SAMPLE-AES MPEG-TS segment cut inside a PES packet, beside a segment a running download has not stored yet.
-    /// Decrypts the whole file once and drops the output; false at once for any other segment.
-    func waitsForNeighbourSegment() -> Bool {
+    /// Which neighbouring segments, not stored yet, the segment can be decrypted only with: a SAMPLE-AES MPEG-TS segment
+    /// cut inside PES packets, beside segments a running download has not stored yet. Reads and decrypts the whole file
+    /// once, dropping the output; (false, false) at once for any other segment, and for one that fails otherwise (its
+    /// own failure is reported when it is served).
+    func neighboursNeeded() -> (previous: Bool, next: Bool) {
         guard let decryption, decryption.neighbours.nextPending || decryption.neighbours.previousPending,
-            let transform = try? makeTransform(iv: decryption.iv)
+            let decryptor = try? makeTransform(iv: decryption.iv) as? SampleAESTransportStreamDecryptor,
+            let file = try? ChunkedFile(url)
         else {
-            return false
+            return (false, false)
         }
         do {
-            let file = try ChunkedFile(url)
-            try file.forEachChunk { chunk in try transform.process(chunk) { _ in } }
-            try transform.finish { _ in }
-        } catch let error as SegmentCryptoError {
-            return error.waitsForNeighbourSegment
+            try file.forEachChunk { chunk in try decryptor.process(chunk) { _ in } }
         } catch {
-            return false
+            return (false, false)
         }
-        return false
+        return (decryptor.needsPreviousSegment, decryptor.needsNextSegment)
     }
 
     /// Streams the whole file into `writer` and returns the bytes written.

@@ -200,11 +200,13 @@ struct PlaybackResponder: HTTPResponder {
                 )
             case .segment:
                 var prepared = try segmentStream(role, initRole: initRole)
-                if prepared.waitsForNeighbourSegment() {
-                    // Cut inside a PES packet that a neighbouring segment, still downloading, begins or finishes.
-                    for neighbour in [segment(besides: role, offset: -1), segment(besides: role, offset: 1)].compactMap({ $0 }) {
-                        _ = try await landed(neighbour)
-                    }
+                // Cut inside a PES packet that a neighbouring segment, still downloading, begins or finishes: wait for it.
+                // Twice at most: what the end needs shows only once the previous segment has let the start through.
+                for _ in 0..<2 {
+                    let needed = prepared.neighboursNeeded()
+                    guard needed.previous || needed.next else { break }
+                    if needed.previous, let previous = segment(besides: role, offset: -1) { _ = try await landed(previous) }
+                    if needed.next, let next = segment(besides: role, offset: 1) { _ = try await landed(next) }
                     prepared = try segmentStream(role, initRole: initRole)
                 }
                 let plan = prepared

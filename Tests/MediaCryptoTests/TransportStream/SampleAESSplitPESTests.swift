@@ -132,7 +132,6 @@ struct SampleAESSplitPESTests {
             try split.decrypt(1, neighbours: TransportStreamNeighbours(previous: split.neighbour(0), nextPending: true))
         }
         #expect(error?.code == "neighbour_segment_pending")
-        #expect(error?.waitsForNeighbourSegment == true)
         #expect(error?.message.contains("still downloading") == true)
     }
 
