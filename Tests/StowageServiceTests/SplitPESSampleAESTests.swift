@@ -1,6 +1,9 @@
 import AssetDownload
+import AsyncHTTPClient
 import DownloadTestSupport
 import Foundation
+import NIOCore
+import NIOHTTP1
 import OfflinePackage
 import OriginServer
 import Playback
@@ -65,14 +68,24 @@ struct SplitPESSampleAESTests {
         await library.close()
     }
 
-    @Test("played while a throttled download runs: a segment waits for the neighbours its PES packets begin in and go on in")
-    func playWhileDownloading() async throws {
+    /// How the player first asks for an audio segment not downloaded yet.
+    enum FirstRequest: String, CaseIterable, Sendable {
+        /// A plain GET of the second segment: streamed as it arrives (its previous segment not there either).
+        case arriving
+        /// A Range request of the first segment: answered once it has landed (a range is never streamed as it
+        /// arrives), and only once the second, which its last PES packet goes on in, has landed too.
+        case ranged
+    }
+
+    @Test(
+        "played while a throttled download runs: a segment waits for the neighbours its PES packets begin in and go on in",
+        arguments: FirstRequest.allCases
+    )
+    func playWhileDownloading(_ first: FirstRequest) async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        try FileManager.default.copyItem(
-            at: Self.shaka.appendingPathComponent("ts-sample-aes-ac3-split"),
-            to: fixture.originRoot.appendingPathComponent("source")
-        )
+        let split = Self.shaka.appendingPathComponent("ts-sample-aes-ac3-split")
+        try FileManager.default.copyItem(at: split, to: fixture.originRoot.appendingPathComponent("source"))
         let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
         // About 25 kB/s over one connection: the 270 kB package takes about ten seconds, and the player runs ahead.
         try await fixture.withServers(conditions: NetworkConditions(bandwidthBytesPerSecond: 25_000)) { origin, _ in
@@ -87,17 +100,26 @@ struct SplitPESSampleAESTests {
             #expect(try !directory.readManifest().isComplete, "the download finished before playback started; the test proves nothing")
             let twin = Self.shaka.appendingPathComponent("ts-clear-ac3")
             do {
-                // A plain GET of the second audio segment, not downloaded yet: streamed as it arrives, then held at
-                // its end until the third has landed. Its bytes are the twin's at the same place (the split
-                // segments keep their sizes, so the joined twin cut at the same offsets).
+                // The segment's clear bytes are the twin's at the same place: the split segments keep their sizes, so
+                // the joined twin is cut at the same offsets.
                 let audio = try #require(try directory.readManifest().renditions.first { $0.kind == .audio })
-                let second = try #require(audio.segments[1].file)
-                let got = try await PlayWhileDownloadingTests.fetchBytes(playback.address.sessionURL.appendingPathComponent(second.path))
+                let index = first == .arriving ? 1 : 0
+                let file = try #require(audio.segments[index].file)
+                let sizes = try (1...3).map { try Data(contentsOf: split.appendingPathComponent("split_audio_\($0).ts")).count }
                 let joinedTwin = try (1...3).flatMap { try Data(contentsOf: twin.appendingPathComponent("audio_\($0).ts")) }
-                let firstSize = try Data(contentsOf: Self.shaka.appendingPathComponent("ts-sample-aes-ac3-split/split_audio_1.ts")).count
-                #expect(got.status == 200)
-                #expect(got.body.count == second.size.map(Int.init) ?? 23312)
-                #expect(got.body == Array(joinedTwin[firstSize..<(firstSize + got.body.count)]), "the arriving segment's clear bytes")
+                let offset = sizes.prefix(index).reduce(0, +)
+                let expected = Array(joinedTwin[offset..<(offset + sizes[index])])
+                let url = playback.address.sessionURL.appendingPathComponent(file.path)
+                switch first {
+                case .arriving:
+                    let got = try await PlayWhileDownloadingTests.fetchBytes(url)
+                    #expect(got.status == 200)
+                    #expect(got.body == expected, "the arriving segment's clear bytes")
+                case .ranged:
+                    let got = try await Self.fetchRange(url, "bytes=0-")
+                    #expect(got.status == 206)
+                    #expect(got.body == expected, "the ranged segment's clear bytes")
+                }
                 for (stream, reference) in [("v", "video.m3u8"), ("a", "audio.m3u8")] {
                     let clear = try await OtherPackagerTests.packets(twin.appendingPathComponent(reference).path, stream: stream)
                     let played = try await OtherPackagerTests.packets(playback.address.sessionMultivariantURL.absoluteString, stream: stream)
@@ -114,6 +136,22 @@ struct SplitPESSampleAESTests {
             #expect(!errors.contains("decryption_failed") && !errors.contains("segment_downloading"), "\(errors)")
         }
         await library.close()
+    }
+
+    /// A GET with a Range header: the status and the whole body.
+    static func fetchRange(_ url: URL, _ range: String) async throws -> (status: Int, body: [UInt8]) {
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            var request = HTTPClientRequest(url: url.absoluteString)
+            request.headers.add(name: "Range", value: range)
+            let response = try await http.execute(request, timeout: .seconds(30))
+            let body = Array(buffer: try await response.body.collect(upTo: 1 << 22))
+            try await http.shutdown()
+            return (Int(response.status.code), body)
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
     }
 
     @Test("stowage decrypt's engine: the decrypted segments joined equal the clear twin's joined, byte for byte", arguments: ["multislice", "ac3"])
