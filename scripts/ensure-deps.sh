@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Stowage needs on a fresh Debian machine, only where it is missing: the Swift toolchain is assumed
 # (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config, ffmpeg, the sqlite3 shell, mpv, VLC,
-# PostgreSQL and nginx.
+# PostgreSQL, nginx and gdb.
 # Sourced by scripts/test.sh and scripts/demo.sh; safe to run twice.
 set -euo pipefail
 
@@ -22,6 +22,8 @@ stowage_ensure_deps() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
     # A TLS-terminating proxy in front of key servers and origins (TLSTests, KeyServerFleetTests).
     [ -x /usr/sbin/nginx ] || missing+=(nginx)
+    # scripts/test-watchdog.py prints every thread's stack of a test run that hangs.
+    command -v gdb >/dev/null 2>&1 || missing+=(gdb)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "==> installing ${missing[*]} (apt)"
         local sudo=""

@@ -6,15 +6,48 @@
 Swift Testing prints a line whenever a test starts or ends, so a suite that prints nothing for SECONDS has a test that
 never ends (docs/RELIABILITY.md: an awaited continuation that is never resumed). Then this prints the tests that
 started and did not end, kills the command's process group, and exits 124, so that CI fails at once and names the
-test instead of waiting for its own time limit. Otherwise it exits with the command's status.
+test instead of waiting for its own time limit. Before the kill it prints every thread's stack of each process in the
+command's group (gdb, when installed), which is what a hang needs to be found. Otherwise it exits with the command's
+status.
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+
+
+def dump_stacks(group):
+    """Prints the stacks of every thread of every process in process group `group`, at most 2 minutes each."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        print("test-watchdog: gdb is not installed; no stacks", flush=True)
+        return
+    for entry in sorted(os.listdir("/proc")):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != group:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                name = cmdline.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+        except (OSError, ValueError, IndexError):
+            continue
+        print(f"\ntest-watchdog: stacks of process {entry}: {name}", flush=True)
+        try:
+            result = subprocess.run(
+                [gdb, "-p", entry, "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt 40"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+            )
+            sys.stdout.buffer.write(result.stdout)
+            sys.stdout.buffer.flush()
+        except subprocess.TimeoutExpired:
+            print("test-watchdog: gdb took more than 2 minutes; no stacks", flush=True)
 
 
 def main():
@@ -48,6 +81,7 @@ def main():
             for name, began in sorted(running.items(), key=lambda item: item[1]):
                 if name != "run":
                     print(f"  {name} (for {now - began:.0f} s)", flush=True)
+            dump_stacks(process.pid)
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             sys.exit(124)

@@ -19,8 +19,13 @@ echo "==> swift test"
 # The fleet key server's store runs against a real PostgreSQL, started once for the whole run.
 stowage_start_postgres
 # Line-buffered, so that the log shows which tests are running at any moment; a run that prints nothing for 10 minutes
-# has a test that never ends, and the watchdog names it and fails the run (docs/RELIABILITY.md).
-stdbuf -oL -eL python3 scripts/test-watchdog.py "${STOWAGE_TEST_QUIET_LIMIT:-600}" stdbuf -oL -eL swift test --skip-build
+# has a test that never ends, and the watchdog names it, prints every thread's stack and fails the run
+# (docs/RELIABILITY.md).
+# At most 8 tests at once (STOWAGE_TEST_WIDTH): unbounded, Swift Testing starts all 857 at the same moment on this
+# 2-core machine's two cooperative threads, and a test's own deadlines (a 1 s head timeout, a 60 s database answer,
+# a 20 s wait for a segment) then run out while it waits its turn; bounded, the run takes as long (217 s against 212 s).
+stdbuf -oL -eL python3 scripts/test-watchdog.py "${STOWAGE_TEST_QUIET_LIMIT:-600}" \
+    stdbuf -oL -eL swift test --skip-build --experimental-maximum-parallelization-width "${STOWAGE_TEST_WIDTH:-8}"
 
 echo "==> fault soak (10 kills of the CLI, 10 of the service)"
 # The same debug build the tests used; scripts/soak.sh 50 is the documented long run (docs/RELIABILITY.md).

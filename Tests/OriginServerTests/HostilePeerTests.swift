@@ -56,12 +56,22 @@ struct HostilePeerTests {
             defer { for idler in idlers { idler.close() } }
             try await Task.sleep(for: .milliseconds(200))
             let asked = ContinuousClock.now
-            let normal = try await RawConnection.open(port: port)[0]
-            defer { normal.close() }
-            normal.send(Self.request)
-            let answer = await normal.read(until: "\r\n\r\n", within: .seconds(60))
+            // As an HTTP client does with a GET: asked again on a new connection when the server closed the one it was
+            // asked on before answering a byte. Under the whole suite the server can take its 1 s head deadline to
+            // read a head that was waiting in its socket, and then closing it is the rule, not a fault. A server that
+            // never answers still fails: the time, not the number of tries, is bounded.
+            var answer = ""
+            var tries = 0
+            while answer.isEmpty, ContinuousClock.now - asked < .seconds(60) {
+                if tries > 0 { try await Task.sleep(for: .milliseconds(100)) }
+                tries += 1
+                let normal = try await RawConnection.open(port: port)[0]
+                defer { normal.close() }
+                normal.send(Self.request)
+                answer = await normal.read(until: "\r\n\r\n", within: .seconds(60) - (ContinuousClock.now - asked))
+            }
             let waited = ContinuousClock.now - asked
-            #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "\(answer)")
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "\(answer) after \(tries) tries in \(waited)")
             // Held back by the cap until the idle ones ahead of it were closed, 8 or so every second, then answered.
             #expect(waited > .milliseconds(500) && waited < .seconds(60), "\(waited)")
         }

@@ -302,7 +302,7 @@ struct PlayWhileDownloadingTests {
     ) async throws -> (status: Int, contentLength: String?, body: [UInt8], firstBytes: Bool?) {
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
-            let response = try await http.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(30))
+            let response = try await http.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(90))
             var body: [UInt8] = []
             var firstBytes: Bool?
             for try await chunk in response.body where chunk.readableBytes > 0 {
