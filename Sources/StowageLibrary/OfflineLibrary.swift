@@ -69,7 +69,9 @@ public final class OfflineLibrary: Sendable {
     /// command that never reads a lease moves the clock-rollback mark forward (docs/SECURITY.md).
     public static func recordTime(in dataDirectory: DataDirectory = .fromEnvironment(), clock: any KeyDelivery.Clock = SystemClock()) {
         guard FileManager.default.fileExists(atPath: dataDirectory.databaseURL.path) else { return }
-        _ = try? KeyStore(dataDirectory: dataDirectory.url, clock: clock)
+        // A second at most: a file another process holds locked is the command's to report (after the full busy
+        // timeout, when it uses the file), and a command that does not, such as `inspect`, must not wait on it.
+        _ = try? KeyStore(dataDirectory: dataDirectory.url, clock: clock, busyTimeout: 1)
     }
 
     /// Shuts the library's HTTP clients down. Call once every download task and playback has ended.

@@ -129,8 +129,16 @@ public final class ServiceClient: Sendable {
     /// The updates of a download as the service runs it, until its run ends (finished, failed, paused) or the stream
     /// is dropped.
     public func updates(assetId: String) async throws -> AsyncThrowingStream<DownloadUpdate, any Error> {
-        let response = try await send("GET", "/v1/downloads/\(Self.escape(assetId))/events", body: Optional<String>.none, timeout: .hours(24 * 7))
-        guard response.status == .ok else { throw try await Self.error(from: response) }
+        let path = "/v1/downloads/\(Self.escape(assetId))/events"
+        let response = try await send("GET", path, body: Optional<String>.none, timeout: .hours(24 * 7))
+        guard response.status == .ok else {
+            throw Self.error(
+                data: Data(try await response.body.collect(upTo: 1 << 20).readableBytesView),
+                status: Int(response.status.code),
+                request: "GET \(path)",
+                socket: endpoint.socketURL.path
+            )
+        }
         return AsyncThrowingStream { continuation in
             let reader = Task {
                 var pending = ByteBuffer()
@@ -169,13 +177,17 @@ public final class ServiceClient: Sendable {
     ) async throws -> Answer {
         let response = try await send(method, path, body: body, timeout: timeout)
         let data = Data(try await response.body.collect(upTo: 64 << 20).readableBytesView)
-        guard (200..<300).contains(response.status.code) else { throw Self.error(data: data, status: Int(response.status.code)) }
+        guard (200..<300).contains(response.status.code) else {
+            throw Self.error(data: data, status: Int(response.status.code), request: "\(method) \(path)", socket: endpoint.socketURL.path)
+        }
         do {
             return try JSONDecoder().decode(Answer.self, from: data)
         } catch {
             throw ReportedError(
                 code: "service_protocol_error",
-                message: "the download service's answer to \(method) \(path) cannot be read; is it the same version of Stowage?"
+                message: "the download service on \(endpoint.socketURL.path) answered \(method) \(path) with \(data.count) bytes that "
+                    + "are not the answer this stowage reads; nothing was changed here. It may be another version of Stowage: "
+                    + "restart it (`systemctl --user restart stowage`, or stop `stowage service run` and start it again)"
             )
         }
     }
@@ -203,13 +215,14 @@ public final class ServiceClient: Sendable {
         }
     }
 
-    private static func error(from response: HTTPClientResponse) async throws -> ReportedError {
-        error(data: Data(try await response.body.collect(upTo: 1 << 20).readableBytesView), status: Int(response.status.code))
-    }
-
-    private static func error(data: Data, status: Int) -> ReportedError {
+    /// The error a non-2xx answer to `request` carries, or `service_protocol_error` when it carries none.
+    private static func error(data: Data, status: Int, request: String, socket: String) -> ReportedError {
         if let document = try? JSONDecoder().decode(ErrorDocument.self, from: data) { return document.reported }
-        return ReportedError(code: "service_protocol_error", message: "the download service answered HTTP \(status) without an error document")
+        return ReportedError(
+            code: "service_protocol_error",
+            message: "the download service on \(socket) answered \(request) with HTTP \(status) and no Stowage error; what it did is "
+                + "unknown. Check it with `stowage service status`, and restart it if it is another version of Stowage"
+        )
     }
 
     private static func escape(_ assetId: String) -> String {

@@ -215,6 +215,41 @@ struct DownloadRecoveryTests {
             try await session.shutdown()
         }
     }
+
+    @Test("add-media of a rendition whose source playlist has since gone live: live_playlist, and the package is as it was")
+    func addMediaOfALiveRendition() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let session = try fixture.session()
+            let request = DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                selection: MediaSelectionOptions(audio: .defaults, subtitles: .none),
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token()
+            )
+            let first = try await DownloadFixture.run(try session.start(request)).result.get()
+            #expect(first.renditions.map(\.id) == ["video", "audio-en"])
+            // The German audio's playlist loses its EXT-X-ENDLIST and its VOD type at the origin: it is live now.
+            let german = fixture.originRoot.appendingPathComponent("\(fixture.assetId)/audio/de/index.m3u8")
+            let playlist = try String(contentsOf: german, encoding: .utf8)
+            #expect(playlist.contains("#EXT-X-ENDLIST"))
+            try playlist.replacingOccurrences(of: "#EXT-X-ENDLIST", with: "").replacingOccurrences(of: "#EXT-X-PLAYLIST-TYPE:VOD", with: "")
+                .write(to: german, atomically: true, encoding: .utf8)
+            let added = try session.addMedia(assetId: fixture.assetId, selection: MediaSelectionOptions(audio: .languages(["de"]), subtitles: .none))
+            let result = await DownloadFixture.run(added).result
+            let error = try #require(result.failureValue as? DownloadError, "\(result)")
+            #expect(error.code == "live_playlist")
+            #expect(error.description.contains("audio/de/index.m3u8") && error.description.contains("--asset-id NEW_ID"), "\(error)")
+            // The package keeps what it had, complete, and still matches its source.
+            let manifest = try fixture.package.readManifest()
+            #expect(manifest.renditions.map(\.id) == ["video", "audio-en"])
+            #expect(manifest.isComplete)
+            try fixture.assertPackageMatchesSource(manifest, origin: origin)
+            try await session.shutdown()
+        }
+    }
 }
 
 /// Free space that is plenty for the plan, then runs out for a while, then comes back.

@@ -228,6 +228,90 @@ struct BrokenStorageTests {
         )
     }
 
+    @Test("stowage.sqlite held locked by another process past the busy timeout: database_failure saying so, and nothing lost")
+    func lockedStateDatabase() async throws {
+        let home = try TestSupport.temporaryDirectory("locked-state")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let made = try await ServiceCommandTests.stowage(["keys", "list"], home: home)
+        try #require(made.status == 0, "\(String(decoding: made.standardError, as: UTF8.self))")
+        let database = home.appendingPathComponent("stowage.sqlite").path
+        // An sqlite3 shell left open in a write transaction, with the file to itself (a WAL file in exclusive locking
+        // mode keeps even readers out). It waits for the lock itself: the probes below may be reading at that moment.
+        let script = home.appendingPathComponent("hold.sql")
+        try ".timeout 20000\nPRAGMA locking_mode=EXCLUSIVE;\nBEGIN EXCLUSIVE;\n.shell sleep 300\nCOMMIT;\n".write(
+            to: script,
+            atomically: true,
+            encoding: .utf8
+        )
+        let holder = try ProcessRunner.start(URL(fileURLWithPath: "/usr/bin/sqlite3"), [database], standardInput: script)
+        defer { holder.killProcessGroup() }
+        var held = false
+        var probed = ""
+        for _ in 0..<80 where !held {
+            let probe = try await ProcessRunner.run(program: "sqlite3", ["-cmd", ".timeout 0", database, "SELECT count(*) FROM sqlite_master"])
+            probed = String(decoding: probe.standardOutput + probe.standardError, as: UTF8.self)
+            held = probed.contains("locked")
+            if !held { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        let holderSaid = String(decoding: (try? holder.standardError()) ?? Data(), as: UTF8.self)
+        try #require(held, "the sqlite3 shell did not take the lock: \(probed) / \(holderSaid) running: \(holder.isRunning)")
+        // A command that does not use the file does not wait on its lock (30 s): every command records the time in it
+        // first, for a second at most.
+        let playlist = TestSupport.fixtures.appendingPathComponent("demo/master.m3u8").path
+        let inspected = try await ServiceCommandTests.stowage(["inspect", playlist], home: home, timeout: .seconds(20))
+        #expect(inspected.status == 0 && !inspected.timedOut, "\(String(decoding: inspected.standardError, as: UTF8.self))")
+        let failure = try await ErrorShapeTests.expectFailure(["keys", "list"], code: "database_failure", home: home)
+        let line = failure?.line ?? ""
+        #expect(
+            line.contains(database) && line.contains("stayed locked by another process for 30 s") && line.contains("nothing was changed"),
+            "\(line)"
+        )
+        holder.killProcessGroup()
+        _ = try await holder.waitForExit(timeout: .seconds(10))
+        let listed = try await ServiceCommandTests.stowage(["keys", "list"], home: home)
+        #expect(listed.status == 0, "\(String(decoding: listed.standardError, as: UTF8.self))")
+    }
+
+    /// Runs `stowage` without the power to read files its permissions refuse: as root, with CAP_DAC_OVERRIDE and
+    /// CAP_DAC_READ_SEARCH dropped (root passes permission checks otherwise); as anyone else, as it is.
+    static func stowageWithoutOverride(_ arguments: [String], home: URL) async throws -> ProcessRunner.Output {
+        guard geteuid() == 0 else { return try await ServiceCommandTests.stowage(arguments, home: home) }
+        let drop = "-dac_override,-dac_read_search"
+        return try await ProcessRunner.run(
+            URL(fileURLWithPath: "/usr/bin/setpriv"),
+            ["--inh-caps=\(drop)", "--bounding-set=\(drop)", try TestSupport.stowageBinary.path] + arguments,
+            environment: ServiceCommandTests.environment(home: home),
+            timeout: .seconds(60)
+        )
+    }
+
+    @Test("a segment the process may not read: verify --deep says file_unreadable for it, changes nothing, and passes once readable")
+    func unreadableSegment() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let home = fixture.clientDirectory.url
+        try await fixture.withServers { origin, keyServer in
+            try await Self.download(fixture, origin: origin, keyServer: keyServer)
+        }
+        let manifest = try fixture.package.readManifest()
+        let segment = try #require(manifest.renditions.first?.segments.dropFirst().first?.file)
+        let url = try fixture.package.url(forRelativePath: segment.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o000], ofItemAtPath: url.path)
+        defer { try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path) }
+        // The test proves something only when the file is really unreadable to the command.
+        let probe = try await Self.stowageWithoutOverride(["verify", fixture.assetId, "--deep", "--json"], home: home)
+        let stdout = String(decoding: probe.standardOutput, as: UTF8.self)
+        #expect(probe.status != 0 && !probe.timedOut, "status \(probe.status): \(stdout)")
+        #expect(stdout.contains(#""file_unreadable""#) && stdout.contains(segment.path), "\(stdout)")
+        let plain = try await Self.stowageWithoutOverride(["verify", fixture.assetId, "--deep"], home: home)
+        let text = String(decoding: plain.standardOutput + plain.standardError, as: UTF8.self)
+        #expect(text.contains("cannot read \(segment.path)") && text.contains("permission"), "\(text)")
+        #expect(try fixture.package.readManifest() == manifest)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        let readable = try await Self.stowageWithoutOverride(["verify", fixture.assetId, "--deep"], home: home)
+        #expect(readable.status == 0, "\(String(decoding: readable.standardOutput + readable.standardError, as: UTF8.self))")
+    }
+
     @Test("a read-only data directory: every command says data_directory_unwritable in the one shape, and nothing changes")
     func readOnlyDataDirectory() async throws {
         let fixture = try await DownloadFixture.make()

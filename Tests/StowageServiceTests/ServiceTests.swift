@@ -123,6 +123,38 @@ struct ServiceTests {
         }
     }
 
+    @Test("outside its --window the service queues a download and fetches nothing: waiting, outside_time_window, and when it goes on")
+    func outsideTheWindowWaits() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        // A window that opens two hours from now, local time, and lasts an hour: closed now, whatever the time.
+        let parts = Calendar.current.dateComponents([.hour, .minute], from: Date())
+        let minutes = (parts.hour ?? 0) * 60 + (parts.minute ?? 0)
+        let opens = (minutes + 120) % 1440
+        let text = "\(String(format: "%02d:%02d", opens / 60, opens % 60))-\(String(format: "%02d:%02d", ((opens + 60) % 1440) / 60, opens % 60))"
+        let window = try TimeWindow(parsing: text)
+        try await fixture.withServers { origin, keyServer in
+            let service = try DownloadService.open(
+                dataDirectory: fixture.clientDirectory,
+                configuration: Self.configuration { $0.window = window }
+            )
+            try await withService(service) { client in
+                _ = try await client.submit(try await Self.request(fixture, origin, keyServer, asset: fixture.assetId))
+                // Some scheduler ticks (100 ms each) go by, and still nothing runs.
+                try await Task.sleep(for: .seconds(1))
+                let download = try #require(try await client.downloads().first { $0.assetId == fixture.assetId })
+                #expect(!download.running && download.waiting)
+                #expect(download.reason?.code == "outside_time_window")
+                let message = download.reason?.message ?? ""
+                #expect(message.contains("between \(text.prefix(5)) and \(text.suffix(5)) local time") && message.contains("--window"), "\(message)")
+                let files =
+                    FileManager.default.enumerator(at: fixture.clientDirectory.url, includingPropertiesForKeys: nil)?.allObjects as? [URL] ?? []
+                let media = files.filter { ["ts", "m4s", "mp4", "aac"].contains($0.pathExtension) }
+                #expect(media.isEmpty, "fetched outside the window: \(media.map(\.lastPathComponent))")
+            }
+        }
+    }
+
     @Test("pause holds a download until resume; cancel and delete through the socket stop it first; errors keep their code")
     func pauseResumeCancelDelete() async throws {
         let fixture = try await DownloadFixture.make()

@@ -152,7 +152,7 @@ public final class DownloadStore: Sendable {
     public init(databaseURL: URL) throws(DownloadError) {
         var configuration = Configuration()
         configuration.label = "DownloadStore"
-        configuration.busyMode = .timeout(30)
+        configuration.busyMode = .timeout(TimeInterval(StateDatabase.busyTimeoutSeconds))
         path = databaseURL.path
         do {
             try FileManager.default.createDirectory(at: databaseURL.deletingLastPathComponent(), withIntermediateDirectories: true)

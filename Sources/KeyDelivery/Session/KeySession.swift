@@ -127,7 +127,7 @@ public struct KeySession: Sendable {
             device: device.publicInfo
         )
         let body = try await post("/v1/keys", request, bearer: true)
-        return (request, try decode(SignedPayload.self, body))
+        return (request, try decode(SignedPayload.self, body, answering: "POST /v1/keys"))
     }
 
     /// The checking half of ``acquire(assetId:keyIds:lease:)``: verifies `signed` with the pinned server key (pinning
@@ -188,7 +188,7 @@ public struct KeySession: Sendable {
             firstPlayedAt: firstPlayedAt
         )
         let body = try await post("/v1/leases/\(leaseId)/renew", request, bearer: true)
-        let verified = try await verify(try decode(SignedPayload.self, body))
+        let verified = try await verify(try decode(SignedPayload.self, body, answering: "POST /v1/leases/\(leaseId)/renew"))
         let lease = verified.payload.lease
         try Self.check("requestNonce", expected: request.nonce, got: lease.requestNonce)
         try Self.check("leaseId", expected: leaseId, got: lease.leaseId)
@@ -228,7 +228,8 @@ public struct KeySession: Sendable {
                     nonce: try Self.freshNonce(),
                     firstPlayedAt: firstPlayedAt
                 )
-                _ = try decode(FirstPlayResponse.self, try await post("/v1/leases/\(lease.leaseId)/first-play", message, bearer: false))
+                let path = "/v1/leases/\(lease.leaseId)/first-play"
+                _ = try decode(FirstPlayResponse.self, try await post(path, message, bearer: false), answering: "POST \(path)")
                 try store.markFirstPlayReported(leaseId: lease.leaseId, at: clock.now)
                 report.reported.append(lease.leaseId)
             } catch let error as KeySessionError {
@@ -251,9 +252,16 @@ public struct KeySession: Sendable {
                 // Once the server cannot be reached, the rest are recorded as failed without waiting on each.
                 if let unreachable { throw unreachable }
                 let request = pending.request(nonce: try Self.freshNonce())
-                let body = try await post("/v1/leases/\(pending.leaseId)/release", request, bearer: false)
-                let response = try decode(ReleaseResponse.self, body)
-                guard response.released else { throw KeySessionError.unexpectedResponse(status: 200, detail: "released is false") }
+                let path = "/v1/leases/\(pending.leaseId)/release"
+                let response = try decode(ReleaseResponse.self, try await post(path, request, bearer: false), answering: "POST \(path)")
+                guard response.released else {
+                    throw KeySessionError.unexpectedResponse(
+                        server: keyServer,
+                        request: "POST \(path)",
+                        status: 200,
+                        detail: "a release answer that says it was not released"
+                    )
+                }
                 try store.markReleased(leaseId: pending.leaseId, at: clock.now)
                 report.released.append(pending.leaseId)
             } catch let error as KeySessionError {
@@ -307,9 +315,16 @@ public struct KeySession: Sendable {
 
     private func fetchServerKey() async throws -> Ed25519.PublicKey {
         let body = try await send(method: .GET, path: "/v1/server-key", body: nil, headers: [:])
-        let response = try decode(ServerKeyResponse.self, body)
+        let response = try decode(ServerKeyResponse.self, body, answering: "GET /v1/server-key")
         guard let raw = StrictBase64.decode(response.signingKey, byteCount: 32), let key = try? Ed25519.PublicKey(rawRepresentation: raw)
-        else { throw KeySessionError.unexpectedResponse(status: 200, detail: "malformed server signing key") }
+        else {
+            throw KeySessionError.unexpectedResponse(
+                server: keyServer,
+                request: "GET /v1/server-key",
+                status: 200,
+                detail: "a signing key that is not a 32-byte Ed25519 public key in Base64"
+            )
+        }
         return key
     }
 
@@ -348,11 +363,17 @@ public struct KeySession: Sendable {
         StrictBase64.encode(try SecureRandom.bytes(count: nonceByteCount))
     }
 
-    private func decode<Message: Decodable>(_ type: Message.Type, _ body: [UInt8]) throws -> Message {
+    /// `body`, the 200 answer to `request` (`POST /v1/keys`), as a `Message`.
+    private func decode<Message: Decodable>(_ type: Message.Type, _ body: [UInt8], answering request: String) throws -> Message {
         do {
             return try JSONDecoder().decode(type, from: Data(body))
         } catch {
-            throw KeySessionError.unexpectedResponse(status: 200, detail: "cannot decode \(Message.self)")
+            throw KeySessionError.unexpectedResponse(
+                server: keyServer,
+                request: request,
+                status: 200,
+                detail: "a body of \(body.count) bytes that is not the protocol's \(Message.self) JSON"
+            )
         }
     }
 
@@ -391,7 +412,12 @@ public struct KeySession: Sendable {
             if let error = try? JSONDecoder().decode(KeyProtocolErrorBody.self, from: Data(bytes)) {
                 throw KeySessionError.server(code: error.error.code, message: error.error.message, httpStatus: status)
             }
-            throw KeySessionError.unexpectedResponse(status: status, detail: "no protocol error body")
+            throw KeySessionError.unexpectedResponse(
+                server: keyServer,
+                request: "\(method.rawValue) \(path)",
+                status: status,
+                detail: "no Stowage error in its body (\(bytes.count) bytes)"
+            )
         }
         return bytes
     }

@@ -31,9 +31,17 @@ public struct KeySessionError: Error, Hashable, Sendable, CustomStringConvertibl
         Self(code: code, message: message, httpStatus: httpStatus, answerMayBeLost: code == KeyProtocolErrorCode.internal.rawValue)
     }
 
-    /// The server answered something that is neither the expected message nor a protocol error body.
-    public static func unexpectedResponse(status: Int, detail: String) -> Self {
-        Self(code: "unexpected_response", message: "HTTP \(status): \(detail)", httpStatus: status)
+    /// The server at `server` answered `request` (`POST /v1/keys`) with something that is neither the expected message
+    /// nor a protocol error body: `detail` says what (`no Stowage error in its body`). A 502 or 504 is a proxy that
+    /// lost its upstream's answer, which may have acted on the request.
+    public static func unexpectedResponse(server: String, request: String, status: Int, detail: String) -> Self {
+        Self(
+            code: "unexpected_response",
+            message: "the key server \(server) answered \(request) with HTTP \(status) and \(detail); check that this URL is a "
+                + "Stowage key server's (not a proxy's or another service's) and that it runs, then try again",
+            httpStatus: status,
+            answerMayBeLost: status == 502 || status == 504
+        )
     }
 
     /// The key server could not be reached.

@@ -13,7 +13,9 @@ extension DatabasePool {
     ///
     /// Turning a new file to WAL needs it to itself: a process that finds another doing so gets `SQLITE_BUSY` at once,
     /// not after its busy timeout. That, and any other `DatabaseError` from opening or `setUp`, is tried again every
-    /// 50 ms, up to `tries` times; a failure that lasts (a damaged, read-only or full file) is thrown at once.
+    /// 50 ms, up to `tries` times; a failure that lasts (a damaged, read-only or full file) is thrown at once, and so is
+    /// one that came only after a second or more: a lock another process held through the whole busy timeout (an
+    /// sqlite3 shell left in a transaction) is not waited out `tries` times over (20 times 30 s, before).
     public static func openBesideOtherProcesses(
         path: String,
         configuration: Configuration,
@@ -22,6 +24,7 @@ extension DatabasePool {
     ) throws -> DatabasePool {
         var pool: DatabasePool?
         for attempt in 1...max(1, tries) {
+            let started = ContinuousClock.now
             do {
                 let opened = try pool ?? DatabasePool(path: path, configuration: configuration)
                 pool = opened
@@ -29,7 +32,7 @@ extension DatabasePool {
                 return opened
             } catch let error as DatabaseError {
                 // A damaged, read-only or full file stays so: said at once, not after a second of tries.
-                guard attempt < tries, !StateDatabase.isLasting(error) else { throw error }
+                guard attempt < tries, !StateDatabase.isLasting(error), ContinuousClock.now - started < .seconds(1) else { throw error }
                 usleep(50_000)
             }
         }
@@ -65,6 +68,15 @@ public enum StateDatabase {
         guard let error = error as? DatabaseError else { return false }
         return [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode)
     }
+
+    /// Another connection held the file locked for longer than the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+    public static func isLocked(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
+    }
+
+    /// How long a connection to `stowage.sqlite` waits for another's lock before it fails (GRDB's busy mode).
+    public static let busyTimeoutSeconds = 30
 
     /// A failure that trying again does not mend: damage, a read-only or unopenable file, a full disk, an I/O error.
     public static func isLasting(_ error: DatabaseError) -> Bool {

@@ -52,16 +52,22 @@ public final class KeyStore: Sendable {
     ///   - dataDirectory: created with mode 0700 if missing; refused if open to group or others.
     ///   - machineID: the machine's ID; nil reads ``MachineID/system()``.
     ///   - clock: the wall clock; its time is observed (raising the high-water mark) and expired leases are purged.
+    ///   - busyTimeout: how long to wait for a lock another process holds on the file before failing.
     /// - Throws: ``PrivateFileError`` for an unsafe directory, ``KeyStoreError`` if the database cannot be opened.
     ///   Problems with the secret (no machine ID, a missing secret, another machine) do not throw here but from every
     ///   operation that needs it.
-    public init(dataDirectory: URL, machineID: MachineID? = nil, clock: any Clock) throws {
+    public init(
+        dataDirectory: URL,
+        machineID: MachineID? = nil,
+        clock: any Clock,
+        busyTimeout: TimeInterval = TimeInterval(StateDatabase.busyTimeoutSeconds)
+    ) throws {
         self.dataDirectory = dataDirectory
         try PrivateFile.prepareDirectory(dataDirectory.path)
         let databasePath = dataDirectory.appendingPathComponent(Self.databaseFileName).path
         var configuration = Configuration()
         configuration.label = "KeyStore"
-        configuration.busyMode = .timeout(30)
+        configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             // Deleted content (erased payloads and sealed keys) is overwritten with zeros, not left in free pages.
             try db.execute(sql: "PRAGMA secure_delete = ON")

@@ -145,11 +145,19 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         .init(.databaseDamaged, StateDatabase.damagedMessage(path: path, reason: reason))
     }
 
-    /// `error` from the key store's SQLite file at `path`: damage, or any other failure.
+    /// `error` from the key store's SQLite file at `path`: damage, a lock another process held past the busy
+    /// timeout, or any other failure.
     static func database(_ error: any Error, path: String) -> Self {
-        StateDatabase.isDamaged(error)
-            ? .databaseDamaged(path: path, reason: StateDatabase.reason(error))
-            : .databaseFailure("\(StateDatabase.reason(error)) (\(path))")
+        if StateDatabase.isDamaged(error) { return .databaseDamaged(path: path, reason: StateDatabase.reason(error)) }
+        if StateDatabase.isLocked(error) {
+            return .init(
+                .databaseFailure,
+                "The key store database \(path) stayed locked by another process for \(StateDatabase.busyTimeoutSeconds) s "
+                    + "(SQLite: \(StateDatabase.reason(error))); nothing was changed. Close what holds it (an sqlite3 shell, a "
+                    + "stuck stowage process: `fuser \(path)` names it) and run the command again."
+            )
+        }
+        return .databaseFailure("\(StateDatabase.reason(error)) (\(path))")
     }
 }
 
