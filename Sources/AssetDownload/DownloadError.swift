@@ -68,7 +68,8 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
             "not enough disk space: about \(Self.megabytes(needed)) needed, \(Self.megabytes(available)) free; free some space, then `stowage resume`"
         case .keys(_, let message): message
         case .storage(let reason):
-            "\(reason); check free space and the permissions of the data directory ($STOWAGE_HOME), then `stowage resume`"
+            "\(reason); check free space and the permissions of the data directory ($STOWAGE_HOME), then `stowage resume` (a new "
+                + "download that failed before its first file is forgotten: run the same `stowage download` again)"
         case .database(let reason):
             "the download state in stowage.sqlite cannot be read or written (\(reason)); check the data directory ($STOWAGE_HOME)"
         case .databaseDamaged(let path, let reason): StateDatabase.damagedMessage(path: path, reason: reason)

@@ -152,7 +152,9 @@ struct DownloadRunner: Sendable {
                     try FileManager.default.createDirectory(at: try package.url(forRelativePath: rendition.id), withIntermediateDirectories: true)
                 }
             } catch {
-                throw DownloadError.storage("cannot write the playlists of package \(assetId): \(error)")
+                throw DownloadError.storage(
+                    "cannot write the playlists of package \(assetId) in \(package.url.path): \(FileErrorText.describe(error))"
+                )
             }
             try package.writeManifest(manifest)
         }

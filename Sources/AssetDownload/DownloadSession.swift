@@ -299,7 +299,9 @@ public final class DownloadSession: Sendable {
             let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
             _ = try PackageDeletion(dataDirectory: dataDirectory, store: keyStore).delete(assetId: assetId, at: clock.now, holding: lock)
         } catch {
-            throw DownloadError.storage("cannot remove the partial package of \(assetId): \(error)")
+            throw DownloadError.storage(
+                "cannot remove the partial package of \(assetId): \((error as? any StowageError)?.message ?? FileErrorText.describe(error))"
+            )
         }
         try store.remove(assetId)
     }

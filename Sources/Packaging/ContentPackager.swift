@@ -148,7 +148,7 @@ public struct ContentPackager {
             do {
                 try await registrar.register(assetID: assetID, keyID: key.keyIDHex, key: key.key)
             } catch {
-                throw .registration(keyID: key.keyIDHex, reason: "\(error)")
+                throw .registration(keyID: key.keyIDHex, reason: (error as? any StowageError)?.message ?? "\(error)")
             }
         }
         return Report(playlist: outputPlaylist, renditions: renditions, keyIDs: book.keys.map(\.keyIDHex))
@@ -398,7 +398,9 @@ public enum ContentPackagingError: Error, Sendable, CustomStringConvertible {
         case .segment(let error): error.description
         case .output(let path, let reason): "cannot write \(path): \(reason)"
         case .registration(let keyID, let reason):
-            "cannot register key \(keyID) with the key server: \(reason); check --keyserver-data-dir (made by `stowage keyserver init`) and package again"
+            "cannot register key \(keyID) with the key server: \(reason). The files written cannot be played until their keys are "
+                + "registered: mend the key server's data directory (--keyserver-data-dir, made by `stowage keyserver init`) or "
+                + "database (--keyserver-database), then package again"
         }
     }
 }

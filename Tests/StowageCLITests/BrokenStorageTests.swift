@@ -285,6 +285,36 @@ struct BrokenStorageTests {
         )
     }
 
+    @Test("a packages folder the process may not write to: download fails with package_write_failed naming it; nothing is complete")
+    func unwritablePackagesFolder() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let home = fixture.clientDirectory.url
+        let packages = home.appendingPathComponent("packages")
+        try FileManager.default.createDirectory(at: packages, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o500], ofItemAtPath: packages.path)
+        defer { try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: packages.path) }
+        try await fixture.withServers { origin, keyServer in
+            let arguments = [
+                "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token",
+                try await fixture.token(), "--json",
+            ]
+            let failed = try await Self.stowageWithoutOverride(arguments, home: home)
+            let output = String(decoding: failed.standardOutput, as: UTF8.self)
+            #expect(failed.status != 0 && !failed.timedOut, "\(output)")
+            let last = output.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(last.contains(#""code":"package_write_failed""#), "\(output)")
+            #expect(last.contains(packages.path) && last.contains("ermission denied") && last.contains("run the same"), "\(last)")
+            // Nothing had begun, so nothing is left to resume: writable again, the same command completes it.
+            try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: packages.path)
+            let resume = try await ServiceCommandTests.stowage(["resume", fixture.assetId], home: home)
+            #expect(String(decoding: resume.standardError, as: UTF8.self).contains("[download_not_found]"))
+            let again = try await ServiceCommandTests.stowage(Array(arguments.dropLast()), home: home, timeout: .seconds(120))
+            #expect(again.status == 0, "\(String(decoding: again.standardOutput + again.standardError, as: UTF8.self))")
+            try fixture.assertPackageMatchesSource(try fixture.package.readManifest(), origin: origin)
+        }
+    }
+
     @Test("a segment the process may not read: verify --deep says file_unreadable for it, changes nothing, and passes once readable")
     func unreadableSegment() async throws {
         let fixture = try await DownloadFixture.make()

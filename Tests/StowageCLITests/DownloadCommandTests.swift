@@ -249,6 +249,26 @@ struct LibraryCommandTests {
         return await DownloadCommandTests.wait(process, timeout: 30).status
     }
 
+    @Test("a lease whose signed payload was edited: verify says key_unusable (not missing) for its keys, until `stowage keys renew`")
+    func unusableLeaseIsNamedByVerify() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let home = fixture.clientDirectory.url
+            let token = try await fixture.token()
+            try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
+            #expect(try await Self.sqlite("UPDATE key_lease_payloads SET signature = 'AAAA'", home: home) == 0)
+            let verified = try await Self.run(["verify", "demo-1", "--json"], home: home)
+            #expect(verified.status != 0, "\(verified.output)")
+            #expect(verified.output.contains(#""key_unusable""#) && !verified.output.contains(#""key_missing""#), "\(verified.output)")
+            #expect(verified.output.contains("cannot be opened") && verified.output.contains("stowage keys fetch demo-1"), "\(verified.output)")
+            let renew = try await Self.run(["keys", "renew", "demo-1", "--token", token], home: home)
+            #expect(renew.status == 0, "\(renew.output)")
+            let again = try await Self.run(["verify", "demo-1"], home: home)
+            #expect(again.status == 0, "\(again.output)")
+        }
+    }
+
     @Test("a lease edited with sqlite3, or a deleted time record, keeps `stowage play` refused until `stowage keys renew`")
     func editedLeasesAreRefusedByPlay() async throws {
         let fixture = try await DownloadFixture.make()

@@ -122,6 +122,19 @@ struct ErrorShapeTests {
             code: "invalid_argument",
             home: home
         )
+        // The key server's SQLite file overwritten: the keys cannot be registered, and the error says where and why.
+        let store = URL(fileURLWithPath: keyServer).appendingPathComponent("keyserver.sqlite")
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store.path + suffix) }
+        try Data(repeating: 0x78, count: 8192).write(to: store)
+        let unregistered = try await Self.expectPlainFailure(
+            [
+                "package", clear, "--asset-id", "a", "--method", "sample-aes", "--out", root.appendingPathComponent("out").path,
+                "--keyserver-data-dir", keyServer,
+            ],
+            code: "key_registration_failed",
+            home: home
+        )
+        #expect(unregistered.contains(store.path) && unregistered.contains("package again"), "\(unregistered)")
         let demo = try await ServiceCommandTests.stowage(["demo", "--fixture", "/nonexistent/master.m3u8"], home: home)
         let line = String(decoding: demo.standardError, as: UTF8.self)
         #expect(demo.status != 0 && line.contains("[fixture_not_found]") && line.contains("/nonexistent/master.m3u8"), "\(line)")

@@ -477,6 +477,50 @@ struct LiveRecordingTests {
         try await Self.assertPlaysLikeClearTwin(live, manifest: manifest)
     }
 
+    @Test(
+        "a live stream that restarts its numbering: five reloads behind the recording end it with live_sequence_reset, and what was recorded stays whole"
+    )
+    func sequenceReset() async throws {
+        let live = try await Live.make(seconds: 8)
+        defer { live.fixture.remove() }
+        let output = live.fixture.root.appendingPathComponent("record.log")
+        let token = try await live.fixture.token()
+        try await live.fixture.withServers { _, keyServer in
+            let (first, url) = try await live.startOrigin(["--window", "3", "--speed", "4", "--loop"])
+            defer { first.kill() }
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            // A test that fails part way never leaves a recorder running.
+            defer { recorder.send(SIGKILL) }
+            try await live.waitForVideoSegments(8)
+            first.kill()
+            _ = try await first.waitForExit(timeout: .seconds(10))
+            // The stream comes back at the same address numbered from 0, at an eighth of real speed: it stays behind the
+            // recording for far longer than five reloads. The port was just let go: taking it again may take a moment.
+            let port = try #require(url.port)
+            var second: RunningProcess?
+            for _ in 0..<20 where second == nil {
+                second = try? await live.startOrigin(["--window", "3", "--speed", "0.125", "--loop", "--port", String(port)]).0
+                if second == nil { try await Task.sleep(for: .milliseconds(500)) }
+            }
+            let restarted = try #require(second, "the origin could not listen on port \(port) again")
+            defer { restarted.kill() }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(120))
+                recorder.send(SIGKILL)
+            }
+            let ended = await recorder.waitForExit()
+            watchdog.cancel()
+            let transcript = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            #expect(ended.status != 0 && ended.status != 9, "\(transcript)")
+            #expect(transcript.contains("[live_sequence_reset]") && transcript.contains("under a new asset ID"), "\(transcript)")
+        }
+        // What was recorded before the restart is kept, byte for byte the source's.
+        let manifest = try live.manifest()
+        let video = try #require(manifest.rendition(id: "video"))
+        #expect(video.segments.count >= 8)
+        try live.assertFilesEqualSource(manifest)
+    }
+
     @Test("Ctrl-C ends a recording of a stream that never ends and keeps it: exit status 0, a complete package")
     func interruptKeepsRecording() async throws {
         let live = try await Live.make(seconds: 8)

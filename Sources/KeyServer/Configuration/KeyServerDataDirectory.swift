@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import KeyDelivery
 import StowageCore
 public import StowageCrypto
@@ -174,8 +175,32 @@ public struct KeyServerDataDirectory: Sendable {
     }
 
     /// Opens the SQLite store in the directory, creating and migrating it if needed.
+    ///
+    /// - Throws: ``KeyServerSetupError`` `database_unavailable` naming the file: damaged, held locked by another
+    ///   process, or not openable.
     public func openStore() throws -> SQLiteKeyServerStore {
-        try SQLiteKeyServerStore(path: path(of: Self.databaseFile))
+        let file = path(of: Self.databaseFile)
+        do {
+            return try SQLiteKeyServerStore(path: file)
+        } catch let error as DatabaseError {
+            let reason = error.message ?? "SQLite error \(error.resultCode.rawValue)"
+            let message: String
+            switch error.resultCode {
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                message =
+                    "the key server database \(file) is damaged (SQLite: \(reason)); the content keys sealed in it can only "
+                    + "come back from a backup of that file: restore one, or move it aside and register the assets again"
+            case .SQLITE_BUSY, .SQLITE_LOCKED:
+                message =
+                    "the key server database \(file) stayed locked by another process (SQLite: \(reason)); close what holds it "
+                    + "(`fuser \(file)` names it) and try again"
+            default:
+                message =
+                    "the key server database \(file) cannot be opened (SQLite: \(reason)); check the directory's permissions "
+                    + "and free space"
+            }
+            throw KeyServerSetupError(.databaseUnavailable, message)
+        }
     }
 
     /// The store this directory names: ``database`` when set, its schema checked (a server never runs on a schema it
