@@ -249,6 +249,58 @@ struct LibraryCommandTests {
         return await DownloadCommandTests.wait(process, timeout: 30).status
     }
 
+    /// What a curious user may write into `stowage.sqlite` with the sqlite3 shell: values of the wrong type, text that is
+    /// not UTF-8, emptied or deleted rows.
+    static let hostileEdits = [
+        "UPDATE key_leases SET issued_at = 'soon', storage_expires_at = X'00FF'",
+        "UPDATE key_leases SET state = X'FF00FE', type = 'forever', key_ids = ''",
+        "UPDATE key_lease_payloads SET payload = X'C3', signature = ''",
+        "UPDATE key_time_anchor SET high_water_mark = 'yesterday', rollback_detected_at = -1",
+        "UPDATE key_store_meta SET value = X''",
+        "DELETE FROM key_store_meta",
+        "UPDATE download_tasks SET state = 'flying', request = X'FFFE', created_at = 'now'",
+        "UPDATE download_files SET size = 'big'",
+        "UPDATE download_files SET path = X'FF00' WHERE path = (SELECT min(path) FROM download_files)",
+        "UPDATE key_audit_journal SET time = 'then', kind = X'FF'",
+    ]
+
+    @Test("wrong types, bytes that are not text, emptied rows written into stowage.sqlite: no command crashes; each works or says why")
+    func hostileDatabaseEdits() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let home = fixture.clientDirectory.url
+            let token = try await fixture.token()
+            try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
+            let backup = fixture.root.appendingPathComponent("backup.sqlite").path
+            #expect(try await Self.sqlite(".backup '\(backup)'", home: home) == 0)
+            for edit in Self.hostileEdits {
+                #expect(try await Self.sqlite(edit, home: home) == 0, "\(edit)")
+                for arguments in [
+                    ["list"], ["keys", "list"], ["info", "demo-1"], ["verify", "demo-1"], ["play", "demo-1", "--player", "ffmpeg-null"],
+                ] {
+                    let log = fixture.root.appendingPathComponent("out-\(UUID().uuidString).txt")
+                    let ended = await DownloadCommandTests.wait(try DownloadCommandTests.launch(arguments, home: home, log: log), timeout: 60)
+                    let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                    // A signal is a crash (a trap in Swift: GRDB's `try!` on a value of the wrong type, before), or the
+                    // timeout's kill.
+                    if case .signalled(let signal) = ended {
+                        Issue.record("after \(edit), stowage \(arguments) died of signal \(signal): \(output.prefix(600))")
+                        continue
+                    }
+                    if ended.status != 0 {
+                        let last = output.split(separator: "\n").last.map(String.init) ?? ""
+                        #expect(last.wholeMatch(of: /error: .+ \[[a-z0-9_]+\]/) != nil, "after \(edit), stowage \(arguments): \(output)")
+                        #expect(!last.contains("[internal_error]"), "after \(edit), stowage \(arguments): \(last)")
+                    }
+                }
+                #expect(try await Self.sqlite(".restore '\(backup)'", home: home) == 0)
+            }
+            let play = try await Self.run(["play", "demo-1", "--player", "ffmpeg-null"], home: home)
+            #expect(play.status == 0, "restored: \(play.output)")
+        }
+    }
+
     @Test("a lease whose signed payload was edited: verify says key_unusable (not missing) for its keys, until `stowage keys renew`")
     func unusableLeaseIsNamedByVerify() async throws {
         let fixture = try await DownloadFixture.make()

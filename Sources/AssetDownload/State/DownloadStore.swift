@@ -317,7 +317,7 @@ public final class DownloadStore: Sendable {
     public func completedFile(_ assetId: String, path: String) throws(DownloadError) -> CompletedFile? {
         try read { db in
             try Row.fetchOne(db, sql: "SELECT size, sha256 FROM download_files WHERE asset_id = ? AND path = ?", arguments: [assetId, path])
-                .map { CompletedFile(size: $0["size"], sha256: $0["sha256"]) }
+                .map { CompletedFile(size: try $0.decode(forColumn: "size"), sha256: try $0.decode(forColumn: "sha256")) }
         }
     }
 
@@ -325,7 +325,10 @@ public final class DownloadStore: Sendable {
         try read { db in
             var files: [String: CompletedFile] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT path, size, sha256 FROM download_files WHERE asset_id = ?", arguments: [assetId]) {
-                files[row["path"]] = CompletedFile(size: row["size"], sha256: row["sha256"])
+                files[try row.decode(forColumn: "path")] = CompletedFile(
+                    size: try row.decode(forColumn: "size"),
+                    sha256: try row.decode(forColumn: "sha256")
+                )
             }
             return files
         }
@@ -347,7 +350,7 @@ public final class DownloadStore: Sendable {
                 } else {
                     try Row.fetchAll(db, sql: "SELECT * FROM download_tasks ORDER BY created_at, asset_id")
                 }
-            return rows.map(Self.record)
+            return try rows.map(Self.record)
         }
     }
 
@@ -360,28 +363,30 @@ public final class DownloadStore: Sendable {
         }
     }
 
-    private static func record(_ row: Row) -> DownloadTaskRecord {
-        let json: String = row["request"]
+    /// - Throws: GRDB's `RowDecodingError` when a column holds a value of another type (written by hand): the file is
+    /// damaged (``StateDatabase/isDamaged(_:)``). A request that is not JSON is not: the record says so.
+    private static func record(_ row: Row) throws -> DownloadTaskRecord {
+        let json: String = (try? row.decode(forColumn: "request")) ?? ""
         // A row that does not decode still lists (one damaged task must not hide the others); running it is refused.
         let request: DownloadRequest
         var damage: String?
         do {
             request = try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8))
         } catch {
-            request = DownloadRequest(url: "", assetId: row["asset_id"])
+            request = DownloadRequest(url: "", assetId: try row.decode(forColumn: "asset_id"))
             damage = "\(error)"
         }
         return DownloadTaskRecord(
-            assetId: row["asset_id"],
-            session: row["session"],
+            assetId: try row.decode(forColumn: "asset_id"),
+            session: try row.decode(forColumn: "session"),
             request: request,
-            state: DownloadState(rawValue: row["state"]) ?? .failed,
-            failureCode: row["failure_code"],
-            failureMessage: row["failure_message"],
-            keysAcquired: row["keys_acquired"],
-            priority: row["priority"],
-            createdAt: row["created_at"],
-            updatedAt: row["updated_at"],
+            state: DownloadState(rawValue: try row.decode(forColumn: "state")) ?? .failed,
+            failureCode: try row.decode(forColumn: "failure_code"),
+            failureMessage: try row.decode(forColumn: "failure_message"),
+            keysAcquired: try row.decode(forColumn: "keys_acquired"),
+            priority: try row.decode(forColumn: "priority"),
+            createdAt: try row.decode(forColumn: "created_at"),
+            updatedAt: try row.decode(forColumn: "updated_at"),
             requestDamage: damage
         )
     }

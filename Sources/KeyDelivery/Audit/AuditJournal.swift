@@ -71,20 +71,20 @@ enum AuditJournal {
     static func verify(_ db: Database) throws -> AuditVerification {
         let all = try entries(db)
         let head = try Row.fetchOne(db, sql: "SELECT sequence, hash FROM key_audit_head WHERE id = 1")
-            .map { (sequence: $0["sequence"] as Int64, hash: $0["hash"] as String) }
+            .map { (sequence: try $0.decode(forColumn: "sequence") as Int64, hash: try $0.decode(forColumn: "hash") as String) }
         return AuditChain.verify(all, head: head)
     }
 
-    private static func entry(from row: Row) -> AuditEntry {
+    private static func entry(from row: Row) throws -> AuditEntry {
         AuditEntry(
-            sequence: row["sequence"],
-            time: row["time"],
-            kind: AuditEventKind(rawValue: row["kind"]),
-            assetId: row["asset_id"],
-            leaseId: row["lease_id"],
-            detail: row["detail"],
-            previousHash: row["previous_hash"],
-            hash: row["hash"]
+            sequence: try row.decode(forColumn: "sequence"),
+            time: try row.decode(forColumn: "time"),
+            kind: AuditEventKind(rawValue: try row.decode(forColumn: "kind")),
+            assetId: try row.decode(forColumn: "asset_id"),
+            leaseId: try row.decode(forColumn: "lease_id"),
+            detail: try row.decode(forColumn: "detail"),
+            previousHash: try row.decode(forColumn: "previous_hash"),
+            hash: try row.decode(forColumn: "hash")
         )
     }
 }

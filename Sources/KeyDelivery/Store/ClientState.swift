@@ -36,11 +36,11 @@ struct ClientState {
         let row = try Row.fetchOne(db, sql: "SELECT * FROM key_time_anchor WHERE id = 1")
         if let row {
             let candidate = TimeHighWaterMark(
-                mark: row["high_water_mark"],
-                rollbackDetectedAt: row["rollback_detected_at"],
-                tamperDetectedAt: row["tamper_detected_at"]
+                mark: try row.decode(forColumn: "high_water_mark"),
+                rollbackDetectedAt: try row.decode(forColumn: "rollback_detected_at"),
+                tamperDetectedAt: try row.decode(forColumn: "tamper_detected_at")
             )
-            let code = (row["mac"] as Data?).map { [UInt8]($0) }
+            let code = (try row.decode(forColumn: "mac") as Data?).map { [UInt8]($0) }
             if secrets.isAuthentic(code, for: fields(of: candidate)) {
                 stored = candidate
             } else {

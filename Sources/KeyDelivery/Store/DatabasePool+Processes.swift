@@ -64,7 +64,10 @@ extension DatabaseMigrator {
 public enum StateDatabase {
     /// SQLite says the file is not a database or its pages do not hold together (`SQLITE_CORRUPT`, `SQLITE_NOTADB`):
     /// a truncated file, a disk error, a file overwritten by hand.
+    /// A column holding a value of another type than Stowage wrote there (text in a number column, bytes that are
+    /// not UTF-8 in a text one: an edit made by hand with the sqlite3 shell) is damage too.
     public static func isDamaged(_ error: any Error) -> Bool {
+        if error is RowDecodingError { return true }
         guard let error = error as? DatabaseError else { return false }
         return [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode)
     }
@@ -86,6 +89,14 @@ public enum StateDatabase {
 
     /// SQLite's own words for `error` ("database disk image is malformed"), without the statement that failed.
     public static func reason(_ error: any Error) -> String {
+        if error is RowDecodingError {
+            // GRDB's text names the type and column, then lists the whole row: only the first part is said.
+            let text = String(describing: error)
+            if let match = text.firstMatch(of: /could not decode (.+?) from database value .* - column: "([^"]+)"/) {
+                return "the column \(match.output.2) holds a value that is not a \(match.output.1)"
+            }
+            return String(text.prefix { $0 != "," })
+        }
         guard let error = error as? DatabaseError else { return String(describing: type(of: error)) }
         return error.message ?? "SQLite error \(error.resultCode.rawValue)"
     }

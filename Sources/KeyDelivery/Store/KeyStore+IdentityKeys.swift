@@ -72,12 +72,12 @@ extension KeyStore {
             try Row.fetchOne(db, sql: "SELECT * FROM key_identity_keys WHERE uri = ?", arguments: [uri]).map { row in
                 (
                     sealed: LocalKeySealer.Sealed(
-                        nonce: [UInt8](row["nonce"] as Data),
-                        ciphertext: [UInt8](row["ciphertext"] as Data),
-                        tag: [UInt8](row["tag"] as Data)
+                        nonce: [UInt8](try row.decode(forColumn: "nonce") as Data),
+                        ciphertext: [UInt8](try row.decode(forColumn: "ciphertext") as Data),
+                        tag: [UInt8](try row.decode(forColumn: "tag") as Data)
                     ),
-                    assetId: row["asset_id"],
-                    expiresAt: row["expires_at"]
+                    assetId: try row.decode(forColumn: "asset_id"),
+                    expiresAt: try row.decode(forColumn: "expires_at")
                 )
             }
         }

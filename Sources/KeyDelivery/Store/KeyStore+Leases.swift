@@ -574,9 +574,10 @@ extension KeyStore {
             let rows = try Row.fetchAll(db, sql: "SELECT * FROM key_release_queue ORDER BY queued_at, lease_id")
             var pending: [PendingRelease] = []
             for row in rows {
-                let leaseId: String = row["lease_id"]
-                let deletedAt: Int64 = row["deleted_at"]
-                guard secrets.isAuthentic((row["mac"] as Data?).map { [UInt8]($0) }, for: Self.releaseFields(leaseId, deletedAt)),
+                let leaseId: String = try row.decode(forColumn: "lease_id")
+                let deletedAt: Int64 = try row.decode(forColumn: "deleted_at")
+                guard
+                    secrets.isAuthentic((try row.decode(forColumn: "mac") as Data?).map { [UInt8]($0) }, for: Self.releaseFields(leaseId, deletedAt)),
                     let lease = try Self.authenticated(leaseId, db, ledger: ledger, secrets: secrets, pinsPath: pinsPath),
                     lease.record.tampering == nil, !lease.state.holdsKeyMaterial, !lease.hasKeyMaterial
                 else { continue }
@@ -588,10 +589,10 @@ extension KeyStore {
                         keyServer: lease.keyServer,
                         deletedAt: deletedAt,
                         firstPlayedAt: lease.record.playbackStartedAt,
-                        queuedAt: row["queued_at"],
-                        attempts: row["attempts"],
-                        lastError: row["last_error"],
-                        lastAttemptAt: row["last_attempt_at"]
+                        queuedAt: try row.decode(forColumn: "queued_at"),
+                        attempts: try row.decode(forColumn: "attempts"),
+                        lastError: try row.decode(forColumn: "last_error"),
+                        lastAttemptAt: try row.decode(forColumn: "last_attempt_at")
                     )
                 )
             }
@@ -965,7 +966,7 @@ extension KeyStore {
 
     static func fetchPayload(_ leaseId: String, _ db: Database) throws -> SignedPayload? {
         try Row.fetchOne(db, sql: "SELECT payload, signature FROM key_lease_payloads WHERE lease_id = ?", arguments: [leaseId])
-            .map { SignedPayload(payload: $0["payload"], signature: $0["signature"]) }
+            .map { SignedPayload(payload: try $0.decode(forColumn: "payload"), signature: try $0.decode(forColumn: "signature")) }
     }
 
     private static let leaseQuery = """
@@ -974,10 +975,10 @@ extension KeyStore {
         """
 
     private static func leaseRow(from row: Row) throws -> LeaseRow {
-        let leaseId: String = row["lease_id"]
-        let keyIdsText: String = row["key_ids"]
-        let typeText: String = row["type"]
-        let stateText: String = row["state"]
+        let leaseId: String = try row.decode(forColumn: "lease_id")
+        let keyIdsText: String = try row.decode(forColumn: "key_ids")
+        let typeText: String = try row.decode(forColumn: "type")
+        let stateText: String = try row.decode(forColumn: "state")
         guard let keyIds = try? JSONDecoder().decode([String].self, from: Data(keyIdsText.utf8)),
             let type = LeaseType(rawValue: typeText), let state = LeaseState(rawValue: stateText)
         else {
@@ -985,8 +986,8 @@ extension KeyStore {
             return LeaseRow(
                 terms: LeaseTerms(
                     leaseId: leaseId,
-                    assetId: row["asset_id"],
-                    deviceId: row["device_id"],
+                    assetId: try row.decode(forColumn: "asset_id"),
+                    deviceId: try row.decode(forColumn: "device_id"),
                     keyIds: [],
                     type: .persistent,
                     issuedAt: 0,
@@ -995,15 +996,15 @@ extension KeyStore {
                     renewableUntil: nil
                 ),
                 state: .expired,
-                keyServer: row["key_server"],
-                persistedAt: row["persisted_at"],
+                keyServer: try row.decode(forColumn: "key_server"),
+                persistedAt: try row.decode(forColumn: "persisted_at"),
                 renewalCount: 0,
                 stateMAC: nil,
                 payload: nil
             )
         }
         let payload: SignedPayload? =
-            if let text: String = row["payload_text"], let signature: String = row["payload_signature"] {
+            if let text: String = try row.decode(forColumn: "payload_text"), let signature: String = try row.decode(forColumn: "payload_signature") {
                 SignedPayload(payload: text, signature: signature)
             } else {
                 nil
@@ -1011,25 +1012,25 @@ extension KeyStore {
         return LeaseRow(
             terms: LeaseTerms(
                 leaseId: leaseId,
-                assetId: row["asset_id"],
-                deviceId: row["device_id"],
+                assetId: try row.decode(forColumn: "asset_id"),
+                deviceId: try row.decode(forColumn: "device_id"),
                 keyIds: keyIds,
                 type: type,
-                issuedAt: row["issued_at"],
-                storageExpiresAt: row["storage_expires_at"],
-                playbackDuration: row["playback_duration"],
-                renewableUntil: row["renewable_until"]
+                issuedAt: try row.decode(forColumn: "issued_at"),
+                storageExpiresAt: try row.decode(forColumn: "storage_expires_at"),
+                playbackDuration: try row.decode(forColumn: "playback_duration"),
+                renewableUntil: try row.decode(forColumn: "renewable_until")
             ),
             state: state,
-            keyServer: row["key_server"],
-            firstPlayedAt: row["first_played_at"],
-            endedAt: row["ended_at"],
-            releasedAt: row["released_at"],
-            persistedAt: row["persisted_at"],
-            renewedAt: row["renewed_at"],
-            renewalCount: row["renewal_count"],
-            firstPlayReportedAt: row["first_play_reported_at"],
-            stateMAC: (row["state_mac"] as Data?).map { [UInt8]($0) },
+            keyServer: try row.decode(forColumn: "key_server"),
+            firstPlayedAt: try row.decode(forColumn: "first_played_at"),
+            endedAt: try row.decode(forColumn: "ended_at"),
+            releasedAt: try row.decode(forColumn: "released_at"),
+            persistedAt: try row.decode(forColumn: "persisted_at"),
+            renewedAt: try row.decode(forColumn: "renewed_at"),
+            renewalCount: try row.decode(forColumn: "renewal_count"),
+            firstPlayReportedAt: try row.decode(forColumn: "first_play_reported_at"),
+            stateMAC: (try row.decode(forColumn: "state_mac") as Data?).map { [UInt8]($0) },
             payload: payload
         )
     }

@@ -89,6 +89,8 @@ public final class KeyStore: Sendable {
                 )
             } catch let error as DatabaseError {
                 throw KeyStoreError.database(error, path: databasePath)
+            } catch let error as RowDecodingError {
+                throw KeyStoreError.database(error, path: databasePath)
             }
         }
         if case .success = secretsResult {
@@ -103,7 +105,7 @@ public final class KeyStore: Sendable {
         let check = try pool.read { db in
             try Row.fetchOne(db, sql: "SELECT value FROM key_store_meta WHERE name = 'kek_check'")
                 .map { row -> LocalKeySealer.Sealed in
-                    let bytes = [UInt8](row["value"] as Data)
+                    let bytes = [UInt8](try row.decode(forColumn: "value") as Data)
                     return LocalKeySealer.Sealed(nonce: Array(bytes.prefix(12)), ciphertext: [], tag: Array(bytes.dropFirst(12)))
                 }
         }
@@ -132,7 +134,7 @@ public final class KeyStore: Sendable {
             // Another process may have set up the store at the same moment with the same secret file.
             let stored = try pool.read { db in
                 try Row.fetchOne(db, sql: "SELECT value FROM key_store_meta WHERE name = 'kek_check'")
-                    .map { [UInt8]($0["value"] as Data) }
+                    .map { [UInt8](try $0.decode(forColumn: "value") as Data) }
             }
             if let stored, !sealer.matches(.init(nonce: Array(stored.prefix(12)), ciphertext: [], tag: Array(stored.dropFirst(12)))) {
                 throw KeyStoreError.sealingKeyMismatch
@@ -168,6 +170,8 @@ public final class KeyStore: Sendable {
             }
         } catch let error as DatabaseError {
             throw KeyStoreError.database(error, path: databaseURL.path)
+        } catch let error as RowDecodingError {
+            throw KeyStoreError.database(error, path: databaseURL.path)
         }
     }
 
@@ -175,6 +179,8 @@ public final class KeyStore: Sendable {
         do {
             return try pool.read { db in try body(db) }
         } catch let error as DatabaseError {
+            throw KeyStoreError.database(error, path: databaseURL.path)
+        } catch let error as RowDecodingError {
             throw KeyStoreError.database(error, path: databaseURL.path)
         }
     }

@@ -125,7 +125,11 @@ public struct SQLiteKeyServerStore: KeyServerStore {
     public func asset(id: String) async throws -> AssetRecord? {
         try await pool.read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT id, policy, created_at FROM asset WHERE id = ?"), arguments: [id]).map { row in
-                AssetRecord(id: row["id"], policy: row["policy"], createdAt: row["created_at"])
+                AssetRecord(
+                    id: try row.decode(forColumn: "id"),
+                    policy: try row.decode(forColumn: "policy"),
+                    createdAt: try row.decode(forColumn: "created_at")
+                )
             }
         }
     }
@@ -142,9 +146,9 @@ public struct SQLiteKeyServerStore: KeyServerStore {
             ).map { row in
                 ContentKeyRecord(
                     assetID: assetID,
-                    keyID: row["key_id"],
-                    nonce: [UInt8](row["nonce"] as Data),
-                    sealedKey: [UInt8](row["sealed_key"] as Data)
+                    keyID: try row.decode(forColumn: "key_id"),
+                    nonce: [UInt8](try row.decode(forColumn: "nonce") as Data),
+                    sealedKey: [UInt8](try row.decode(forColumn: "sealed_key") as Data)
                 )
             }
         }
@@ -169,12 +173,12 @@ public struct SQLiteKeyServerStore: KeyServerStore {
                         arguments: [limit]
                     )
                 }
-            return rows.map { row in
+            return try rows.map { row in
                 ContentKeyRecord(
-                    assetID: row["asset_id"],
-                    keyID: row["key_id"],
-                    nonce: [UInt8](row["nonce"] as Data),
-                    sealedKey: [UInt8](row["sealed_key"] as Data)
+                    assetID: try row.decode(forColumn: "asset_id"),
+                    keyID: try row.decode(forColumn: "key_id"),
+                    nonce: [UInt8](try row.decode(forColumn: "nonce") as Data),
+                    sealedKey: [UInt8](try row.decode(forColumn: "sealed_key") as Data)
                 )
             }
         }
@@ -220,10 +224,10 @@ public struct SQLiteKeyServerStore: KeyServerStore {
     private static func fetchDevice(_ db: Database, id: String) throws -> DeviceRecord? {
         try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE id = ?"), arguments: [id]).map { row in
             DeviceRecord(
-                id: row["id"],
-                signingKey: [UInt8](row["signing_key"] as Data),
-                agreementKey: [UInt8](row["agreement_key"] as Data),
-                firstSeenAt: row["first_seen_at"]
+                id: try row.decode(forColumn: "id"),
+                signingKey: [UInt8](try row.decode(forColumn: "signing_key") as Data),
+                agreementKey: [UInt8](try row.decode(forColumn: "agreement_key") as Data),
+                firstSeenAt: try row.decode(forColumn: "first_seen_at")
             )
         }
     }
@@ -386,25 +390,25 @@ public struct SQLiteKeyServerStore: KeyServerStore {
         try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM lease WHERE id = ?"), arguments: [id]).map(lease(from:))
     }
 
-    private static func lease(from row: Row) -> IssuedLease {
-        let keyIDs: String = row["key_ids"]
-        let type: String = row["type"]
+    private static func lease(from row: Row) throws -> IssuedLease {
+        let keyIDs: String = try row.decode(forColumn: "key_ids")
+        let type: String = try row.decode(forColumn: "type")
         return IssuedLease(
-            id: row["id"],
-            account: row["account"],
-            assetID: row["asset_id"],
-            deviceID: row["device_id"],
+            id: try row.decode(forColumn: "id"),
+            account: try row.decode(forColumn: "account"),
+            assetID: try row.decode(forColumn: "asset_id"),
+            deviceID: try row.decode(forColumn: "device_id"),
             keyIDs: keyIDs.split(separator: ",").map(String.init),
             type: LeaseType(rawValue: type) ?? .streaming,
-            createdAt: row["created_at"],
-            issuedAt: row["issued_at"],
-            storageExpiresAt: row["storage_expires_at"],
-            playbackDuration: row["playback_duration"],
-            renewableUntil: row["renewable_until"],
-            renewalCount: row["renewal_count"],
-            releasedAt: row["released_at"],
-            deletedAt: row["deleted_at"],
-            firstPlayedAt: row["first_played_at"]
+            createdAt: try row.decode(forColumn: "created_at"),
+            issuedAt: try row.decode(forColumn: "issued_at"),
+            storageExpiresAt: try row.decode(forColumn: "storage_expires_at"),
+            playbackDuration: try row.decode(forColumn: "playback_duration"),
+            renewableUntil: try row.decode(forColumn: "renewable_until"),
+            renewalCount: try row.decode(forColumn: "renewal_count"),
+            releasedAt: try row.decode(forColumn: "released_at"),
+            deletedAt: try row.decode(forColumn: "deleted_at"),
+            firstPlayedAt: try row.decode(forColumn: "first_played_at")
         )
     }
 
@@ -443,7 +447,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
             )
             var counts: [LeaseType: Int] = [:]
             for row in rows {
-                if let type = LeaseType(rawValue: row["type"]) { counts[type] = row["count"] }
+                if let type = LeaseType(rawValue: try row.decode(forColumn: "type")) { counts[type] = try row.decode(forColumn: "count") }
             }
             return counts
         }
@@ -456,18 +460,18 @@ public struct SQLiteKeyServerStore: KeyServerStore {
     public func auditRecords(limit: Int) async throws -> [AuditRecord] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM audit ORDER BY id LIMIT ?", arguments: [limit]).map { row in
-                let event: String = row["event"]
+                let event: String = try row.decode(forColumn: "event")
                 return AuditRecord(
-                    time: row["time"],
+                    time: try row.decode(forColumn: "time"),
                     event: AuditRecord.Event(rawValue: event) ?? .refused,
-                    operation: row["operation"],
-                    account: row["account"],
-                    deviceID: row["device_id"],
-                    assetID: row["asset_id"],
-                    leaseID: row["lease_id"],
-                    code: row["code"],
-                    detail: row["detail"],
-                    count: row["count"]
+                    operation: try row.decode(forColumn: "operation"),
+                    account: try row.decode(forColumn: "account"),
+                    deviceID: try row.decode(forColumn: "device_id"),
+                    assetID: try row.decode(forColumn: "asset_id"),
+                    leaseID: try row.decode(forColumn: "lease_id"),
+                    code: try row.decode(forColumn: "code"),
+                    detail: try row.decode(forColumn: "detail"),
+                    count: try row.decode(forColumn: "count")
                 )
             }
         }
