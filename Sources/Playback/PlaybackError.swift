@@ -261,7 +261,13 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// A method or layout playback cannot decrypt.
     public static func unsupportedEncryption(assetId: String, path: String, detail: String) -> Self {
-        .init(.unsupportedEncryption, assetId: assetId, path: path, message: "The file \(path) of asset \(assetId) cannot be played: \(detail)")
+        .init(
+            .unsupportedEncryption,
+            assetId: assetId,
+            path: path,
+            message: "The file \(path) of asset \(assetId) cannot be played: \(detail). Stowage does not serve it; "
+                + "`stowage verify \(assetId)` lists every such file"
+        )
     }
 
     /// A file could not be decrypted.

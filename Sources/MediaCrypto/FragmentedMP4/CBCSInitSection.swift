@@ -19,6 +19,11 @@ public struct CBCSInitSection: Sendable {
     /// The name used in errors.
     public let segment: String
 
+    /// Whether any track has a protection scheme (`sinf`): false for a clear init section. A playlist that sample-encrypts
+    /// segments under a clear one is inconsistent (a hostile or broken source): players would take encrypted samples
+    /// for clear ones.
+    public var protectsAnyTrack: Bool { tracks.contains { $0.scheme != nil } }
+
     /// The tracks by track_ID, with what the fragment parsers need beyond ``tracks``.
     let trackDescriptions: [UInt32: TrackDescription]
 

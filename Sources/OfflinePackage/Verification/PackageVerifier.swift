@@ -334,6 +334,19 @@ public struct PackageVerifier: Sendable {
         do throws(SegmentCryptoError) {
             let parsed = try CBCSInitSection.parse(bytes, segment: file.path)
             guard segmentMethod.isSampleEncryption else { return (PreparedInitSection(protection: nil, clear: parsed), []) }
+            guard parsed.protectsAnyTrack else {
+                let problem = VerificationProblem(
+                    .decryptionFailed,
+                    message: "the playlist sample-encrypts the segments of \(file.path) (\(segmentMethod)), but that init section "
+                        + "protects no track (no sinf box): players would take the encrypted samples for clear ones. The source "
+                        + "is inconsistent; report it to its provider",
+                    rendition: rendition,
+                    path: file.path,
+                    keyId: file.key?.keyId,
+                    cause: "unsupported_encryption"
+                )
+                return (nil, [problem])
+            }
             let clear = try CBCSInitSection.parse(try parsed.clearInitSection(), segment: file.path)
             return (PreparedInitSection(protection: parsed, clear: clear), [])
         } catch {

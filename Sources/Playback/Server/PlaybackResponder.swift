@@ -302,8 +302,12 @@ struct PlaybackResponder: HTTPResponder {
                     throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "a SAMPLE-AES fMP4 segment without an init section")
                 }
                 decryption.initSection = try initSections.prepare(initRole, in: authorization).protection
-                guard decryption.initSection != nil else {
-                    throw .unsupportedEncryption(assetId: assetId, path: file.path, detail: "its init section carries no cbcs protection")
+                guard decryption.initSection?.protectsAnyTrack == true else {
+                    throw .unsupportedEncryption(
+                        assetId: assetId,
+                        path: file.path,
+                        detail: "the playlist sample-encrypts it, but its init section \(initRole.file.path) protects no track (no sinf box)"
+                    )
                 }
             }
         }
