@@ -1,10 +1,13 @@
+import AssetDownload
 import AsyncHTTPClient
 import DownloadTestSupport
 import Foundation
 import NIOCore
 import NIOHTTP1
 import OfflinePackage
+import Playback
 import StowageLibrary
+import StowageTestSupport
 import Testing
 
 /// A hostile or broken source: a playlist that sample-encrypts fMP4 segments (METHOD=SAMPLE-AES, Shaka Packager's cbcs
@@ -64,5 +67,34 @@ struct InconsistentEncryptionTests {
         let package = try PackageDirectory(assetId: "mixed", in: fixture.clientDirectory)
         let errors = (try? String(contentsOf: package.errorLogURL, encoding: .utf8)) ?? ""
         #expect(errors.contains("unsupported_encryption") && errors.contains("protects%20no%20track"), "\(errors)")
+    }
+}
+
+/// The key store failing under a library already open: a row of `stowage.sqlite` written over by hand (a value of the
+/// wrong type) after the library opened it. Play refuses with key_store_unavailable, saying the file is damaged and
+/// what to do, and serves nothing.
+struct KeyStoreUnderPlaybackTests {
+    @Test("a lease row damaged after the library opened the store: play says key_store_unavailable with the damage in words")
+    func damagedAfterOpening() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
+        try await fixture.withServers { origin, keyServer in
+            let request = DownloadRequest(
+                url: fixture.sourceURL(origin),
+                assetId: fixture.assetId,
+                selection: MediaSelectionOptions(subtitles: .none),
+                keyServerURL: keyServer.absoluteString,
+                token: try await fixture.token()
+            )
+            _ = try await library.download(request).result()
+        }
+        let database = fixture.clientDirectory.url.appendingPathComponent("stowage.sqlite").path
+        let edit = try await ProcessRunner.run(program: "sqlite3", [database, "UPDATE key_leases SET state = X'FF00'"])
+        #expect(edit.status == 0, "\(String(decoding: edit.standardError, as: UTF8.self))")
+        let error = await #expect(throws: PlaybackError.self) { _ = try await library.play(assetId: fixture.assetId, online: false) }
+        #expect(error?.code == "key_store_unavailable")
+        #expect(error?.message.contains("damaged") == true && error?.message.contains("stowage recover") == true, "\(error?.message ?? "")")
+        await library.close()
     }
 }

@@ -33,7 +33,7 @@ public struct PackageKeyring: Sendable {
             do {
                 leases = try store.leases(assetId: manifest.assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
             } catch {
-                throw .storeUnavailable(String(describing: error))
+                throw .storeUnavailable((error as? any StowageError)?.message ?? String(describing: error))
             }
             // Newest first, so a renewed or re-acquired lease wins. A lease that cannot be opened (its payload does not
             // verify, the pins are damaged, the store fails) is skipped, and named if a key is then missing: it is not

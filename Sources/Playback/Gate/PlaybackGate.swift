@@ -1,5 +1,6 @@
 public import KeyDelivery
 public import OfflinePackage
+import StowageCore
 import StowageCrypto
 
 /// Decides whether an offline package may play now: the `stowage play` gate (DESIGN.md, data flow 3).
@@ -210,7 +211,7 @@ public struct PlaybackGate: Sendable {
                 ? try store.authorizePlayback(assetId: assetId, keyIds: keyIds, at: now)
                 : try store.evaluate(assetId: assetId, keyIds: keyIds, at: now)
         } catch {
-            throw .keyStoreUnavailable(assetId: assetId, detail: "\(error)")
+            throw .keyStoreUnavailable(assetId: assetId, detail: (error as? any StowageError)?.message ?? "\(error)")
         }
     }
 
