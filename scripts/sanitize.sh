@@ -29,4 +29,7 @@ export SWIFT_BACKTRACE=enable=no
 # Child processes (the `stowage` executable the tests start) are built with the same sanitizer.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1}"
-swift test --skip-build --sanitize="$sanitizer" --build-path "$folder" "$@"
+# At most 8 tests at once, as scripts/test.sh runs them: the sanitizers slow everything 2 to 10 times, and a test's own
+# deadlines must not run out while it waits its turn.
+swift test --skip-build --sanitize="$sanitizer" --build-path "$folder" \
+    --experimental-maximum-parallelization-width "${STOWAGE_TEST_WIDTH:-8}" "$@"
