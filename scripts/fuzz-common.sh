@@ -1,4 +1,4 @@
-# Sourced by scripts/fuzz-media.sh and scripts/fuzz-protocol.sh: what building and running a swiftc libFuzzer target
+# Sourced by scripts/fuzz-hls.sh, scripts/fuzz-media.sh and scripts/fuzz-protocol.sh: what building and running a swiftc libFuzzer target
 # takes, once. Set OUT (the target's folder under .build-fuzz/) and NAME (for messages) before sourcing.
 # Provides: SWIFTC, BIN-independent folders CORPUS SEEDS CRASHES, fuzz_build_module NAME SOURCE..., fuzz_link BIN
 # MODULE SOURCES-AND-OBJECTS..., fuzz_run BIN SECONDS MAX_LEN [libFuzzer flags...].

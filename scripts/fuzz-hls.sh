@@ -14,42 +14,22 @@ cd "$ROOT"
 SECONDS_TO_RUN="${1:-60}"
 shift || true
 
-OUT=.build-fuzz
+OUT=.build-fuzz/hls
+NAME=fuzz-hls
 BIN="$OUT/hls-fuzz"
-CORPUS="$OUT/corpus"
-SEEDS="$OUT/seeds"
-CRASHES="$OUT/crashes"
 DICT=Fuzz/hls.dict
-mkdir -p "$OUT/obj" "$CORPUS" "$SEEDS" "$CRASHES"
-
-if [[ -z "${SWIFTC:-}" ]]; then
-    if command -v swiftc >/dev/null 2>&1; then SWIFTC="$(command -v swiftc)"; else SWIFTC=/opt/swift/usr/bin/swiftc; fi
-fi
+source scripts/fuzz-common.sh
 
 # --- Build -----------------------------------------------------------------------------------------------------
-# HLS is compiled as its own module (with the package's language mode and upcoming features), so the harness uses
-# only its public API through `import HLS`, exactly like a client. Both halves get the fuzzer's coverage
-# instrumentation and ASan.
-COMMON_FLAGS=(-swift-version 6 -parse-as-library -sanitize=fuzzer,address -O -g)
-HLS_FLAGS=(
-    -enable-upcoming-feature ExistentialAny
-    -enable-upcoming-feature MemberImportVisibility
-    -enable-upcoming-feature InternalImportsByDefault
-)
-LINK_FLAGS=()
-if [[ -x "$(dirname "$SWIFTC")/ld.lld" ]]; then LINK_FLAGS=(-use-ld=lld); fi  # gold prints pages of ASan warnings
-
+# HLS is compiled as its own module over StowageCore (with the package's language mode and upcoming features), so the
+# harness uses only its public API through `import HLS`, exactly like a client.
 if [[ "${FUZZ_NO_BUILD:-0}" != 1 || ! -x "$BIN" ]]; then
-    mapfile -t HLS_SOURCES < <(find Sources/HLS -name '*.swift' | LC_ALL=C sort)
-    [[ ${#HLS_SOURCES[@]} -gt 0 ]] || { echo "fuzz-hls: no sources under Sources/HLS" >&2; exit 2; }
-    echo "fuzz-hls: compiling ${#HLS_SOURCES[@]} HLS sources with $SWIFTC"
-    "$SWIFTC" "${COMMON_FLAGS[@]}" "${HLS_FLAGS[@]}" -module-name HLS -wmo \
-        -emit-module -emit-module-path "$OUT/obj/HLS.swiftmodule" -emit-object -o "$OUT/obj/HLS.o" \
-        "${HLS_SOURCES[@]}"
-    echo "fuzz-hls: linking $BIN"
-    "$SWIFTC" "${COMMON_FLAGS[@]}" "${LINK_FLAGS[@]}" -module-name HLSFuzz -I "$OUT/obj" \
-        Fuzz/HLSFuzz/*.swift "$OUT/obj/HLS.o" -o "$BIN.tmp"
-    mv -f "$BIN.tmp" "$BIN"
+    mapfile -t core < <(find Sources/StowageCore -name '*.swift' | LC_ALL=C sort)
+    mapfile -t hls < <(find Sources/HLS -name '*.swift' | LC_ALL=C sort)
+    [[ ${#hls[@]} -gt 0 ]] || { echo "fuzz-hls: no sources under Sources/HLS" >&2; exit 2; }
+    fuzz_build_module StowageCore "${core[@]}"
+    fuzz_build_module HLS "${hls[@]}"
+    fuzz_link "$BIN" HLSFuzz Fuzz/HLSFuzz/*.swift "$OUT/obj/StowageCore.o" "$OUT/obj/HLS.o"
 fi
 
 # --- Seeds -----------------------------------------------------------------------------------------------------
@@ -148,21 +128,4 @@ seed variables '#EXTM3U
 seed quirks $'\xef\xbb\xbf#EXTM3U\r\n#EXT-X-TARGETDURATION:9.5\r\n#EXT-X-START:TIME-OFFSET=1e2\r\n#EXT-UNKNOWN:foo\r\n#EXTINF: 1.5e0 , title, with comma\r\nsegment with space.ts\r\n#EXT-X-DATERANGE:ID="x",CLASS="c",END-ON-NEXT=YES\r\n  #EXT-X-ENDLIST  '
 
 # --- Fuzz ------------------------------------------------------------------------------------------------------
-before="$(find "$CRASHES" -type f | wc -l)"
-echo "fuzz-hls: fuzzing for ${SECONDS_TO_RUN}s (corpus $CORPUS, seeds $SEEDS, crashes -> $CRASHES/)"
-status=0
-# Swift's own crash backtracer (swift-backtrace) deadlocks against ASan and would hide the crash from libFuzzer.
-export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
-"$BIN" \
-    -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 -dict="$DICT" \
-    -artifact_prefix="$CRASHES/" -print_final_stats=1 "$@" "$CORPUS" "$SEEDS" || status=$?
-after="$(find "$CRASHES" -type f | wc -l)"
-
-if [[ $status -ne 0 || $after -gt $before ]]; then
-    echo "fuzz-hls: FAILED (libFuzzer exit $status); new artifacts in $CRASHES/:" >&2
-    find "$CRASHES" -type f -newer "$BIN" -print >&2 || true
-    echo "fuzz-hls: reproduce with: SWIFT_BACKTRACE=enable=no $BIN <file>" >&2
-    echo "fuzz-hls: minimize with:  SWIFT_BACKTRACE=enable=no $BIN -minimize_crash=1 -runs=100000 <file>" >&2
-    exit $((status == 0 ? 1 : status))
-fi
-echo "fuzz-hls: no crashes"
+fuzz_run "$BIN" "$SECONDS_TO_RUN" 65536 -dict="$DICT" "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Stowage's whole test suite on a fresh machine: installs what is missing (scripts/ensure-deps.sh), checks the
 # formatting, builds once, starts a throwaway PostgreSQL (scripts/postgres.sh), runs every test target (Swift
-# Testing runs tests in parallel), then a short fault soak (scripts/soak.sh 10).
+# Testing runs tests in parallel), then a short fault soak (scripts/soak.sh 10) and 30 s of each fuzz target.
 # Needs: Debian with Swift 6.2+ on PATH; root or sudo for apt when something is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,3 +33,10 @@ stdbuf -oL -eL python3 scripts/test-watchdog.py "${STOWAGE_TEST_QUIET_LIMIT:-600
 echo "==> fault soak (10 kills of the CLI, 10 of the service)"
 # The same debug build the tests used; scripts/soak.sh 50 is the documented long run (docs/RELIABILITY.md).
 STOWAGE_BIN="$(swift build --show-bin-path)/stowage" bash scripts/soak.sh 10
+
+echo "==> fuzzing, 30 s per target (playlists, media, key protocol and files)"
+# Each builds its own libFuzzer target (about a minute) into .build-fuzz/; a crash, a hang over 10 s on one input, a
+# leak or a broken property fails the run and leaves the input in .build-fuzz/*/crashes/ (docs/fuzzing.md).
+bash scripts/fuzz-hls.sh 30
+bash scripts/fuzz-media.sh 30
+bash scripts/fuzz-protocol.sh 30

@@ -11,6 +11,20 @@ struct FuzzFindingTests {
         return parsed
     }
 
+    /// scripts/fuzz-hls.sh, 2026-11-27: the only EXT-X-STREAM-INF lacked its URI and was ignored, which left a
+    /// multivariant playlist with nothing in it; written out, it read back as a media playlist. It is refused with the
+    /// deviation that emptied it, as strict parsing refuses it.
+    @Test(arguments: [
+        "#EXTM3U\n#EXT-X-UNKNOWN:1\nlow/video-only.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=2560000,CODECS=/english-audio.m3u8\n",
+        "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\n",
+    ])
+    func aMultivariantPlaylistWithNoVariantLeftIsRefused(text: String) {
+        let error = #expect(throws: PlaylistError.self) { try PlaylistParser.parse(text) }
+        let strict = #expect(throws: PlaylistError.self) { try PlaylistParser.parse(text, strict: true) }
+        #expect(error != nil && error == strict, "\(String(describing: error)) against \(String(describing: strict))")
+        #expect(error?.description.contains("EXT-X-STREAM-INF") == true)
+    }
+
     @Test func aCharacterThatJoinsWithACommaDoesNotHideIt() throws {
         // U+0600 followed by "," is one grapheme cluster; the attribute list is scanned by scalar.
         let playlist = try Self.roundTrips("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-KEY:URI=\"k\",METHOD=\u{0600}\n#EXTINF:1,\na.ts\n")

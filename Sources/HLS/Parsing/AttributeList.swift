@@ -26,6 +26,8 @@ final class ToleranceLog {
     private(set) var warnings: [PlaylistWarning]?
     /// Warnings beyond ``maximumWarnings``, counted.
     private(set) var omitted = 0
+    /// The first deviation accepted: what a playlist left with nothing to read is refused with.
+    private(set) var firstTolerated: PlaylistError?
     static let maximumWarnings = 100
 
     init(strict: Bool) {
@@ -38,6 +40,7 @@ final class ToleranceLog {
     /// against `line` and parsing goes on.
     func tolerate(_ error: PlaylistError, line: Int, _ message: String) throws(PlaylistError) {
         guard warnings != nil else { throw error }
+        if firstTolerated == nil { firstTolerated = error }
         note(PlaylistWarning(line: line, message: message))
     }
 

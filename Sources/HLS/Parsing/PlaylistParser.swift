@@ -945,6 +945,17 @@ private struct ParserState {
                     reason: "EXT-X-DEFINE IMPORT is allowed only in media playlists"
                 )
             }
+            // What was dropped as tolerated (an EXT-X-STREAM-INF without its URI, an I-frame stream without one) can
+            // leave nothing that makes this a multivariant playlist: nothing to play, and written out it would read as
+            // an empty media playlist (found by scripts/fuzz-hls.sh). The first deviation that was let pass is then the
+            // error, as strict parsing would have said.
+            let m = multivariant
+            if m.variants.isEmpty, m.iFrameVariants.isEmpty, m.renditions.isEmpty, m.sessionData.isEmpty, m.sessionKeys.isEmpty,
+                m.contentSteering == nil
+            {
+                throw tolerance.firstTolerated
+                    ?? .missingRequiredTag("EXT-X-STREAM-INF", reason: "a multivariant playlist lists at least one variant stream")
+            }
             multivariant.version = version
             multivariant.independentSegments = independentSegments
             multivariant.start = start
