@@ -62,7 +62,9 @@ public final class AESCTRCipher {
 
     /// Transforms the next bytes of the stream.
     public func update(_ input: [UInt8]) throws -> [UInt8] {
-        try [UInt8](unsafeUninitializedCapacity: input.count) { buffer, initializedCount in
+        // Never `unsafeUninitializedCapacity: 0`: it writes the shared empty array's count (see AESGCM.seal).
+        guard !input.isEmpty else { return [] }
+        return try [UInt8](unsafeUninitializedCapacity: input.count) { buffer, initializedCount in
             initializedCount = 0
             initializedCount = try input.withUnsafeBytes { try update($0, into: UnsafeMutableRawBufferPointer(buffer)) }
         }

@@ -10,6 +10,8 @@ public enum SecureRandom {
     /// - Throws: ``CryptoError/randomFailure`` if the generator fails or `count` is negative.
     public static func bytes(count: Int) throws -> [UInt8] {
         guard count >= 0 else { throw CryptoError.randomFailure }
+        // Never `unsafeUninitializedCapacity: 0`: it writes the shared empty array's count (see AESGCM.seal).
+        guard count > 0 else { return [] }
         return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initializedCount in
             initializedCount = 0
             try fill(UnsafeMutableRawBufferPointer(buffer))

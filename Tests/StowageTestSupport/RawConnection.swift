@@ -13,12 +13,24 @@ public final class RawConnection: @unchecked Sendable {
 
     /// Connects to 127.0.0.1:`port` on a thread of its own: `connect` blocks while the server's listen backlog is
     /// full, and blocking the cooperative pool (two threads here) would stall the servers under test with it.
+    ///
+    /// The connections are handed over under a lock, not only through the continuation: ThreadSanitizer does not see
+    /// a continuation resumed on a Foundation thread as ordering that thread's writes (each connection's descriptor)
+    /// before the task's reads, and reported a data race (`scripts/sanitize.sh thread`, 2026-11-27).
     public static func open(port: Int, count: Int = 1) async throws -> [RawConnection] {
-        try await withCheckedThrowingContinuation { continuation in
+        final class Handover: @unchecked Sendable {
+            let lock = NSLock()
+            var opened: Result<[RawConnection], any Error> = .success([])
+        }
+        let handover = Handover()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Thread {
-                continuation.resume(with: Result { try (0..<count).map { _ in try RawConnection(port: port) } })
+                let result = Result { try (0..<count).map { _ in try RawConnection(port: port) } }
+                handover.lock.withLock { handover.opened = result }
+                continuation.resume()
             }.start()
         }
+        return try handover.lock.withLock { handover.opened }.get()
     }
 
     /// Connects to 127.0.0.1:`port`, blocking until the server's listen backlog takes the connection.
