@@ -1,5 +1,6 @@
 public import AssetDownload
 import Foundation
+import Logging
 import OfflinePackage
 public import StowageCore
 import StowageLibrary
@@ -64,10 +65,15 @@ actor DownloadScheduler {
     private var endingRecordings: Set<String> = []
     /// Why nothing may run now (outside the window, disk below its floor), nil when downloads may run.
     private var blocked: DownloadError?
+    /// Why the queue could not be read at the last look (the state database damaged or locked), nil when it could:
+    /// logged once when it starts and once when it ends, not at every tick.
+    private var queueFailure: String?
+    private let logger: Logger
 
-    init(library: OfflineLibrary, configuration: ServiceConfiguration) {
+    init(library: OfflineLibrary, configuration: ServiceConfiguration, logger: Logger) {
         self.library = library
         self.configuration = configuration
+        self.logger = logger
     }
 
     // MARK: - Requests
@@ -271,7 +277,20 @@ actor DownloadScheduler {
             for (_, current) in running { current.task.suspend(because: blocked) }
             return
         }
-        guard running.count < configuration.maxDownloads, let queue = try? queueOrder() else { return }
+        guard running.count < configuration.maxDownloads else { return }
+        let queue: [String]
+        do {
+            queue = try queueOrder()
+            if queueFailure != nil { logger.notice("the download queue can be read again; downloads start as before") }
+            queueFailure = nil
+        } catch {
+            // No download starts while the queue cannot be read: said, not passed over in silence (before, the
+            // service simply never started anything).
+            let text = (error as? any StowageError).map { "\($0.message) [\($0.code)]" } ?? "\(error)"
+            if text != queueFailure { logger.error("the download queue cannot be read, so no download starts: \(text)") }
+            queueFailure = text
+            return
+        }
         let now = ContinuousClock.now
         for assetId in queue where running.count < configuration.maxDownloads {
             if let wait = waiting[assetId], wait.notBefore > now { continue }
@@ -322,7 +341,14 @@ actor DownloadScheduler {
 
     private func ended(_ assetId: String, _ outcome: Result<PackageManifest, any Error>) {
         running[assetId] = nil
-        let record = try? library.downloadRecord(assetId: assetId)
+        let record: DownloadTaskRecord?
+        do {
+            record = try library.downloadRecord(assetId: assetId)
+        } catch {
+            // How the run ended cannot be read back: said, not taken for a pause.
+            logger.error("the end of the download of \(assetId) cannot be read back: \((error as? any StowageError)?.message ?? "\(error)")")
+            record = nil
+        }
         var final: DownloadUpdate
         var keepWatching = false
         switch outcome {

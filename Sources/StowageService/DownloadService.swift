@@ -58,7 +58,7 @@ public final class DownloadService: Service, Sendable {
         self.library = library
         self.configuration = configuration
         self.endpoint = ServiceEndpoint(dataDirectory: library.dataDirectory)
-        self.scheduler = DownloadScheduler(library: library, configuration: configuration)
+        self.scheduler = DownloadScheduler(library: library, configuration: configuration, logger: self.logger)
         self.upkeep = LeaseUpkeepLoop(library: library, configuration: configuration, logger: self.logger)
         self.startedAt = library.clock.now
     }
