@@ -196,7 +196,17 @@ let package = Package(
         ),
         // Helpers shared by the test targets: subprocesses awaited without blocking a thread, ffmpeg as an independent client,
         // the built `stowage` executable.
-        .target(name: "StowageTestSupport", dependencies: ["StowageCore"], path: "Tests/StowageTestSupport", swiftSettings: swiftSettings),
+        .target(
+            name: "StowageTestSupport",
+            dependencies: [
+                "StowageCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/StowageTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "StowageCoreTests", dependencies: ["StowageCore", "StowageTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "StowageCryptoTests", dependencies: ["StowageCrypto", "StowageTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSTests", dependencies: ["HLS"], resources: [.copy("Playlists")], swiftSettings: swiftSettings),

@@ -186,21 +186,26 @@ struct DownloadRecoveryTests {
         }
     }
 
+    /// Downloads the fixture's asset with its default audio only (video and English), as the add-media tests start.
+    static func downloadVideoAndEnglish(_ fixture: DownloadFixture, session: DownloadSession, origin: URL, keyServer: URL) async throws {
+        let request = DownloadRequest(
+            url: fixture.sourceURL(origin),
+            assetId: fixture.assetId,
+            selection: MediaSelectionOptions(audio: .defaults, subtitles: .none),
+            keyServerURL: keyServer.absoluteString,
+            token: try await fixture.token()
+        )
+        let first = try await DownloadFixture.run(try session.start(request)).result.get()
+        #expect(first.renditions.map(\.id) == ["video", "audio-en"])
+    }
+
     @Test("add-media adds a language to a completed package")
     func addMedia() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
         try await fixture.withServers { origin, keyServer in
             let session = try fixture.session()
-            let request = DownloadRequest(
-                url: fixture.sourceURL(origin),
-                assetId: fixture.assetId,
-                selection: MediaSelectionOptions(audio: .defaults, subtitles: .none),
-                keyServerURL: keyServer.absoluteString,
-                token: try await fixture.token()
-            )
-            let first = try await DownloadFixture.run(try session.start(request)).result.get()
-            #expect(first.renditions.map(\.id) == ["video", "audio-en"])
+            try await Self.downloadVideoAndEnglish(fixture, session: session, origin: origin, keyServer: keyServer)
             let added = try await DownloadFixture.run(
                 try session.addMedia(
                     assetId: fixture.assetId,
@@ -222,15 +227,7 @@ struct DownloadRecoveryTests {
         defer { fixture.remove() }
         try await fixture.withServers { origin, keyServer in
             let session = try fixture.session()
-            let request = DownloadRequest(
-                url: fixture.sourceURL(origin),
-                assetId: fixture.assetId,
-                selection: MediaSelectionOptions(audio: .defaults, subtitles: .none),
-                keyServerURL: keyServer.absoluteString,
-                token: try await fixture.token()
-            )
-            let first = try await DownloadFixture.run(try session.start(request)).result.get()
-            #expect(first.renditions.map(\.id) == ["video", "audio-en"])
+            try await Self.downloadVideoAndEnglish(fixture, session: session, origin: origin, keyServer: keyServer)
             // The German audio's playlist loses its EXT-X-ENDLIST and its VOD type at the origin: it is live now.
             let german = fixture.originRoot.appendingPathComponent("\(fixture.assetId)/audio/de/index.m3u8")
             let playlist = try String(contentsOf: german, encoding: .utf8)

@@ -6,6 +6,7 @@ import Logging
 import OfflinePackage
 import OriginServer
 import ServiceLifecycle
+import StowageTestSupport
 import Testing
 
 @Suite("Redirects")

@@ -249,6 +249,18 @@ struct LibraryCommandTests {
         return await DownloadCommandTests.wait(process, timeout: 30).status
     }
 
+    /// Runs `body` with the demo asset downloaded by `stowage download` into a fresh fixture's client directory (its
+    /// home), with the fixture's servers running and a token for them.
+    static func withDownloadedDemo(_ body: @Sendable (DownloadFixture, URL, String) async throws -> Void) async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            let token = try await fixture.token()
+            try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
+            try await body(fixture, fixture.clientDirectory.url, token)
+        }
+    }
+
     /// What a curious user may write into `stowage.sqlite` with the sqlite3 shell: values of the wrong type, text that is
     /// not UTF-8, emptied or deleted rows.
     static let hostileEdits = [
@@ -266,12 +278,7 @@ struct LibraryCommandTests {
 
     @Test("wrong types, bytes that are not text, emptied rows written into stowage.sqlite: no command crashes; each works or says why")
     func hostileDatabaseEdits() async throws {
-        let fixture = try await DownloadFixture.make()
-        defer { fixture.remove() }
-        try await fixture.withServers { origin, keyServer in
-            let home = fixture.clientDirectory.url
-            let token = try await fixture.token()
-            try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
+        try await Self.withDownloadedDemo { fixture, home, token in
             let backup = fixture.root.appendingPathComponent("backup.sqlite").path
             #expect(try await Self.sqlite(".backup '\(backup)'", home: home) == 0)
             for edit in Self.hostileEdits {
@@ -303,12 +310,7 @@ struct LibraryCommandTests {
 
     @Test("a lease whose signed payload was edited: verify says key_unusable (not missing) for its keys, until `stowage keys renew`")
     func unusableLeaseIsNamedByVerify() async throws {
-        let fixture = try await DownloadFixture.make()
-        defer { fixture.remove() }
-        try await fixture.withServers { origin, keyServer in
-            let home = fixture.clientDirectory.url
-            let token = try await fixture.token()
-            try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
+        try await Self.withDownloadedDemo { fixture, home, token in
             #expect(try await Self.sqlite("UPDATE key_lease_payloads SET signature = 'AAAA'", home: home) == 0)
             let verified = try await Self.run(["verify", "demo-1", "--json"], home: home)
             #expect(verified.status != 0, "\(verified.output)")
@@ -323,12 +325,7 @@ struct LibraryCommandTests {
 
     @Test("a lease edited with sqlite3, or a deleted time record, keeps `stowage play` refused until `stowage keys renew`")
     func editedLeasesAreRefusedByPlay() async throws {
-        let fixture = try await DownloadFixture.make()
-        defer { fixture.remove() }
-        try await fixture.withServers { origin, keyServer in
-            let home = fixture.clientDirectory.url
-            let token = try await fixture.token()
-            try await Self.downloadDemo(fixture, origin: origin, keyServer: keyServer, token: token)
+        try await Self.withDownloadedDemo { fixture, home, token in
             let edits = [
                 ("UPDATE key_leases SET first_played_at = NULL, storage_expires_at = 4102444800, playback_duration = NULL", true),
                 ("DELETE FROM key_time_anchor", false),

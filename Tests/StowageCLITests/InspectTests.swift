@@ -5,6 +5,7 @@ import HLS
 import Hummingbird
 import Logging
 import NIOCore
+import StowageTestSupport
 import Testing
 
 struct InspectTests {
@@ -52,21 +53,10 @@ struct InspectTests {
             Response(status: .found, headers: [.location: "/playlists/master.m3u8"])
         }
         router.add(middleware: FileMiddleware(TestSupport.fixtures.path, searchForIndexHtml: false))
-        var logger = Logger(label: "test")
-        // Cancelling the server task at the end logs the cancelled child channel as an error; it is expected here.
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let server = Task { try await app.run() }
-        defer { server.cancel() }
-        var iterator = ports.makeAsyncIterator()
-        let port = try #require(await iterator.next())
+        try await withLoopbackServer(router) { port in try await Self.inspectAfterRedirects(port: port) }
+    }
 
+    static func inspectAfterRedirects(port: Int) async throws {
         let inspection = try await TestSupport.inspect("http://127.0.0.1:\(port)/moved/master.m3u8", deep: true)
         #expect(inspection.url.path == "/playlists/master.m3u8")
         let media = try #require(inspection.mediaPlaylists)

@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 @testable import KeyDelivery
@@ -54,20 +55,7 @@ actor KeyOrigin {
                 return Response(status: .init(code: code), headers: headers)
             }
         }
-        var logger = Logger(label: "key-origin")
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let server = Task { try await app.run() }
-        defer { server.cancel() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        return try await body(URL(string: "http://127.0.0.1:\(port)")!)
+        return try await withLoopbackServer(router) { port in try await body(URL(string: "http://127.0.0.1:\(port)")!) }
     }
 }
 

@@ -1,8 +1,8 @@
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
-import Logging
 import NIOCore
+import StowageTestSupport
 import Testing
 
 @testable import KeyDelivery
@@ -34,20 +34,7 @@ actor MisbehavingKeyServer {
         router.post("v1/keys") { [self] _, _ in await self.response(for: "POST /v1/keys") }
         router.post("v1/leases/:id/renew") { [self] _, _ in await self.response(for: "POST /v1/leases/renew") }
         router.get("v1/server-key") { [self] _, _ in await self.response(for: "GET /v1/server-key") }
-        var logger = Logger(label: "misbehaving-key-server")
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let server = Task { try await app.run() }
-        defer { server.cancel() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        return try await body(URL(string: "http://127.0.0.1:\(port)")!)
+        return try await withLoopbackServer(router) { port in try await body(URL(string: "http://127.0.0.1:\(port)")!) }
     }
 
     private func response(for route: String) -> Response {
@@ -69,26 +56,10 @@ struct MisbehavingKeyServerTests {
         arguments: [(502, 3), (504, 3), (500, 1), (403, 1), (404, 1)]
     )
     func statusWithoutProtocolBody(status: Int, requests: Int) async throws {
-        let fixture = try await KeySessionFixture.make()
-        defer { fixture.remove() }
-        let token = try await fixture.token()
-        let server = MisbehavingKeyServer()
-        await server.answer("POST /v1/keys", .init(status: status, contentType: "text/html", body: Self.proxyPage))
-        try await server.serve { url in
-            try await withHTTPClient { http in
-                let session = try fixture.session(http, url: url, token: token)
-                let error = await #expect(throws: KeySessionError.self) {
-                    try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
-                }
-                #expect(error?.code == "unexpected_response")
-                #expect(error?.httpStatus == status)
-                let message = error?.message ?? ""
-                #expect(message.contains("POST /v1/keys") && message.contains("HTTP \(status)") && message.contains(session.keyServer), "\(message)")
-                #expect(message.contains("no Stowage error in its body"), "\(message)")
-                #expect(await server.count("POST /v1/keys") == requests)
-                #expect(try session.store.leases().isEmpty)
-            }
-        }
+        let refused = try await Self.acquire(answeredWith: .init(status: status, contentType: "text/html", body: Self.proxyPage))
+        #expect(refused.error?.httpStatus == status)
+        #expect(refused.error?.message.contains("HTTP \(status) and no Stowage error in its body") == true, "\(refused.message)")
+        #expect(refused.requests == requests)
     }
 
     @Test(
@@ -96,23 +67,34 @@ struct MisbehavingKeyServerTests {
         arguments: ["<html><body>Welcome</body></html>", #"{"status":"ok"}"#, ""]
     )
     func okWithAnotherBody(body: String) async throws {
+        let refused = try await Self.acquire(answeredWith: .init(status: 200, contentType: "application/json", body: body))
+        #expect(refused.error?.httpStatus == 200)
+        #expect(refused.message.contains("HTTP 200") && refused.message.contains("SignedPayload"), "\(refused.message)")
+        #expect(refused.requests == 1)
+    }
+
+    /// Asks a server that answers `POST /v1/keys` with `answer` for keys; checks what every such refusal must hold
+    /// (`unexpected_response` naming the server and the request, no lease stored) and returns the error, its message
+    /// and how many key requests the server saw.
+    static func acquire(
+        answeredWith answer: MisbehavingKeyServer.Answer
+    ) async throws -> (error: KeySessionError?, message: String, requests: Int) {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
         let token = try await fixture.token()
         let server = MisbehavingKeyServer()
-        await server.answer("POST /v1/keys", .init(status: 200, contentType: "application/json", body: body))
-        try await server.serve { url in
+        await server.answer("POST /v1/keys", answer)
+        return try await server.serve { url in
             try await withHTTPClient { http in
                 let session = try fixture.session(http, url: url, token: token)
                 let error = await #expect(throws: KeySessionError.self) {
                     try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
                 }
-                #expect(error?.code == "unexpected_response")
-                #expect(error?.httpStatus == 200)
                 let message = error?.message ?? ""
-                #expect(message.contains("POST /v1/keys with HTTP 200") && message.contains("SignedPayload"), "\(message)")
-                #expect(await server.count("POST /v1/keys") == 1)
+                #expect(error?.code == "unexpected_response")
+                #expect(message.contains("answered POST /v1/keys") && message.contains(session.keyServer), "\(message)")
                 #expect(try session.store.leases().isEmpty)
+                return (error, message, await server.count("POST /v1/keys"))
             }
         }
     }

@@ -1,10 +1,14 @@
-import Hummingbird
+public import Hummingbird
 import Logging
 import ServiceLifecycle
 
 /// Runs `router` on 127.0.0.1 (an OS-assigned port) while `body` runs with that port, then shuts it down gracefully:
-/// the small servers the download tests stand up to play another host (a redirector, a recording proxy).
-func withLoopbackServer<T: Sendable>(_ router: Router<BasicRequestContext>, _ body: @Sendable (Int) async throws -> T) async throws -> T {
+/// the small servers tests stand up to play another host (a redirector, a recording proxy, a key server that is not
+/// one).
+public func withLoopbackServer<T: Sendable>(
+    _ router: Router<BasicRequestContext>,
+    _ body: (Int) async throws -> T
+) async throws -> T {
     var logger = Logger(label: "loopback-test-server")
     logger.logLevel = .warning
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
