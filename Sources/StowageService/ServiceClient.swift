@@ -41,13 +41,23 @@ public final class ServiceClient: Sendable {
         let endpoint = ServiceEndpoint(dataDirectory: dataDirectory)
         guard FileManager.default.fileExists(atPath: endpoint.socketURL.path) else { return nil }
         let client = ServiceClient(endpoint: endpoint)
-        let failure: any Error
-        do {
-            let _: ServiceStatus = try await client.call("GET", "/v1/status", body: Optional<String>.none, timeout: .seconds(probeTimeout))
-            return client
-        } catch {
-            failure = error
-        }
+        var failure: any Error
+        let started = ContinuousClock.now
+        repeat {
+            do {
+                let _: ServiceStatus = try await client.call("GET", "/v1/status", body: Optional<String>.none, timeout: .seconds(probeTimeout))
+                return client
+            } catch {
+                failure = error
+            }
+            // A service starting up has bound its socket (the file exists) but may not listen on it yet: a refusal
+            // that comes at once, while it holds the lock, is asked again within the probe's time, not taken for a
+            // service that does not answer (found as a test's `service_unreachable` a moment after the service started).
+            guard AssetLock.currentHolder(of: endpoint.lockURL, name: "service") != nil,
+                ContinuousClock.now - started < .seconds(probeTimeout)
+            else { break }
+            try? await Task.sleep(for: .milliseconds(50))
+        } while true
         await client.close()
         guard let holder = AssetLock.currentHolder(of: endpoint.lockURL, name: "service") else { return nil }
         let why = (failure as? any StowageError)?.message ?? "\(failure)"

@@ -8,6 +8,10 @@ import StowageService
 import StowageTestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Something other than this Stowage's download service answering on the service's socket (another version, or a
 /// service that breaks): every answer it cannot read is `service_protocol_error`, naming the socket and the request,
 /// through the library and through the command line alike.
@@ -81,5 +85,50 @@ struct ServiceProtocolTests {
             let printed = String(decoding: listed.standardOutput + listed.standardError, as: UTF8.self)
             #expect(printed.contains(#""code":"service_protocol_error""#), "\(printed)")
         }
+    }
+}
+
+/// A command run in the moment a service starting up has bound its socket but does not listen on it yet.
+struct ServiceStartingUpTests {
+    @Test("a socket that refuses for a moment while the service holds its lock: the client asks again and gets the service")
+    func refusedWhileStartingIsAskedAgain() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("service-starting-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let dataDirectory = DataDirectory(url: root)
+        let endpoint = ServiceEndpoint(dataDirectory: dataDirectory)
+        try FileManager.default.createDirectory(at: endpoint.socketURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+        // The service's lock, `service.lock` in the data directory, held as a running service holds it.
+        let (lock, _) = try AssetLock.tryAcquire(file: root.appendingPathComponent("service.lock"), name: "service", purpose: "the download service")
+        let held = try #require(lock)
+        defer { held.release() }
+        // Bound, not listening: a connection is refused at once, as in the moment between a service's bind and listen.
+        let bound = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(bound >= 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            endpoint.socketURL.path.utf8CString.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count))) }
+        }
+        let didBind = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(bound, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+        }
+        try #require(didBind, "bind: \(errno)")
+        // Half a second later the service is up: the bound socket goes, a server listens on the path.
+        let connecting = Task { await ServiceClient.connect(dataDirectory: dataDirectory) }
+        try await Task.sleep(for: .milliseconds(500))
+        close(bound)
+        try FileManager.default.removeItem(at: endpoint.socketURL)
+        let answered = try await ServiceProtocolTests.withStrangeService(in: dataDirectory, assets: (.ok, "[]")) {
+            let connected = try #require(await connecting.value, "no client: the socket was taken for one a killed service left")
+            do {
+                let empty = try await connected.assets().isEmpty
+                await connected.close()
+                return empty
+            } catch {
+                await connected.close()
+                throw error
+            }
+        }
+        #expect(answered, "the client took the starting service for one that does not answer")
     }
 }
