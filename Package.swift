@@ -286,7 +286,7 @@ let package = Package(
         .target(
             name: "PackageTestSupport",
             dependencies: [
-                "Packaging",
+                "Packaging", "StowageTestSupport", "StowageCore",
                 "OfflinePackage", "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "StowageCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -21,11 +21,16 @@ import time
 
 
 def dump_stacks(group):
-    """Prints the stacks of every thread of every process in process group `group`, at most 2 minutes each."""
+    """Prints the stacks of every thread of every process in process group `group`, at most 2 minutes each.
+
+    SwiftPM's own process (`swift-test`/`swift-package`), which only waits for the test binary, comes first, so that
+    the stacks of the test binary and of the processes its tests started come last, where a log cut to its tail
+    still shows them; gdb's complaints about missing debug files are silenced."""
     gdb = shutil.which("gdb")
     if gdb is None:
         print("test-watchdog: gdb is not installed; no stacks", flush=True)
         return
+    processes = []
     for entry in sorted(os.listdir("/proc")):
         if not entry.isdigit():
             continue
@@ -38,14 +43,17 @@ def dump_stacks(group):
                 name = cmdline.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
         except (OSError, ValueError, IndexError):
             continue
-        print(f"\ntest-watchdog: stacks of process {entry}: {name}", flush=True)
+        processes.append((0 if "swift-package" in name or "swift-test " in name else 1, int(entry), name))
+    for _, pid, name in sorted(processes):
+        print(f"\ntest-watchdog: stacks of process {pid}: {name}", flush=True)
         try:
             result = subprocess.run(
-                [gdb, "-p", entry, "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt 40"],
+                [gdb, "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off", "-ex", "set complaints 0",
+                 "-ex", "thread apply all bt 40"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
             )
-            sys.stdout.buffer.write(result.stdout)
-            sys.stdout.buffer.flush()
+            lines = result.stdout.decode("utf-8", "replace").splitlines()
+            print("\n".join(line for line in lines if not line.startswith("During symbol reading")), flush=True)
         except subprocess.TimeoutExpired:
             print("test-watchdog: gdb took more than 2 minutes; no stacks", flush=True)
 
@@ -76,12 +84,17 @@ def main():
     while process.poll() is None:
         time.sleep(5)
         if time.monotonic() - last_output[0] > quiet_limit and process.poll() is None:
-            now = time.monotonic()
-            print(f"\ntest-watchdog: no output for {quiet_limit:.0f} s; tests that started and did not end:", flush=True)
-            for name, began in sorted(running.items(), key=lambda item: item[1]):
-                if name != "run":
-                    print(f"  {name} (for {now - began:.0f} s)", flush=True)
+            def report():
+                now = time.monotonic()
+                print(f"\ntest-watchdog: no output for {quiet_limit:.0f} s; tests that started and did not end:",
+                      flush=True)
+                for name, began in sorted(running.items(), key=lambda item: item[1]):
+                    if name != "run":
+                        print(f"  {name} (for {now - began:.0f} s)", flush=True)
+            report()
             dump_stacks(process.pid)
+            # Again after the stacks, so that a log cut to its tail still names the tests.
+            report()
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             sys.exit(124)

@@ -5,7 +5,9 @@ import KeyDelivery
 import KeyServer
 import NIOCore
 import NIOHTTP1
+import StowageCore
 import StowageCrypto
+import StowageTestSupport
 
 /// A key server in a fresh temporary data directory, with a movable clock and known assets:
 /// - `movie-1`: two keys, the default policy (30 days, 48 h playback, renewable for 90 days, 3 devices);
@@ -84,12 +86,11 @@ struct KeyServerFixture: Sendable {
         limits: ConnectionLimits? = nil,
         _ body: (LiveClient) async throws -> Result
     ) async throws -> Result {
-        let (addresses, continuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
         var server = self.server
         if let limits { server.connectionLimits = limits }
-        let task = Task { try await server.run(port: 0) { continuation.yield($0) } }
-        var iterator = addresses.makeAsyncIterator()
-        guard let address = await iterator.next() else { throw CancellationError() }
+        let started = try await ListeningServer.start { [server] onListening in try await server.run(port: 0, onListening: onListening) }
+        let task = started.task
+        let address = try started.listeningAddress()
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         let result: Swift.Result<Result, any Error>
         do {

@@ -5,7 +5,9 @@ public import KeyDelivery
 public import KeyServer
 public import OfflinePackage
 public import Packaging
+import StowageCore
 import StowageCrypto
+import StowageTestSupport
 
 /// How a test package's keys are delivered and held on the device.
 public enum TestKeyDelivery: Sendable {
@@ -217,11 +219,10 @@ public enum TestPackages {
     ) async throws -> String {
         let application = try await KeyServerApplication(dataDirectory: server, clock: serverClock)
         let token = try await server.makeToken(subject: "tester", assets: [assetId], ttl: 365 * 86_400, clock: serverClock)
-        let (addresses, continuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
-        let task = Task { try await application.run(port: 0) { continuation.yield($0) } }
+        let started = try await ListeningServer.start { onListening in try await application.run(port: 0, onListening: onListening) }
+        let task = started.task
         defer { task.cancel() }
-        var iterator = addresses.makeAsyncIterator()
-        guard let address = await iterator.next() else { throw CancellationError() }
+        let address = try started.listeningAddress()
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         let result: Result<String, any Error>
         do {

@@ -8,6 +8,7 @@ import OfflinePackage
 import PackageTestSupport
 import Packaging
 import Playback
+import StowageCore
 import StowageTestSupport
 import Testing
 
@@ -50,10 +51,9 @@ enum PlaybackHarness {
         let gate = gate ?? Self.gate(package)
         let authorization = try gate.authorize(assetId: package.manifest.assetId)
         let server = try PlaybackServer(authorization: authorization, gate: gate, configuration: configuration)
-        let (addresses, continuation) = AsyncStream.makeStream(of: PlaybackServer.Address.self)
-        let task = Task { try await server.run { continuation.yield($0) } }
-        var iterator = addresses.makeAsyncIterator()
-        guard let address = await iterator.next() else { throw CancellationError() }
+        let started = try await ListeningServer.start { onListening in try await server.run(onListening: onListening) }
+        let task = started.task
+        let address = try started.listeningAddress()
         let result: Swift.Result<Result, any Error>
         do {
             result = .success(try await body(address))

@@ -6,6 +6,7 @@ import PackageTestSupport
 import Packaging
 import Playback
 import StowageCore
+import StowageTestSupport
 import Testing
 
 /// The playback server over loopback: what it serves, what it refuses mid-session, and how a session ends.
@@ -151,10 +152,9 @@ struct PlaybackServerTests {
         let gate = PlaybackHarness.gate(package)
         let authorization = try gate.authorize(assetId: "movie")
         let server = try PlaybackServer(authorization: authorization, gate: gate)
-        let (addresses, continuation) = AsyncStream.makeStream(of: PlaybackServer.Address.self)
-        let task = Task { try await server.run { continuation.yield($0) } }
-        var iterator = addresses.makeAsyncIterator()
-        let address = try #require(await iterator.next())
+        let started = try await ListeningServer.start { onListening in try await server.run(onListening: onListening) }
+        let task = started.task
+        let address = try started.listeningAddress()
         #expect(try await PlaybackHarness.get(address.multivariantURL).status == 200)
 
         // `stowage delete` removes the folder while the player plays.

@@ -2,6 +2,7 @@ import AssetDownload
 import AsyncHTTPClient
 import Foundation
 import OriginServer
+import StowageCore
 import StowageTestSupport
 import Testing
 
@@ -29,12 +30,11 @@ enum TestSupport {
         root: URL,
         _ body: @Sendable (URL) async throws -> T
     ) async throws -> T {
-        let (addresses, continuation) = AsyncStream.makeStream(of: Origin.Address.self)
         let origin = Origin(configuration: .init(root: root.path))
-        let server = Task { try await origin.run { continuation.yield($0) } }
+        let started = try await ListeningServer.start { onListening in try await origin.run(onListening: onListening) }
+        let server = started.task
         defer { server.cancel() }
-        var iterator = addresses.makeAsyncIterator()
-        guard let address = await iterator.next() else { throw CancellationError() }
+        let address = try started.listeningAddress()
         #expect(address.port > 0)
         let result = try await body(address.baseURL)
         server.cancel()

@@ -42,7 +42,10 @@ struct ServiceProtocolTests {
             onServerRunning: { _ in continuation.yield() },
             logger: logger
         )
-        let server = Task { try await app.run() }
+        let server = Task {
+            defer { continuation.finish() }
+            try await app.run()
+        }
         defer {
             server.cancel()
             try? FileManager.default.removeItem(atPath: socket)

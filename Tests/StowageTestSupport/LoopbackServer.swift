@@ -19,9 +19,16 @@ public func withLoopbackServer<T: Sendable>(
         logger: logger
     )
     let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
-    let runner = Task { try await group.run() }
+    let runner = Task {
+        // Finished however the server ends, so a server that cannot bind fails the wait below instead of hanging it.
+        defer { continuation.finish() }
+        try await group.run()
+    }
     var iterator = ports.makeAsyncIterator()
-    guard let port = await iterator.next() else { throw CancellationError() }
+    guard let port = await iterator.next() else {
+        try await runner.value
+        throw ServerDidNotListen()
+    }
     let result: Result<T, any Error>
     do {
         result = .success(try await body(port))

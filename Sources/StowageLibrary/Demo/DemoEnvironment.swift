@@ -67,11 +67,10 @@ public final class DemoEnvironment: Sendable {
         }
         let directory = try KeyServerDataDirectory.initialize(at: work.appendingPathComponent("keyserver").path)
         let server = try await KeyServerApplication(dataDirectory: directory, clock: KeyServerClock { Date().timeIntervalSince1970 })
-        let (keyAddresses, keyContinuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
-        let keyTask = Task { try await server.run(port: 0) { keyContinuation.yield($0) } }
-        var keyIterator = keyAddresses.makeAsyncIterator()
-        guard let keyAddress = await keyIterator.next() else {
-            try await keyTask.value
+        // A server that cannot start throws its own error here rather than leaving the demo waiting for its address.
+        let keyServer = try await ListeningServer.start { onListening in try await server.run(port: 0, onListening: onListening) }
+        let keyTask = keyServer.task
+        guard let keyAddress = keyServer.address else {
             throw DemoError("key_server_not_started", "the embedded key server stopped before it listened")
         }
         do {
@@ -85,11 +84,9 @@ public final class DemoEnvironment: Sendable {
                 registrar: KeyRegistrar(directory.register)
             ).package(playlistAt: fixture)
             let origin = Origin(configuration: .init(root: originRoot.path, conditions: conditions, seed: 1))
-            let (originAddresses, originContinuation) = AsyncStream.makeStream(of: Origin.Address.self)
-            let originTask = Task { try await origin.run { originContinuation.yield($0) } }
-            var originIterator = originAddresses.makeAsyncIterator()
-            guard let originAddress = await originIterator.next() else {
-                try await originTask.value
+            let originServer = try await ListeningServer.start { onListening in try await origin.run(onListening: onListening) }
+            let originTask = originServer.task
+            guard let originAddress = originServer.address else {
                 throw DemoError("origin_not_started", "the embedded origin stopped before it listened")
             }
             return DemoEnvironment(

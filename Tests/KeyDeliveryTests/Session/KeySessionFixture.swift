@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import KeyDelivery
 import KeyServer
+import StowageCore
 import StowageCrypto
 import StowageTestSupport
 
@@ -18,7 +19,12 @@ struct KeySessionFixture: Sendable {
     let clock: TestClock
     /// The port the fixture's server listens on each time it runs, so leases (which remember their key server's URL)
     /// find it again after a restart. Chosen free by the OS when the fixture is made.
-    let port: Int
+    var port: Int { reservation.port }
+    /// Holds ``port`` (bound, not listening) for the fixture's life, so no other test's server or connection takes it
+    /// while this one's server is down: a port released and bound again later was taken by another test under load,
+    /// and the server then could not start. The server binds it beside this socket (both with SO_REUSEADDR; Linux
+    /// allows that while this one does not listen), and connections to it are refused while the server is down.
+    let reservation: HeldPort
     /// The machine the client's key store is bound to (the system's for tests that run the `stowage` executable on it).
     let machineID: MachineID
     let directory: KeyServerDataDirectory
@@ -58,9 +64,14 @@ struct KeySessionFixture: Sendable {
         }
         try await directory.addAsset(id: "live", keyID: liveKeyID, key: SecretBytes(Hex.decode(liveKey)!), policy: "stream-only", clock: serverClock)
         let server = try await KeyServerApplication(dataDirectory: directory, clock: serverClock)
-        let held = try HeldPort()
-        held.release()
-        return KeySessionFixture(root: root, clock: clock, port: held.port, machineID: machineID, directory: directory, server: server)
+        return KeySessionFixture(
+            root: root,
+            clock: clock,
+            reservation: try HeldPort(),
+            machineID: machineID,
+            directory: directory,
+            server: server
+        )
     }
 
     func token(assets: [String] = ["*"]) async throws -> String {
@@ -79,10 +90,9 @@ struct KeySessionFixture: Sendable {
         port: Int = 0,
         _ body: (URL) async throws -> Result
     ) async throws -> Result {
-        let (addresses, continuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
-        let task = Task { try await server.run(port: port) { continuation.yield($0) } }
-        var iterator = addresses.makeAsyncIterator()
-        guard let address = await iterator.next() else { throw CancellationError() }
+        let started = try await ListeningServer.start { onListening in try await server.run(port: port, onListening: onListening) }
+        let task = started.task
+        let address = try started.listeningAddress()
         let result: Swift.Result<Result, any Error>
         do {
             result = .success(try await body(address.baseURL))
@@ -105,6 +115,7 @@ struct KeySessionFixture: Sendable {
     }
 
     func remove() {
+        reservation.release()
         try? FileManager.default.removeItem(at: root)
     }
 }
