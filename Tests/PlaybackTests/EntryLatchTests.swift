@@ -36,4 +36,28 @@ struct EntryLatchTests {
         #expect(peer == LoopbackPeer(uid: getuid(), pid: getpid()))
         #expect(LoopbackPeer.find(client: ("127.0.0.1", 1), server: ("127.0.0.1", port)) == nil)
     }
+
+    @Test func theKernelsAnswerAgreesWithItsTables() async throws {
+        // NETLINK_SOCK_DIAG's exact lookup and /proc/net/tcp find the same socket, and both find none for a port
+        // that holds no connection.
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port).get()
+        let local = try #require(client.localAddress?.port)
+        let asked = SocketDiagnosis.lookUp(client: ("127.0.0.1", local), server: ("127.0.0.1", port))
+        let read = LoopbackPeer.findInTables(client: ("127.0.0.1", local), server: ("127.0.0.1", port))
+        let none = SocketDiagnosis.lookUp(client: ("127.0.0.1", 1), server: ("127.0.0.1", port))
+        try await client.close()
+        try await server.close()
+        guard case .found(let uid, let inode) = asked else {
+            Issue.record("the kernel did not answer NETLINK_SOCK_DIAG here: \(asked)")
+            return
+        }
+        #expect(inode > 0)
+        #expect(uid == getuid() && read?.uid == uid && read?.pid == getpid())
+        #expect(none == .absent)
+        #expect(SocketDiagnosis.lookUp(client: ("::1", local), server: ("::1", port)) == .unavailable)
+    }
 }

@@ -200,6 +200,10 @@ public struct PlaybackServer: Sendable {
             onServerRunning: { channel in
                 var bound = address
                 bound.port = channel.localAddress?.port ?? 0
+                responder.prepare()
+                if let local = channel.localAddress?.ipAddress, let port = channel.localAddress?.port {
+                    await ServerWarmUp.request(host: local, port: port, path: responder.warmUpPath)
+                }
                 await onListening(bound)
             },
             logger: logger
