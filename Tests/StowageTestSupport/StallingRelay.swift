@@ -83,11 +83,13 @@ public final class StallingRelay: Sendable {
                         connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
                     }
                 }
-            let admitted = connected && state.withLock { state in
-                guard !state.stopped else { return false }
-                state.sockets.formUnion([client, upstream])
-                return true
-            }
+            let admitted =
+                connected
+                && state.withLock { state in
+                    guard !state.stopped else { return false }
+                    state.sockets.formUnion([client, upstream])
+                    return true
+                }
             guard admitted else {
                 close(client)
                 if upstream >= 0 { close(upstream) }
@@ -96,10 +98,12 @@ public final class StallingRelay: Sendable {
             let finished = Mutex(0)
             let done: @Sendable () -> Void = { [self] in
                 // The second direction to end closes both sockets.
-                guard finished.withLock({ count in
-                    count += 1
-                    return count == 2
-                }) else { return }
+                guard
+                    finished.withLock({ count in
+                        count += 1
+                        return count == 2
+                    })
+                else { return }
                 state.withLock { $0.sockets.subtract([client, upstream]) }
                 close(client)
                 close(upstream)
