@@ -315,6 +315,7 @@ let package = Package(
                 "Packaging",
                 "StowageTestSupport",
                 "KeyServer", "KeyDelivery", "HLS", "MediaCrypto", "OfflinePackage",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

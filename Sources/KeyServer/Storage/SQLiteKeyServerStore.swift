@@ -12,6 +12,8 @@ public import KeyDelivery
 /// ```
 public struct SQLiteKeyServerStore: KeyServerStore {
     let pool: DatabasePool
+    /// The writes of concurrent requests (leases, first plays, releases) share one transaction.
+    let commits: GroupCommit
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     ///
@@ -26,6 +28,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         pool = try Self.migrator.openMigrated(path: path, configuration: configuration)
+        commits = GroupCommit(pool: pool)
     }
 
     private static var migrator: DatabaseMigrator {
@@ -257,7 +260,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
         audit: AuditRecord,
         sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
-        try await pool.write { db in
+        try await commits.write { db in
             if let nonce, try !Self.recordNonce(nonce, now: now, in: db) { return .replayed }
             var lease = lease
             let existing = try Self.fetchLease(db, id: lease.id)
@@ -372,7 +375,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
         now: Int64,
         audit: AuditRecord
     ) async throws -> FirstPlayResult {
-        try await pool.write { db in
+        try await commits.write { db in
             if let nonce, try !Self.recordNonce(nonce, now: now, in: db) { return .replayed }
             guard let lease = try Self.fetchLease(db, id: leaseID), lease.deviceID == deviceID else { return .unknownLease }
             let first = min(lease.firstPlayedAt ?? time, time)
@@ -413,7 +416,7 @@ public struct SQLiteKeyServerStore: KeyServerStore {
     }
 
     public func releaseLease(id: String, at time: Int64, deletedAt: Int64?, nonce: RequestNonce, audit: AuditRecord) async throws -> Bool {
-        try await pool.write { db in
+        try await commits.write { db in
             guard try Self.recordNonce(nonce, now: time, in: db) else { return false }
             try db.cachedStatement(sql: "UPDATE lease SET released_at = ?, deleted_at = ? WHERE id = ? AND released_at IS NULL")
                 .execute(arguments: [time, deletedAt, id])
