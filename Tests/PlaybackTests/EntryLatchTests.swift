@@ -22,35 +22,42 @@ struct EntryLatchTests {
         #expect(!unknown.claim(by: nil))
     }
 
-    @Test func aLoopbackConnectionIsTracedToThisProcess() async throws {
-        // A real connection from this process to a listening socket: /proc tells its uid and pid.
+    /// Runs `body` with the ports of a real loopback connection from this process (the server's, the client's), open.
+    static func withConnection<T>(_ body: (_ server: Int, _ client: Int) throws -> T) async throws -> T {
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .bind(host: "127.0.0.1", port: 0).get()
         let port = try #require(server.localAddress?.port)
         let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port).get()
-        let local = try #require(client.localAddress?.port)
-        let peer = LoopbackPeer.find(client: ("127.0.0.1", local), server: ("127.0.0.1", port))
+        let result = Result { try body(port, try #require(client.localAddress?.port)) }
         try await client.close()
         try await server.close()
+        return try result.get()
+    }
+
+    @Test func aLoopbackConnectionIsTracedToThisProcess() async throws {
+        // A real connection from this process to a listening socket: /proc tells its uid and pid.
+        let (peer, none) = try await Self.withConnection { port, local in
+            (
+                LoopbackPeer.find(client: ("127.0.0.1", local), server: ("127.0.0.1", port)),
+                LoopbackPeer.find(client: ("127.0.0.1", 1), server: ("127.0.0.1", port))
+            )
+        }
         #expect(peer == LoopbackPeer(uid: getuid(), pid: getpid()))
-        #expect(LoopbackPeer.find(client: ("127.0.0.1", 1), server: ("127.0.0.1", port)) == nil)
+        #expect(none == nil)
     }
 
     @Test func theKernelsAnswerAgreesWithItsTables() async throws {
         // NETLINK_SOCK_DIAG's exact lookup and /proc/net/tcp find the same socket, and both find none for a port
         // that holds no connection.
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(server.localAddress?.port)
-        let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port).get()
-        let local = try #require(client.localAddress?.port)
-        let asked = SocketDiagnosis.lookUp(client: ("127.0.0.1", local), server: ("127.0.0.1", port))
-        let read = LoopbackPeer.findInTables(client: ("127.0.0.1", local), server: ("127.0.0.1", port))
-        let none = SocketDiagnosis.lookUp(client: ("127.0.0.1", 1), server: ("127.0.0.1", port))
-        try await client.close()
-        try await server.close()
+        let (asked, read, none, local, port) = try await Self.withConnection { port, local in
+            (
+                SocketDiagnosis.lookUp(client: ("127.0.0.1", local), server: ("127.0.0.1", port)),
+                LoopbackPeer.findInTables(client: ("127.0.0.1", local), server: ("127.0.0.1", port)),
+                SocketDiagnosis.lookUp(client: ("127.0.0.1", 1), server: ("127.0.0.1", port)),
+                local, port
+            )
+        }
         guard case .found(let uid, let inode) = asked else {
             Issue.record("the kernel did not answer NETLINK_SOCK_DIAG here: \(asked)")
             return

@@ -30,24 +30,7 @@ public final class ConnectProxy: Sendable {
 
     /// Listens at once. `hosts` maps host names to IPv4 addresses.
     public init(hosts: [String: String]) throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
-            }
-        }
-        guard bound, listen(descriptor, 64) == 0 else {
-            close(descriptor)
-            throw POSIXError(.EADDRINUSE)
-        }
-        listener = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try LoopbackSockets.listen()
         self.hosts = hosts
         Thread.detachNewThread { [self] in acceptLoop() }
     }
@@ -110,7 +93,7 @@ public final class ConnectProxy: Sendable {
         let target = String(words[1])
         state.withLock { $0.targets.append(target) }
         guard let colon = target.lastIndex(of: ":"), let port = UInt16(target[target.index(after: colon)...]),
-            let address = hosts[String(target[..<colon]).lowercased()], let upstream = connect(to: address, port: port)
+            let address = hosts[String(target[..<colon]).lowercased()], let upstream = LoopbackSockets.connect(to: address, port: port)
         else {
             send(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
@@ -123,45 +106,11 @@ public final class ConnectProxy: Sendable {
         send(client, "HTTP/1.1 200 Connection established\r\n\r\n")
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            Self.relay(from: upstream, to: client)
+            LoopbackSockets.relay(from: upstream, to: client)
             done.signal()
         }
-        Self.relay(from: client, to: upstream)
+        LoopbackSockets.relay(from: client, to: upstream)
         done.wait()
-    }
-
-    /// Copies until `source` ends, then ends `destination`'s writing side.
-    private static func relay(from source: Int32, to destination: Int32) {
-        var buffer = [UInt8](repeating: 0, count: 64 << 10)
-        copying: while true {
-            let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            var written = 0
-            while written < count {
-                let step = buffer.withUnsafeBytes { write(destination, $0.baseAddress! + written, count - written) }
-                guard step > 0 else { break copying }
-                written += step
-            }
-        }
-        Glibc.shutdown(destination, Int32(SHUT_WR))
-        Glibc.shutdown(source, Int32(SHUT_RD))
-    }
-
-    private func connect(to address: String, port: UInt16) -> Int32? {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return nil }
-        var socketAddress = sockaddr_in()
-        socketAddress.sin_family = sa_family_t(AF_INET)
-        socketAddress.sin_addr.s_addr = inet_addr(address)
-        socketAddress.sin_port = port.bigEndian
-        let connected = withUnsafePointer(to: &socketAddress) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard connected else {
-            close(descriptor)
-            return nil
-        }
-        return descriptor
     }
 
     private func send(_ socket: Int32, _ text: String) {
