@@ -51,42 +51,44 @@ final class GroupCommit: Sendable {
         }
     }
 
-    /// Writes batches on the database's writer until the queue is empty.
+    /// Writes one batch on the database's writer, then, if more writes queued meanwhile, asks the writer again for the
+    /// next. One batch per turn: a loop of batches would hold the writer for as long as requests keep coming, and the
+    /// store's other writes (a new device, an asset, the nonce cleanup) queue on the same writer behind it.
     private func drain() {
         pool.asyncWriteWithoutTransaction { [self] db in
-            while true {
-                let batch = state.withLock { state in
-                    let batch = state.queue
-                    state.queue = []
-                    if batch.isEmpty { state.writing = false }
-                    return batch
-                }
-                guard !batch.isEmpty else { return }
-                batches.add(1, ordering: .relaxed)
-                var results: [Result<any Sendable, any Error>] = []
-                results.reserveCapacity(batch.count)
-                do {
-                    try db.inTransaction(.immediate) {
-                        for pending in batch {
-                            var value: (any Sendable)?
-                            do {
-                                try db.inSavepoint {
-                                    value = try pending.work(db)
-                                    return .commit
-                                }
-                                results.append(.success(value!))
-                            } catch {
-                                results.append(.failure(error))
-                            }
-                        }
-                        return .commit
-                    }
-                } catch {
-                    // Nothing of the batch is on disk: each caller gets the transaction's error.
-                    results = Array(repeating: .failure(error), count: batch.count)
-                }
-                for (pending, result) in zip(batch, results) { pending.done(result) }
+            let batch = state.withLock { state in
+                let batch = state.queue
+                state.queue = []
+                if batch.isEmpty { state.writing = false }
+                return batch
             }
+            guard !batch.isEmpty else { return }
+            batches.add(1, ordering: .relaxed)
+            var results: [Result<any Sendable, any Error>] = []
+            results.reserveCapacity(batch.count)
+            do {
+                try db.inTransaction(.immediate) {
+                    for pending in batch {
+                        var value: (any Sendable)?
+                        do {
+                            try db.inSavepoint {
+                                value = try pending.work(db)
+                                return .commit
+                            }
+                            results.append(.success(value!))
+                        } catch {
+                            results.append(.failure(error))
+                        }
+                    }
+                    return .commit
+                }
+            } catch {
+                // Nothing of the batch is on disk: each caller gets the transaction's error.
+                results = Array(repeating: .failure(error), count: batch.count)
+            }
+            for (pending, result) in zip(batch, results) { pending.done(result) }
+            // Still `writing`: the next turn takes what queued meanwhile, or ends the run when nothing did.
+            drain()
         }
     }
 }
