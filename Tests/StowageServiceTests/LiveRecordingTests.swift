@@ -486,8 +486,15 @@ struct LiveRecordingTests {
         let output = live.fixture.root.appendingPathComponent("record.log")
         let token = try await live.fixture.token()
         try await live.fixture.withServers { _, keyServer in
-            let (first, url) = try await live.startOrigin(["--window", "3", "--speed", "4", "--loop"])
+            let (first, firstURL) = try await live.startOrigin(["--window", "3", "--speed", "4", "--loop"])
             defer { first.kill() }
+            // The recorder reaches the origin through a relay whose port stays bound for the whole test: the second
+            // origin, on a port of its own, takes over the stream's address without binding a port just let go.
+            let relay = try StallingRelay(upstreamPort: try #require(firstURL.port))
+            defer { relay.stop() }
+            var address = try #require(URLComponents(url: firstURL, resolvingAgainstBaseURL: false))
+            address.port = relay.port
+            let url = try #require(address.url)
             let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
             // A test that fails part way never leaves a recorder running.
             defer { recorder.send(SIGKILL) }
@@ -495,15 +502,10 @@ struct LiveRecordingTests {
             first.kill()
             _ = try await first.waitForExit(timeout: .seconds(10))
             // The stream comes back at the same address numbered from 0, at an eighth of real speed: it stays behind the
-            // recording for far longer than five reloads. The port was just let go: taking it again may take a moment.
-            let port = try #require(url.port)
-            var second: RunningProcess?
-            for _ in 0..<20 where second == nil {
-                second = try? await live.startOrigin(["--window", "3", "--speed", "0.125", "--loop", "--port", String(port)]).0
-                if second == nil { try await Task.sleep(for: .milliseconds(500)) }
-            }
-            let restarted = try #require(second, "the origin could not listen on port \(port) again")
+            // recording for far longer than five reloads.
+            let (restarted, secondURL) = try await live.startOrigin(["--window", "3", "--speed", "0.125", "--loop"])
             defer { restarted.kill() }
+            relay.redirect(to: try #require(secondURL.port))
             let watchdog = Task {
                 try await Task.sleep(for: .seconds(120))
                 recorder.send(SIGKILL)

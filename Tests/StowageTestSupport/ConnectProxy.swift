@@ -35,18 +35,22 @@ public final class ConnectProxy: Sendable {
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
-    /// Stops accepting and closes every open tunnel.
+    /// Stops accepting and ends every open tunnel (their threads close them).
+    ///
+    /// Sockets are shut down, never closed, here: the accept loop and the tunnel threads close their own once they
+    /// return, so no thread can use a descriptor number that another socket of the process has taken since.
     public func stop() {
-        let open = state.withLock { state in
+        state.withLock { state in
             state.stopped = true
-            return state.sockets
+            // Under the lock: a tunnel closes its sockets only after taking them out of the set under it.
+            for socket in state.sockets { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
         }
+        // Ends the accept loop's `accept`, which then closes the listener.
         Glibc.shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-        for socket in open { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     private func acceptLoop() {
+        defer { close(listener) }
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else {

@@ -7,14 +7,16 @@ import Glibc
 
 /// A TCP relay on 127.0.0.1 (an OS-assigned port) to a port on 127.0.0.1 that can be made slow: while ``stall()`` is
 /// in force, what the upstream sends is held, not dropped, and delivered after ``resume()``. A database that answers
-/// late rather than not at all. Blocking sockets on threads of its own: test material only.
+/// late rather than not at all. ``redirect(to:)`` sends new connections to another port: a server that restarts
+/// elsewhere keeps the address its clients know, without binding again a port just let go. Blocking sockets on threads
+/// of its own: test material only.
 public final class StallingRelay: Sendable {
     public let port: Int
-    private let upstreamPort: Int
     private let listener: Int32
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     private struct State {
+        var upstreamPort: Int
         var stalled = false
         var sockets: Set<Int32> = []
         var stopped = false
@@ -23,9 +25,12 @@ public final class StallingRelay: Sendable {
     /// Listens at once, relaying each connection to `127.0.0.1:upstreamPort`.
     public init(upstreamPort: Int) throws {
         (listener, port) = try LoopbackSockets.listen()
-        self.upstreamPort = upstreamPort
+        state = Mutex(State(upstreamPort: upstreamPort))
         Thread.detachNewThread { [self] in acceptLoop() }
     }
+
+    /// Relays the connections made from now on to `127.0.0.1:upstreamPort`; open ones stay where they are.
+    public func redirect(to upstreamPort: Int) { state.withLock { $0.upstreamPort = upstreamPort } }
 
     /// Holds what the upstream sends from now on, until ``resume()``.
     public func stall() { state.withLock { $0.stalled = true } }
@@ -33,25 +38,30 @@ public final class StallingRelay: Sendable {
     /// Delivers what was held, and relays again as it comes.
     public func resume() { state.withLock { $0.stalled = false } }
 
-    /// Stops accepting and closes every relayed connection.
+    /// Stops accepting and ends every relayed connection (their threads close them).
+    ///
+    /// Sockets are shut down, never closed, here: the accept loop and the relay threads close their own once they
+    /// return, so no thread can use a descriptor number that another socket of the process has taken since.
     public func stop() {
-        let open = state.withLock { state in
+        state.withLock { state in
             state.stopped = true
             state.stalled = false
-            return state.sockets
+            // Under the lock: a relay closes its sockets only after taking them out of the set under it.
+            for socket in state.sockets { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
         }
+        // Ends the accept loop's `accept`, which then closes the listener.
         Glibc.shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-        for socket in open { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     private func acceptLoop() {
+        defer { close(listener) }
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else {
                 if errno == EINTR { continue }
                 return
             }
+            let upstreamPort = state.withLock { $0.upstreamPort }
             guard let upstream = UInt16(exactly: upstreamPort).flatMap({ LoopbackSockets.connect(to: "127.0.0.1", port: $0) }) else {
                 close(client)
                 continue
