@@ -39,6 +39,22 @@ struct PlaybackServerTests {
         #expect(results[2...].allSatisfy { $0.status == 404 })
     }
 
+    @Test("the two requests the server sends itself before the player comes leave no line in either log")
+    func warmUpIsNotLogged() async throws {
+        let root = try PlaybackHarness.temporaryRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let package = try await Self.package(in: root)
+        // The warm-up is done before the address is given (ServerWarmUp): by the first request, its lines would be there.
+        let (status, _) = try await PlaybackHarness.withSession(package) { address in
+            try await PlaybackHarness.get(address.sessionMultivariantURL).status
+        }
+        #expect(status == 200)
+        let access = PlaybackHarness.logLines(package.package.accessLogURL)
+        #expect(access.count == 1, "\(access)")
+        #expect(access.allSatisfy { !$0.contains(" 404 ") }, "\(access)")
+        #expect(PlaybackHarness.logLines(package.package.errorLogURL).isEmpty)
+    }
+
     @Test func theURLOnAPlayersCommandLineCannotBeReplayedByAnotherProcess() async throws {
         let root = try PlaybackHarness.temporaryRoot()
         defer { try? FileManager.default.removeItem(at: root) }
