@@ -276,8 +276,10 @@ struct NetworkDownTests {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
         try await fixture.withServers { _, keyServer in
-            // A port held bound but not listening refuses connections; the origin takes it over 1.5 s later.
+            // A port held bound but not listening refuses connections; 1.5 s later the origin listens on it beside the
+            // reservation, which is kept until the end, so the port is never free for another test to take.
             let held = try HeldPort()
+            defer { held.release() }
             let port = held.port
             let session = try fixture.session {
                 $0.retry.networkDownGrace = 30
@@ -292,7 +294,6 @@ struct NetworkDownTests {
             )
             let task = try session.start(request)
             try await Task.sleep(for: .milliseconds(1500))
-            held.release()
             let origin = Origin(configuration: .init(root: fixture.originRoot.path, port: port))
             let server = Task { try await origin.run { _ in } }
             let run = await DownloadFixture.run(task)

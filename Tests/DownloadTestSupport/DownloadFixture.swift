@@ -7,6 +7,7 @@ public import OriginServer
 public import Packaging
 import StowageCrypto
 import StowageTestSupport
+import Synchronization
 public import Testing
 
 /// A real key server and a real origin over loopback, serving an asset packaged from a clear fixture with
@@ -20,6 +21,10 @@ public struct DownloadFixture: Sendable {
     public let assetId: String
     public let keyServer: KeyServerDataDirectory
     public let serverClock: KeyServerClock
+    /// Every port a server of this fixture has listened on, held bound (not listening) until ``remove()``: while the
+    /// servers are down it refuses connections, and no other test's server or connection can take it before they
+    /// come back on it.
+    private let reservations = PortReservations()
 
     /// Served at `/`; the packaged asset is under `/<assetId>/`.
     public var originRoot: URL { root.appendingPathComponent("origin", isDirectory: true) }
@@ -101,26 +106,12 @@ public struct DownloadFixture: Sendable {
     }
 
     /// Runs `body` while `ports` (those a ``withServers(conditions:seed:log:keyServerPort:originPort:_:)`` used) refuse
-    /// connections, as a server that is down does: each is held bound and not listening, so no other test's server
-    /// takes it before the servers come back on it.
-    ///
-    /// The servers just stopped may still have sockets on a port for a moment (accepted connections the client's pool
-    /// has not closed yet), so taking each is tried again for up to 10 seconds.
+    /// connections, as a server that is down does. Each is held bound and not listening from the moment its server
+    /// first took it until ``remove()``, so nothing is bound here, and no other test's server takes it before the
+    /// servers come back on it.
     public func whileDown<T>(ports: [Int], _ body: () async throws -> T) async throws -> T {
-        var held: [HeldPort] = []
-        defer { for port in held { port.release() } }
-        for port in ports {
-            var attempt = 0
-            while true {
-                do {
-                    held.append(try HeldPort(port: port))
-                    break
-                } catch {
-                    attempt += 1
-                    guard attempt < 200 else { throw error }
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-            }
+        for port in ports where !reservations.holds(port) {
+            throw FixtureError(description: "port \(port) is not one this fixture's servers listened on: it cannot be held down")
         }
         return try await body()
     }
@@ -138,6 +129,9 @@ public struct DownloadFixture: Sendable {
         originPort: Int = 0,
         _ body: @Sendable (_ origin: URL, _ keyServer: URL) async throws -> T
     ) async throws -> T {
+        // Each server listens beside its port's reservation (both bound with SO_REUSEADDR; only one listens).
+        let keyServerPort = try reservations.reserve(keyServerPort)
+        let originPort = try reservations.reserve(originPort)
         let server = try await KeyServerApplication(dataDirectory: keyServer, clock: serverClock)
         let (keyAddresses, keyContinuation) = AsyncStream.makeStream(of: KeyServerApplication.Address.self)
         // Each stream ends with its server's task, so a server that cannot bind (its port taken) fails the call with
@@ -216,6 +210,35 @@ public struct DownloadFixture: Sendable {
     }
 
     public func remove() {
+        reservations.releaseAll()
         try? FileManager.default.removeItem(at: root)
+    }
+}
+
+/// A failure of the fixture itself, not of the code under test.
+public struct FixtureError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// Loopback ports held bound and not listening (``HeldPort``) for a fixture's life.
+final class PortReservations: Sendable {
+    private let held = Mutex<[Int: HeldPort]>([:])
+
+    /// `port` (0: a free one the OS chooses), held from now on; the same port again is held once.
+    func reserve(_ port: Int) throws -> Int {
+        if port != 0, holds(port) { return port }
+        let reservation = try HeldPort(port: port)
+        held.withLock { $0[reservation.port] = reservation }
+        return reservation.port
+    }
+
+    func holds(_ port: Int) -> Bool { held.withLock { $0[port] != nil } }
+
+    func releaseAll() {
+        let all = held.withLock { held in
+            defer { held = [:] }
+            return held
+        }
+        for reservation in all.values { reservation.release() }
     }
 }
