@@ -50,6 +50,9 @@ public final class TLSProxy: Sendable {
     public let port: Int
     private let process: RunningProcess
     private let directory: String
+    /// The port, held bound (not listening) for the proxy's life: nginx listens beside it (both bind with
+    /// SO_REUSEADDR), so no other test takes the port between its choice and nginx's bind.
+    private let reservation: HeldPort
 
     /// `https://127.0.0.1:PORT`
     public var baseURL: String { "https://127.0.0.1:\(port)" }
@@ -132,11 +135,9 @@ public final class TLSProxy: Sendable {
     private static func launch(in directory: String, _ configuration: (Int) -> String) async throws -> TLSProxy {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for _ in 0..<5 {
-            // nginx cannot report a port the OS chose: take a free one and hand it over (another process may win it
-            // in between; then try again).
+            // nginx cannot report a port the OS chose: take a free one and keep it held while nginx listens beside it.
             let held = try HeldPort()
             let port = held.port
-            held.release()
             let file = (directory as NSString).appendingPathComponent("nginx.conf")
             try configuration(port).write(toFile: file, atomically: true, encoding: .utf8)
             // In the foreground, and as root when the tests run as root (workers otherwise drop to nobody).
@@ -147,27 +148,30 @@ public final class TLSProxy: Sendable {
             )
             // Up once it accepts connections; gone when the port was taken.
             for _ in 0..<200 where process.isRunning {
-                if Self.accepts(port) { return TLSProxy(port: port, process: process, directory: directory) }
+                if Self.accepts(port) { return TLSProxy(port: port, process: process, directory: directory, reservation: held) }
                 try await Task.sleep(for: .milliseconds(25))
             }
             process.kill()
             _ = try? await process.waitForExit(timeout: .seconds(10))
+            held.release()
             let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
             guard log.contains("Address already in use") else { throw FrameHashes.Failure(description: "nginx did not start: \(log)") }
         }
         throw FrameHashes.Failure(description: "nginx found no free port in 5 tries")
     }
 
-    private init(port: Int, process: RunningProcess, directory: String) {
+    private init(port: Int, process: RunningProcess, directory: String, reservation: HeldPort) {
         self.port = port
         self.process = process
         self.directory = directory
+        self.reservation = reservation
     }
 
     /// Stops nginx (SIGQUIT: it finishes open requests) and waits for it.
     public func stop() async {
         process.interrupt()
         _ = try? await process.waitForExit(timeout: .seconds(20))
+        reservation.release()
     }
 
     /// What nginx logged, a line per request, naming the upstream address that answered.
