@@ -6,6 +6,7 @@ import NIOCore
 import OfflinePackage
 import StowageCore
 import StowageCrypto
+import Synchronization
 
 /// Runs one task from its stored state to the end: plan (or read the plan), keys, files, manifest.
 struct DownloadRunner: Sendable {
@@ -233,6 +234,8 @@ struct DownloadRunner: Sendable {
         )
         // A recording's files are fetched at once (the oldest are about to leave the window); its keys come beside.
         let queue = WorkQueue(pending, open: recorder != nil) { (try? store.wanted(assetId)) ?? [] }
+        // What this run hashed as it wrote, with each file's identity once in place (VerifiedFileRecords).
+        let placed = PlacedFiles()
         let concurrency = max(1, min(record.request.concurrency, 32))
         let gaps = recorder
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -282,8 +285,11 @@ struct DownloadRunner: Sendable {
                             }
                             try await placing.next()
                             placing.addTask {
-                                try await fetcher.place(staged)
+                                let identity = try await fetcher.place(staged)
                                 try store.recordFile(assetId, path: file.path, size: staged.done.size, sha256: staged.done.sha256)
+                                if let identity {
+                                    placed.add(file.path, VerifiedFileRecords.Entry(sha256: staged.done.sha256, identity: identity))
+                                }
                                 await tracker.complete(file.path, renditionId: renditionId, staged.done)
                             }
                         }
@@ -323,11 +329,25 @@ struct DownloadRunner: Sendable {
             )
         }
         manifest.updatedAt = now
+        Self.recordVerified(placed.all, manifest: manifest, package: package)
         try package.writeManifest(manifest)
         try store.transition(assetId, .complete, at: now)
         // The recorded playlists are not needed once the package is complete, however the recording ended.
         try? FileManager.default.removeItem(at: package.url.appendingPathComponent(RecordingPackage.directoryName))
         return manifest
+    }
+
+    /// Writes the package's `verified.json` (``OfflinePackage/VerifiedFileRecords``) as it completes: what earlier runs
+    /// recorded (before `add-media`, say) and what this run hashed and placed, for the files of `manifest` with the
+    /// SHA-256 it records, so that play need not hash them again. A cache: when it cannot be written, play hashes those
+    /// files as it would have anyway, and nothing else changes.
+    static func recordVerified(_ placed: [String: VerifiedFileRecords.Entry], manifest: PackageManifest, package: PackageDirectory) {
+        var records = VerifiedFileRecords.read(in: package)
+        records.files.merge(placed) { _, new in new }
+        var expected: [String: String] = [:]
+        for file in manifest.files { expected[file.path] = file.sha256?.lowercased() }
+        records.files = records.files.filter { expected[$0.key] == $0.value.sha256 }
+        try? records.write(in: package)
     }
 
     /// Writes each attempt at `file` to the access log, and failed ones to the error log too.
@@ -655,4 +675,15 @@ actor ProgressTracker {
         let left: Double? = rate > 0 && fraction < 1 ? Double(max(0, expected - bytes)) / rate : nil
         events.yield(.progress(DownloadProgress(renditions: all, bytes: bytes, fraction: fraction, bytesPerSecond: rate, secondsLeft: left)))
     }
+}
+
+/// The files a run hashed and put in place, each with its identity then (``OfflinePackage/VerifiedFileRecords``).
+private final class PlacedFiles: Sendable {
+    private let entries = Mutex<[String: VerifiedFileRecords.Entry]>([:])
+
+    func add(_ path: String, _ entry: VerifiedFileRecords.Entry) {
+        entries.withLock { $0[path] = entry }
+    }
+
+    var all: [String: VerifiedFileRecords.Entry] { entries.withLock { $0 } }
 }

@@ -57,6 +57,10 @@ struct DownloadRecoveryTests {
             let completedFirst = Set(log.entries.prefix(before).filter { $0.status == 200 }.map(\.path))
             #expect(Set(resumed).isDisjoint(with: completedFirst))
             #expect(resumed.contains("/demo-1/video/360p/seg_2.ts"))
+            // The resumed run vouches for what it hashed and placed (play need not hash it again), and for nothing it
+            // did not: the first run's files, placed by a run that failed, are hashed at play as before.
+            let records = try fixture.assertVerifiedRecords(manifest, coveringAll: false)
+            #expect(records.files["video/00002.ts"] != nil)
             try await session.shutdown()
         }
     }
@@ -215,6 +219,8 @@ struct DownloadRecoveryTests {
             #expect(added.renditions.map(\.id) == ["video", "audio-en", "audio-de", "subtitles-fr"])
             #expect(added.isComplete)
             try fixture.assertPackageMatchesSource(added, origin: origin)
+            // Both runs completed: every file is vouched for, the first run's records kept beside the second's.
+            _ = try fixture.assertVerifiedRecords(added, coveringAll: true)
             let master = try String(contentsOf: fixture.package.url(forRelativePath: "master.m3u8"), encoding: .utf8)
             #expect(master.contains("audio-de/index.m3u8") && master.contains("subtitles-fr/index.m3u8") && master.contains("audio-en/index.m3u8"))
             try await session.shutdown()

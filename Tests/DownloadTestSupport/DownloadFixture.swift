@@ -209,6 +209,26 @@ public struct DownloadFixture: Sendable {
         }
     }
 
+    /// The package's `verified.json` vouches only for what is true: each record has the SHA-256 the manifest has for its
+    /// file and the identity the file has now; with `coveringAll`, every file of the manifest has one.
+    public func assertVerifiedRecords(
+        _ manifest: PackageManifest,
+        coveringAll: Bool,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> VerifiedFileRecords {
+        let records = VerifiedFileRecords.read(in: package)
+        let files = Dictionary(manifest.files.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        for (path, entry) in records.files {
+            let file = try #require(files[path], "\(path) is recorded but not in the manifest", sourceLocation: sourceLocation)
+            #expect(entry.sha256 == file.sha256, "\(path)", sourceLocation: sourceLocation)
+            #expect(FileIdentity(path: package.url.appendingPathComponent(path).path) == entry.identity, "\(path)", sourceLocation: sourceLocation)
+        }
+        if coveringAll {
+            #expect(Set(records.files.keys) == Set(files.keys), sourceLocation: sourceLocation)
+        }
+        return records
+    }
+
     public func remove() {
         reservations.releaseAll()
         try? FileManager.default.removeItem(at: root)

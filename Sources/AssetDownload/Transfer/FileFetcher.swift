@@ -346,18 +346,23 @@ struct FileFetcher: Sendable {
 
     /// Flushes a staged file to disk and renames it into place, so that a file under its final name is whole on disk.
     /// The flush waits for the disk: it runs on NIO's blocking-I/O pool, not on the few threads that run tasks.
-    func place(_ staged: StagedFile) async throws {
+    /// - Returns: the file's identity once in place (the rename changes its change time), for
+    ///   ``OfflinePackage/VerifiedFileRecords``; nil when it cannot be told.
+    @discardableResult
+    func place(_ staged: StagedFile) async throws -> FileIdentity? {
         let part = staged.part.path
         let destination = staged.destination.path
-        let code = try await NIOThreadPool.singleton.runIfActive { () -> Int32 in
+        let (code, identity) = try await NIOThreadPool.singleton.runIfActive { () -> (Int32, FileIdentity?) in
             let fd = open(part, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { return errno }
+            guard fd >= 0 else { return (errno, nil) }
             defer { close(fd) }
-            return fsync(fd) == 0 && rename(part, destination) == 0 ? 0 : errno
+            guard fsync(fd) == 0, rename(part, destination) == 0 else { return (errno, nil) }
+            return (0, FileIdentity(descriptor: fd))
         }
         guard code == 0 else {
             throw DownloadError.segmentFailed(path: staged.destination.lastPathComponent, url: part, reason: String(cString: strerror(code)))
         }
+        return identity
     }
 
     /// Feeds the file at `url` (``ChunkedFile``) from its start to its end into `hasher`; returns the bytes read.

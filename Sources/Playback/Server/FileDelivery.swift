@@ -42,16 +42,22 @@ struct Decryption: Sendable {
     }
 }
 
-/// Files whose SHA-256 was checked in this session, by path, with the identity they had then: a byte range of such a
-/// file is served without hashing the whole file again, as long as the identity (inode, size, change time) holds.
+/// Files whose SHA-256 was checked, by path, with the identity they had then: in this session, or before it by the
+/// download that wrote them (``OfflinePackage/VerifiedFileRecords``). Such a file is served, whole or a byte range,
+/// without hashing it again, as long as its identity (device, inode, size, change time) holds.
 final class VerifiedFiles: Sendable {
-    private let checked = Mutex<[String: FileSystem.Identity]>([:])
+    private let checked: Mutex<[String: FileIdentity]>
 
-    func isVerified(_ path: String, as identity: FileSystem.Identity) -> Bool {
+    /// - Parameter trusted: identities checked before the session (``OfflinePackage/VerifiedFileRecords/identities(for:)``).
+    init(trusted: [String: FileIdentity] = [:]) {
+        checked = Mutex(trusted)
+    }
+
+    func isVerified(_ path: String, as identity: FileIdentity) -> Bool {
         checked.withLock { $0[path] == identity }
     }
 
-    func record(_ path: String, as identity: FileSystem.Identity) {
+    func record(_ path: String, as identity: FileIdentity) {
         checked.withLock { $0[path] = identity }
     }
 }
@@ -144,7 +150,9 @@ struct SegmentStream: Sendable {
             throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: expected, found: size)
         }
         let identity = FileSystem.identity(of: handle.descriptor)
-        var output = HeldBackOutput(transform: try makeTransform(iv: decryption?.iv))
+        // A file checked before and unchanged since is not hashed again; any other is, every byte of it.
+        let vouched = identity.map { verified.isVerified(path, as: $0) } ?? false
+        var output = HeldBackOutput(transform: try makeTransform(iv: decryption?.iv), hashing: !vouched)
         var offset: Int64 = 0
         var readSize = Self.firstReadSize(chunkSize)
         while true {
@@ -155,7 +163,11 @@ struct SegmentStream: Sendable {
             try await feed(chunk, to: &output, into: &writer, firstByte: firstByte)
         }
         let sha256 = try finish(&output)
-        guard sha256 == file.sha256?.lowercased() else {
+        guard vouched || sha256 == file.sha256?.lowercased() else {
+            throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
+        }
+        // What was read must be what was vouched for: a file changed while it was read has another identity now.
+        guard !vouched || FileSystem.identity(of: handle.descriptor) == identity else {
             throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
         }
         guard Int64(output.length) == length else {
@@ -287,7 +299,7 @@ struct SegmentStream: Sendable {
         into writer: inout any ResponseBodyWriter,
         firstByte: @Sendable () -> Void
     ) async throws {
-        output.hasher.update(chunk)
+        if output.hashing { output.hasher.update(chunk) }
         var next = ByteBuffer()
         next.reserveCapacity(chunk.count + 1024)
         try process(chunk, with: output.transform) { next.writeBytes($0) }
@@ -474,13 +486,16 @@ struct SegmentStream: Sendable {
 struct HeldBackOutput {
     var transform: (any SegmentTransform)?
     var hasher = SHA256Hasher()
+    /// Whether the input is hashed (not when the file was checked before and has not changed since).
+    var hashing: Bool
     /// Output not sent yet.
     var held = ByteBuffer()
     /// Output sent so far.
     var written = 0
 
-    init(transform: (any SegmentTransform)?) {
+    init(transform: (any SegmentTransform)?, hashing: Bool = true) {
         self.transform = transform
+        self.hashing = hashing
     }
 
     /// Every byte of output: sent and held back.

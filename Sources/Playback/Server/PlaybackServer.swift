@@ -176,7 +176,8 @@ public struct PlaybackServer: Sendable {
             initSections: InitSectionCache(),
             playlists: ClearPlaylistCache(),
             onlineFiles: OnlineFiles(),
-            verified: VerifiedFiles(),
+            // Files the download checked as it wrote them, unchanged since, are not hashed again.
+            verified: VerifiedFiles(trusted: VerifiedFileRecords.read(in: authorization.package).identities(for: authorization.manifest)),
             chunkSize: max(4096, configuration.chunkSize),
             downloadWait: configuration.downloadWait,
             downloadPoll: .milliseconds(100),
