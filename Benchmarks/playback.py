@@ -159,6 +159,7 @@ def main():
     peaks = {}
     processes = []
     complete_label = "stowage play, complete package"
+    unverified_label = "stowage play, complete package without verified.json (every file hashed as served)"
     downloading_label = f"stowage play while downloading (--limit-rate {args.rate})"
     try:
         # A complete package, at each size.
@@ -173,9 +174,17 @@ def main():
             parsed = urllib.parse.urlsplit(entry)
             figures = measure(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
             peaks[size] = download.memory_kib(play.pid)[1] / 1024
+            stop(play)
             if size == big:
                 results[complete_label] = figures
-            stop(play)
+                # The same package without the download's record of the files it checked: play hashes every file
+                # as it serves it, as it did before verified.json (docs/package-format.md).
+                os.remove(os.path.join(home, "packages", "bench", "verified.json"))
+                play, entry = start_play(stowage, home, "bench")
+                processes.append(play)
+                parsed = urllib.parse.urlsplit(entry)
+                results[unverified_label] = measure(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
+                stop(play)
             shutil.rmtree(home, ignore_errors=True)
 
         # A package still downloading.
@@ -229,6 +238,10 @@ def main():
         bench_results.record("play", f"`stowage play` {what}: every segment in order, one connection", figures["mbps"], "MB/s",
                              reference=nginx, reference_value=reference["mbps"],
                              target={"min_value": 1000} if label == complete_label else None, peak_rss_mib=peak)
+    unverified = results[unverified_label]
+    bench_results.record("play", "`stowage play` complete package without verified.json (every file hashed as served): "
+                         "every segment in order, one connection", unverified["mbps"], "MB/s",
+                         reference=nginx, reference_value=reference["mbps"], target=None)
     if len(sizes) > 1:
         bench_results.record_flat_memory("play", "`stowage play`, complete package", sorted(peaks.items()), unit_of_size="MiB")
 

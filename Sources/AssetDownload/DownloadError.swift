@@ -12,6 +12,8 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     case unsupportedURI(String)
     case segmentFailed(path: String, url: String, reason: String)
     case segmentHTTPStatus(path: String, url: String, status: Int)
+    /// The server announced (Content-Length) or sent more than `limit` bytes for one file.
+    case segmentTooLarge(path: String, url: String, limit: Int64)
     case insufficientStorage(needed: Int64, available: Int64)
     case keys(code: String, message: String)
     case storage(String)
@@ -36,6 +38,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unsupportedURI: "unsupported_uri"
         case .segmentFailed: "segment_failed"
         case .segmentHTTPStatus: "segment_http_status"
+        case .segmentTooLarge: "segment_too_large"
         case .insufficientStorage: "insufficient_storage"
         case .keys(let code, _): code
         case .storage: "package_write_failed"
@@ -64,6 +67,10 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
             "segment \(path) (\(url)) could not be downloaded: \(reason); run `stowage resume` to try again"
         case .segmentHTTPStatus(let path, let url, let status):
             "segment \(path) (\(url)) answered HTTP \(status); run `stowage resume` once the server has it again"
+        case .segmentTooLarge(let path, let url, let limit):
+            "segment \(path) (\(url)) is larger than \(Self.megabytes(limit)), more than a segment of its rendition can be "
+                + "(the server announced or sent more, and it was not kept): the server is not sending this playlist's media; "
+                + "check the source, or choose another variant"
         case .insufficientStorage(let needed, let available):
             "not enough disk space: about \(Self.megabytes(needed)) needed, \(Self.megabytes(available)) free; free some space, then `stowage resume`"
         case .keys(_, let message): message
@@ -114,7 +121,8 @@ extension DownloadError: StowageError {
     public var message: String { description }
     public var subject: ErrorSubject {
         switch self {
-        case .segmentFailed(let path, let url, _), .segmentHTTPStatus(let path, let url, _): ErrorSubject(path: path, url: url)
+        case .segmentFailed(let path, let url, _), .segmentHTTPStatus(let path, let url, _), .segmentTooLarge(let path, let url, _):
+            ErrorSubject(path: path, url: url)
         case .livePlaylist(let url), .noVariant(let url), .tooManySegments(let url, _): ErrorSubject(url: url)
         case .unsupportedURI(let uri): ErrorSubject(url: uri)
         case .notFound(let asset), .alreadyExists(let asset, _), .invalidState(let asset, _, _): ErrorSubject(assetId: asset)

@@ -229,7 +229,8 @@ struct DownloadRunner: Sendable {
                 headTimeout: .seconds(session.configuration.headTimeout),
                 transferTimeout: .seconds(session.configuration.transferTimeout),
                 retry: session.configuration.retry,
-                link: session.configuration.bandwidth
+                link: session.configuration.bandwidth,
+                maximumFileBytes: session.configuration.maximumFileBytes
             )
         )
         // A recording's files are fetched at once (the oldest are about to leave the window); its keys come beside.
@@ -268,7 +269,12 @@ struct DownloadRunner: Sendable {
                             try await waitForSpace(bytes: estimate, package: package)
                             let staged: StagedFile
                             do {
-                                staged = try await fetcher.fetch(file, to: destination, log: Self.attemptLog(file, renditionId, accessLog, errorLog))
+                                staged = try await fetcher.fetch(
+                                    file,
+                                    to: destination,
+                                    estimate: estimate,
+                                    log: Self.attemptLog(file, renditionId, accessLog, errorLog)
+                                )
                             } catch DownloadError.segmentHTTPStatus(_, _, let status) where gaps != nil && (status == 404 || status == 410) {
                                 // A live segment the server no longer has (it left the window before a slow link
                                 // reached it): a gap, never silent, rather than a download that can never complete.

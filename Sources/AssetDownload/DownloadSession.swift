@@ -51,6 +51,9 @@ public final class DownloadSession: Sendable {
         /// The proxies requests go through (``KeyDelivery/ProxySettings``): none by default; the `stowage` tool and the
         /// download service pass `--proxy` or the environment's.
         public var proxy: ProxySettings
+        /// The most bytes one file without a byte range may have; nil (the default) derives it from the rendition's
+        /// BANDWIDTH: 16 times its average file, 256 MiB to 4 GiB. More is refused as `segment_too_large`.
+        public var maximumFileBytes: Int64?
 
         public init(
             name: String = "default",
@@ -65,7 +68,8 @@ public final class DownloadSession: Sendable {
             bandwidth: TokenBucket? = nil,
             pausesOnTransientFailure: Bool = false,
             trust: TLSTrust = .fromEnvironment(),
-            proxy: ProxySettings = .direct
+            proxy: ProxySettings = .direct,
+            maximumFileBytes: Int64? = nil
         ) {
             self.name = name
             self.retry = retry
@@ -80,6 +84,7 @@ public final class DownloadSession: Sendable {
             self.pausesOnTransientFailure = pausesOnTransientFailure
             self.trust = trust
             self.proxy = proxy
+            self.maximumFileBytes = maximumFileBytes
         }
     }
 

@@ -1,9 +1,11 @@
-import AssetDownload
 import DownloadTestSupport
 import Foundation
 import OfflinePackage
 import OriginServer
+import StowageTestSupport
 import Testing
+
+@testable import AssetDownload
 
 /// Playlists of other shapes, and hostile ones, served next to the packaged demo asset.
 @Suite("Byte ranges, gaps, live and hostile playlists")
@@ -289,6 +291,74 @@ struct PlaylistShapeTests {
             #expect(manifest.files.first?.sourceURL == origin.appendingPathComponent("escape.ts").absoluteString)
             #expect(try Data(contentsOf: package.url(forRelativePath: "video/00000.ts")) == Data(repeating: 1, count: 376))
         }
+    }
+
+    /// Downloads a one-segment playlist whose segment is at `segment`, with the session's `maximumFileBytes`.
+    private static func downloadHostileSegment(
+        _ fixture: DownloadFixture,
+        segment: URL,
+        maximumFileBytes: Int64? = nil
+    ) async throws -> DownloadError {
+        let text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:4,\n\(segment.absoluteString)\n#EXT-X-ENDLIST\n"
+        try Self.serve(["hostile/index.m3u8": Data(text.utf8)], in: fixture)
+        return try await fixture.withServers { origin, _ in
+            let session = try fixture.session { $0.maximumFileBytes = maximumFileBytes }
+            let run = await DownloadFixture.run(
+                try session.start(DownloadRequest(url: origin.appendingPathComponent("hostile/index.m3u8").absoluteString, assetId: "hostile"))
+            )
+            try await session.shutdown()
+            return try #require(run.result.failureValue as? DownloadError)
+        }
+    }
+
+    @Test(
+        "a segment server announcing a Content-Length of 2^63 - 1, or 2^63, is refused before a byte is written, once",
+        arguments: ["9223372036854775807", "9223372036854775808"]
+    )
+    func absurdContentLength(_ length: String) async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let server = try RawHTTPResponder(head: "HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\nContent-Length: \(length)")
+        defer { server.stop() }
+        // The default bound: 16 times the rendition's average segment, at least 256 MiB, at most 4 GiB.
+        let error = try await Self.downloadHostileSegment(fixture, segment: URL(string: "http://127.0.0.1:\(server.port)/huge.ts")!)
+        #expect(error.code == "segment_too_large", "\(error)")
+        #expect(error.message.contains("00000.ts") && error.message.contains("268.4 MB"), "\(error.message)")
+        // Not a failure that passes by itself: a service does not try it again and again.
+        #expect(!error.isTransient)
+        #expect(server.requests == 1)
+        let package = try PackageDirectory(assetId: "hostile", in: fixture.clientDirectory)
+        #expect(Self.files(under: package.url).allSatisfy { !$0.hasSuffix(".part") && !$0.hasSuffix(".ts") })
+    }
+
+    @Test("a segment server that sends bytes without end is cut off at the bound, and nothing of it is kept")
+    func endlessSegment() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        // No Content-Length: the body ends when the connection does, which this server never closes first.
+        let server = try RawHTTPResponder(head: "HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\nConnection: close", budget: 256 << 20)
+        defer { server.stop() }
+        let error = try await Self.downloadHostileSegment(
+            fixture,
+            segment: URL(string: "http://127.0.0.1:\(server.port)/endless.ts")!,
+            maximumFileBytes: 1 << 20
+        )
+        #expect(error.code == "segment_too_large", "\(error)")
+        #expect(error.message.contains("00000.ts") && error.message.contains("1.0 MB"), "\(error.message)")
+        #expect(server.requests == 1)
+        // What the socket buffers took beyond the bound, not the 256 MiB the server had to send.
+        #expect(server.bytesSent < 64 << 20, "\(server.bytesSent)")
+        let package = try PackageDirectory(assetId: "hostile", in: fixture.clientDirectory)
+        #expect(Self.files(under: package.url).allSatisfy { !$0.hasSuffix(".part") && !$0.hasSuffix(".ts") })
+    }
+
+    @Test("the bound on one file: 16 times the rendition's average, at least 256 MiB, at most 4 GiB")
+    func fileBound() {
+        #expect(FileFetcher.maximumBytes(estimate: 0) == 256 << 20)
+        #expect(FileFetcher.maximumBytes(estimate: 100 << 20) == 1_600 << 20)
+        #expect(FileFetcher.maximumBytes(estimate: 1 << 30) == 4 << 30)
+        #expect(FileFetcher.maximumBytes(estimate: .max) == 4 << 30)
+        #expect(FileFetcher.maximumBytes(estimate: -1) == 256 << 20)
     }
 
     @Test("absurd segment counts are refused before anything is fetched")

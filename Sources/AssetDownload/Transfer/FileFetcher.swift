@@ -29,7 +29,7 @@ struct StagedFile: Sendable {
 
 /// Why one attempt failed, and whether another may succeed.
 struct TransferFailure: Error, Sendable {
-    enum Kind: Sendable { case retryable, networkDown, fatalStatus, diskFull, local }
+    enum Kind: Sendable { case retryable, networkDown, fatalStatus, diskFull, local, tooLarge }
     var kind: Kind
     var status: Int?
     var retryAfter: Double?
@@ -54,6 +54,17 @@ struct FileFetcher: Sendable {
         var retry: RetryPolicy
         /// The rate shared with every other transfer (``DownloadSession/Configuration/bandwidth``).
         var link: TokenBucket? = nil
+        /// The most bytes of one file, replacing ``FileFetcher/maximumBytes(estimate:)`` (tests).
+        var maximumFileBytes: Int64? = nil
+    }
+
+    /// The most bytes one file without a byte range may have: 16 times the rendition's average file as its BANDWIDTH
+    /// gives it (a segment can be several times the average; 16 times is not a segment), at least 256 MiB and at most
+    /// 4 GiB. A server that announces more in Content-Length, or sends more, is refused (`segment_too_large`): without a
+    /// bound, a hostile server could send bytes without end into the package until the disk is full.
+    static func maximumBytes(estimate: Int64) -> Int64 {
+        let (scaled, overflow) = max(0, estimate).multipliedReportingOverflow(by: 16)
+        return min(4 << 30, max(256 << 20, overflow ? Int64.max : scaled))
     }
 
     /// The clients, chosen per URL (a proxy, or direct).
@@ -65,12 +76,16 @@ struct FileFetcher: Sendable {
 
     /// Fetches `file` into `destination`'s part file (`NAME.part`, or `part` when given) with retries. Returns it
     /// checked and hashed, for ``place(_:)``.
+    ///
+    /// `estimate` is the rendition's average file size (``maximumBytes(estimate:)``).
     func fetch(
         _ file: PackageFile,
         to destination: URL,
         part: URL? = nil,
+        estimate: Int64,
         log: @escaping @Sendable (_ status: Int?, _ bytes: Int64, _ seconds: Double, _ retries: Int, _ failure: TransferFailure?) -> Void
     ) async throws -> StagedFile {
+        let maximumBytes = file.byteRange?.length ?? configuration.maximumFileBytes ?? Self.maximumBytes(estimate: estimate)
         guard let url = URL(string: file.sourceURL) else { throw DownloadError.unsupportedURI(file.sourceURL) }
         let part = part ?? DownloadSession.partFile(of: destination, forPlayer: false)
         var failures = 0
@@ -79,7 +94,7 @@ struct FileFetcher: Sendable {
             try Task.checkCancellation()
             let started = ContinuousClock.now
             do {
-                let outcome = try await attempt(url: url, file: file, part: part)
+                let outcome = try await attempt(url: url, file: file, part: part, maximumBytes: maximumBytes)
                 log(outcome.status, outcome.bytes, Self.seconds(since: started), failures, nil)
                 let done = try check(
                     part: part,
@@ -94,6 +109,10 @@ struct FileFetcher: Sendable {
                 switch failure.kind {
                 case .fatalStatus:
                     throw DownloadError.segmentHTTPStatus(path: file.path, url: file.sourceURL, status: failure.status ?? 0)
+                case .tooLarge:
+                    // Nothing of it is kept: what a server sends past any segment's size is not worth resuming.
+                    try? FileManager.default.removeItem(at: part)
+                    throw DownloadError.segmentTooLarge(path: file.path, url: file.sourceURL, limit: maximumBytes)
                 case .diskFull:
                     throw DownloadError.insufficientStorage(needed: file.byteRange?.length ?? 0, available: 0)
                 case .local:
@@ -127,8 +146,8 @@ struct FileFetcher: Sendable {
     }
 
     /// One request: from what `part` already holds to the end of the file (or range).
-    private func attempt(url: URL, file: PackageFile, part: URL) async throws -> TransferOutcome {
-        if url.isFileURL { return try copyLocal(url: url, file: file, part: part) }
+    private func attempt(url: URL, file: PackageFile, part: URL, maximumBytes: Int64) async throws -> TransferOutcome {
+        if url.isFileURL { return try copyLocal(url: url, file: file, part: part, maximumBytes: maximumBytes) }
         let have = Self.size(of: part)
         let rangeStart = (file.byteRange?.offset ?? 0) + have
         let rangeEnd = file.byteRange.map { $0.offset + $0.length - 1 }
@@ -144,7 +163,15 @@ struct FileFetcher: Sendable {
         let prepared = request
         return try await withThrowingTaskGroup(of: TransferOutcome?.self) { group in
             group.addTask {
-                try await self.stream(request: prepared, url: url, file: file, part: part, have: have, rangeStart: rangeStart)
+                try await self.stream(
+                    request: prepared,
+                    url: url,
+                    file: file,
+                    part: part,
+                    have: have,
+                    rangeStart: rangeStart,
+                    maximumBytes: maximumBytes
+                )
             }
             group.addTask {
                 try await Task.sleep(for: transferTimeout)
@@ -169,7 +196,8 @@ struct FileFetcher: Sendable {
         file: PackageFile,
         part: URL,
         have: Int64,
-        rangeStart: Int64
+        rangeStart: Int64,
+        maximumBytes: Int64
     ) async throws -> TransferOutcome {
         let response: HTTPClientResponse
         do {
@@ -218,7 +246,20 @@ struct FileFetcher: Sendable {
             }
         }
         let limit = file.byteRange.map { $0.length - keep }
-        let expected: Int64? = limit ?? (status == 200 ? response.headers.first(name: "Content-Length").flatMap(Int64.init) : nil)
+        let announced = response.headers.first(name: "Content-Length")
+        let expected: Int64? = limit ?? (status == 200 ? announced.flatMap(Int64.init) : nil)
+        // More announced than the file may hold (digits past Int64 too): refused before a byte is written.
+        if limit == nil, let announced, !announced.isEmpty, announced.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+            Int64(announced).map({ keep + $0 > maximumBytes }) ?? true
+        {
+            throw TransferFailure(
+                kind: .tooLarge,
+                status: status,
+                domain: "transfer",
+                code: "too_large",
+                comment: "Content-Length \(announced)"
+            )
+        }
         let fd = open(part.path, O_RDWR | O_CREAT | O_CLOEXEC | (keep == 0 ? O_TRUNC : O_APPEND), 0o600)
         guard fd >= 0 else {
             throw TransferFailure(
@@ -243,6 +284,16 @@ struct FileFetcher: Sendable {
                 }
                 if let limit, written + Int64(chunk.readableBytes) > limit {
                     chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(limit - written)) ?? chunk
+                }
+                if limit == nil, keep + written + Int64(chunk.readableBytes) > maximumBytes {
+                    throw TransferFailure(
+                        kind: .tooLarge,
+                        status: status,
+                        domain: "transfer",
+                        code: "too_large",
+                        comment: "more than \(maximumBytes) bytes",
+                        advanced: written
+                    )
                 }
                 try Self.writeAll(fd, chunk, advanced: written)
                 chunk.withUnsafeReadableBytes { hasher.update($0) }
@@ -275,7 +326,7 @@ struct FileFetcher: Sendable {
         )
     }
 
-    private func copyLocal(url: URL, file: PackageFile, part: URL) throws -> TransferOutcome {
+    private func copyLocal(url: URL, file: PackageFile, part: URL, maximumBytes: Int64) throws -> TransferOutcome {
         // Only regular files: a device or a FIFO named by a local playlist (/dev/zero) would be read forever or block
         // at open.
         guard (try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType) == .typeRegular else {
@@ -289,7 +340,8 @@ struct FileFetcher: Sendable {
         guard fd >= 0 else { throw TransferFailure(kind: .local, domain: "storage", code: "open_failed", comment: String(cString: strerror(errno))) }
         defer { close(fd) }
         try? handle.seek(toOffset: UInt64(file.byteRange?.offset ?? 0))
-        var remaining = file.byteRange?.length ?? Int64.max
+        // One byte past the bound tells a file that is too large.
+        var remaining = file.byteRange?.length ?? (maximumBytes == .max ? .max : maximumBytes + 1)
         var written: Int64 = 0
         while remaining > 0 {
             let data = handle.readData(ofLength: Int(min(remaining, 1 << 20)))
@@ -297,6 +349,9 @@ struct FileFetcher: Sendable {
             try Self.writeAll(fd, ByteBuffer(bytes: data), advanced: written)
             written += Int64(data.count)
             remaining -= Int64(data.count)
+        }
+        if file.byteRange == nil, written > maximumBytes {
+            throw TransferFailure(kind: .tooLarge, status: 200, domain: "file", code: "too_large", comment: "more than \(maximumBytes) bytes")
         }
         return TransferOutcome(status: 200, bytes: written)
     }

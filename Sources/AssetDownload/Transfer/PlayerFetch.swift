@@ -64,7 +64,8 @@ extension DownloadSession {
                 headTimeout: .seconds(headTimeoutSeconds),
                 transferTimeout: .seconds(configuration.transferTimeout),
                 retry: RetryPolicy(maximumAttempts: 3, initialDelay: 0.2, maximumDelay: 1, networkDownGrace: 0),
-                link: configuration.bandwidth
+                link: configuration.bandwidth,
+                maximumFileBytes: configuration.maximumFileBytes
             )
         )
         let destination: URL
@@ -81,6 +82,7 @@ extension DownloadSession {
                 file,
                 to: destination,
                 part: part,
+                estimate: rendition.files.isEmpty ? 0 : rendition.expectedBytes / Int64(rendition.files.count),
                 log: DownloadRunner.attemptLog(file, rendition.id, accessLog, errorLog)
             )
             try await fetcher.place(staged)

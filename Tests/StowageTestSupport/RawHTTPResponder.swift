@@ -1,0 +1,107 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A server on 127.0.0.1 (an OS-assigned port) that answers every request with a fixed head and then bytes without
+/// end: what a hostile segment server does (a `Content-Length` no file has, or a body that never stops). It writes
+/// until the client closes the connection or `budget` bytes have gone out, whichever is first. Blocking sockets on
+/// threads of its own: test material only.
+public final class RawHTTPResponder: Sendable {
+    public let port: Int
+    private let listener: Int32
+    private let head: [UInt8]
+    private let budget: Int
+    private let state = Mutex(State())
+
+    private struct State {
+        var requests = 0
+        var bytesSent = 0
+        var sockets: Set<Int32> = []
+        var stopped = false
+    }
+
+    /// - Parameters:
+    ///   - head: the status line and headers, each line ending in CRLF, without the blank line that ends the head.
+    ///   - budget: the most body bytes sent on one connection.
+    public init(head: String, budget: Int = 1 << 30) throws {
+        (listener, port) = try LoopbackSockets.listen()
+        self.head = Array((head + "\r\n").utf8)
+        self.budget = budget
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    /// The requests answered so far.
+    public var requests: Int { state.withLock { $0.requests } }
+    /// The body bytes written so far, on every connection (what the clients' sockets took).
+    public var bytesSent: Int { state.withLock { $0.bytesSent } }
+
+    /// Stops accepting and ends every connection (their threads close them).
+    public func stop() {
+        state.withLock { state in
+            state.stopped = true
+            for socket in state.sockets { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
+        }
+        Glibc.shutdown(listener, Int32(SHUT_RDWR))
+    }
+
+    private func acceptLoop() {
+        defer { close(listener) }
+        while true {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else {
+                if errno == EINTR { continue }
+                return
+            }
+            let admitted = state.withLock { state in
+                guard !state.stopped else { return false }
+                state.sockets.insert(client)
+                state.requests += 1
+                return true
+            }
+            guard admitted else {
+                close(client)
+                return
+            }
+            Thread.detachNewThread { [self] in
+                answer(client)
+                state.withLock { _ = $0.sockets.remove(client) }
+                close(client)
+            }
+        }
+    }
+
+    private func answer(_ client: Int32) {
+        // The request head, up to its blank line (at most 16 KiB).
+        var received: [UInt8] = []
+        var byte: UInt8 = 0
+        while received.count < 16 << 10, !(received.count >= 4 && Array(received.suffix(4)) == [13, 10, 13, 10]) {
+            guard read(client, &byte, 1) == 1 else { return }
+            received.append(byte)
+        }
+        var withBlankLine = head
+        withBlankLine += [13, 10]
+        guard writeAll(client, withBlankLine) else { return }
+        let chunk = [UInt8](repeating: 0x47, count: 64 << 10)
+        var sent = 0
+        while sent < budget {
+            let count = min(chunk.count, budget - sent)
+            guard writeAll(client, Array(chunk[0..<count])) else { return }
+            sent += count
+            state.withLock { $0.bytesSent += count }
+        }
+    }
+
+    private func writeAll(_ socket: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return false }
+            offset += written
+        }
+        return true
+    }
+}
