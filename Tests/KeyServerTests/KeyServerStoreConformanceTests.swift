@@ -3,6 +3,7 @@ import KeyDelivery
 import KeyServer
 import Logging
 import PostgresNIO
+import StowageTestSupport
 import Testing
 
 /// The stores a key server can run on, each a real database: an SQLite file, and a database of its own in the
@@ -494,14 +495,17 @@ struct KeyServerStoreConformanceTests {
     }
 
     @Test func anUnreachableOrMalformedDatabaseIsAClearError() async throws {
-        // A port nothing listens on.
-        let store = try PostgresKeyServerStore(url: "postgres://stowage@127.0.0.1:9/keys?sslmode=disable", operationTimeout: .seconds(2))
+        // A port nothing listens on: held bound, not listening, so it refuses connections.
+        let nowhere = try HeldPort()
+        defer { nowhere.release() }
+        let url = "postgres://stowage@127.0.0.1:\(nowhere.port)/keys"
+        let store = try PostgresKeyServerStore(url: url + "?sslmode=disable", operationTimeout: .seconds(2))
         do {
             _ = try await store.asset(id: "movie")
             Issue.record("an unreachable database answered")
         } catch let error as KeyServerSetupError {
             #expect(error.code == "database_unavailable")
-            #expect(error.message.contains("postgres://stowage@127.0.0.1:9/keys"), "\(error.message)")
+            #expect(error.message.contains(url), "\(error.message)")
         }
         await store.close()
         #expect(throws: KeyServerSetupError.self) { try PostgresKeyServerStore(url: "mysql://root:secret@host/db") }

@@ -269,6 +269,9 @@ struct PlayWhileDownloadingTests {
     func playBeforeTheKeysAreStoredSaysToWait() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
+        // A key server that is not there (a port held bound, not listening, refuses connections).
+        let nowhere = try HeldPort()
+        defer { nowhere.release() }
         try await fixture.withServers { origin, _ in
             let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
             // A key server that is not there: the download plans the package, then fails at the keys.
@@ -276,7 +279,7 @@ struct PlayWhileDownloadingTests {
                 DownloadRequest(
                     url: fixture.sourceURL(origin),
                     assetId: fixture.assetId,
-                    keyServerURL: "http://127.0.0.1:9",
+                    keyServerURL: "http://127.0.0.1:\(nowhere.port)",
                     token: try await fixture.token()
                 )
             )

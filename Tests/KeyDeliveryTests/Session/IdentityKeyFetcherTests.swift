@@ -191,8 +191,11 @@ struct IdentityKeyFetcherTests {
 
     @Test func connectionErrorsAreRetriedThenReportedAsUnreachable() async throws {
         // AsyncHTTPClient keeps reconnecting until the deadline, so each attempt lasts the whole-transfer timeout.
+        // A port held bound and not listening refuses connections (no assumption that some port, 9 say, does).
+        let closed = try HeldPort()
+        defer { closed.release() }
         try await withFetcher(timeoutSeconds: 1) { fetcher, _, _, _ in
-            let url = URL(string: "http://127.0.0.1:9/keys/a")!
+            let url = URL(string: "http://127.0.0.1:\(closed.port)/keys/a")!
             let error = await #expect(throws: KeySessionError.self) { try await fetcher.key(for: url, assetId: "movie-1") }
             #expect(error?.code == "identity_key_unreachable")
             #expect(error?.message.contains(url.absoluteString) == true)
@@ -226,9 +229,12 @@ struct IdentityKeyFetcherTests {
         let origin = KeyOrigin()
         await origin.script("/keys/a", [.key(Self.key)])
         await origin.script("/keys/b", [.key(Self.key.reversed())])
+        // No key server: a port held bound and not listening refuses connections.
+        let nowhere = try HeldPort()
+        defer { nowhere.release() }
         try await origin.serve { base in
             try await withHTTPClient { http in
-                let session = try fixture.session(http, url: URL(string: "http://127.0.0.1:9")!, token: nil)
+                let session = try fixture.session(http, url: URL(string: "http://127.0.0.1:\(nowhere.port)")!, token: nil)
                 let keys = [
                     EncryptionKey(method: .aes128, uri: "keys/a"), EncryptionKey(method: .aes128, uri: "keys/b", keyFormat: "identity"),
                     EncryptionKey(method: .aes128, uri: "keys/a"),

@@ -37,8 +37,11 @@ struct KeySessionTests {
 
         // Restart: reopen everything from the same directory, offline.
         fixture.clock.advance(by: 3_600)
+        // A key server URL that refuses connections (a port held bound, not listening): nothing below may need one.
+        let nowhere = try HeldPort()
+        defer { nowhere.release() }
         try await withHTTPClient { http in
-            let offline = try fixture.session(http, url: URL(string: "http://127.0.0.1:9")!, token: token)
+            let offline = try fixture.session(http, url: URL(string: "http://127.0.0.1:\(nowhere.port)")!, token: token)
             let evaluation = try offline.store.authorizePlayback(assetId: "movie-1", at: fixture.clock.now)
             #expect(evaluation.isValid)
             #expect(try offline.contentKeys(leaseId: leaseId) == movieKeys())
