@@ -22,6 +22,21 @@ struct KeyServerHostilePeerTests {
         #expect(outcome.idleOpenWhenAnswered == 300)
     }
 
+    @Test("a request head of 128 KiB is answered 400 at once, and /healthz beside it 200")
+    func oversizedHead() async throws {
+        let fixture = try await KeyServerFixture.make()
+        defer { fixture.remove() }
+        let (oversized, normal) = try await fixture.withLiveServer(limits: Self.limits) { client in
+            try await HostileClients.oversizedHead(
+                port: try #require(URL(string: client.baseURL)?.port),
+                path: "/v1/keys",
+                normalRequest: Self.request
+            )
+        }
+        #expect(oversized == "HTTP/1.1 400 Bad Request")
+        #expect(normal == "HTTP/1.1 200 OK")
+    }
+
     @Test("connections that say nothing, and a slowloris, are closed at the 2 s head deadline")
     func idleClientsClosedAtTheDeadline() async throws {
         let fixture = try await KeyServerFixture.make()

@@ -37,6 +37,15 @@ struct HostilePeerTests {
         #expect(outcome.idleOpenWhenAnswered == 300)
     }
 
+    @Test("a request head of 128 KiB is answered 400 at once, and a normal request beside it 200")
+    func oversizedHead() async throws {
+        let (oversized, normal) = try await Self.withOrigin(headTimeout: .seconds(120)) { port in
+            try await HostileClients.oversizedHead(port: port, path: "/index.m3u8", normalRequest: Self.request)
+        }
+        #expect(oversized == "HTTP/1.1 400 Bad Request")
+        #expect(normal == "HTTP/1.1 200 OK")
+    }
+
     @Test("connections that say nothing, and a slowloris, are closed at the 2 s head deadline")
     func idleClientsClosedAtTheDeadline() async throws {
         let outcome = try await Self.withOrigin(headTimeout: .seconds(2)) { port in

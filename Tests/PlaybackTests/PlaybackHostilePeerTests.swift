@@ -35,6 +35,19 @@ struct PlaybackHostilePeerTests {
         #expect(outcome.idleOpenWhenAnswered == 300)
     }
 
+    @Test("a request head of 128 KiB is answered 400 at once, and the player's playlist beside it 200")
+    func oversizedHead() async throws {
+        let (oversized, normal) = try await Self.session(headTimeout: .seconds(120)) { address in
+            try await HostileClients.oversizedHead(
+                port: address.port,
+                path: address.sessionMultivariantURL.path,
+                normalRequest: Self.request(address)
+            )
+        }
+        #expect(oversized == "HTTP/1.1 400 Bad Request")
+        #expect(normal == "HTTP/1.1 200 OK")
+    }
+
     @Test("connections that say nothing, and a slowloris, are closed at the 2 s head deadline")
     func idleClientsClosedAtTheDeadline() async throws {
         let outcome = try await Self.session(headTimeout: .seconds(2)) { address in

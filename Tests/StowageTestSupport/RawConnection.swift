@@ -131,6 +131,14 @@ public final class RawConnection: @unchecked Sendable {
         return String(decoding: received, as: UTF8.self)
     }
 
+    /// Ends the connection both ways without closing its descriptor: a send or read blocked on it, or to come, fails.
+    public func shutdown() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !closed else { return }
+        Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+
     /// Closes the connection (once).
     public func close() {
         lock.lock()
@@ -221,5 +229,41 @@ public struct HostileClients: Sendable {
             idleClosed: idleClosed,
             slowlorisClosedAfter: slowClosed
         )
+    }
+}
+
+extension HostileClients {
+    /// Sends a request head of about `size` bytes (one header that long) on one connection, then `normalRequest` on a
+    /// fresh one; the status line of each answer ("" when none came within 20 s).
+    ///
+    /// The oversized head goes out from a thread of its own: a server that stops reading could otherwise hold a
+    /// cooperative thread in `send`. `size` stays within what loopback's socket buffers take, so it is sent whole.
+    public static func oversizedHead(
+        port: Int,
+        path: String,
+        size: Int = 128 << 10,
+        normalRequest: String
+    ) async throws -> (
+        oversized: String, normal: String
+    ) {
+        let connection = try RawConnection(port: port)
+        let head = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + String(repeating: "a", count: size) + "\r\n\r\n"
+        let (sent, sending) = AsyncStream.makeStream(of: Void.self)
+        Thread.detachNewThread {
+            _ = connection.send(head)
+            sending.finish()
+        }
+        let oversized = await connection.read(until: "\r\n", within: .seconds(20))
+        // The sender is done (a shut-down socket fails its send at once) before the descriptor is closed, so that no
+        // send of it can reach a number another socket has taken since.
+        connection.shutdown()
+        for await _ in sent {}
+        connection.close()
+        let normal = try RawConnection(port: port)
+        defer { normal.close() }
+        _ = normal.send(normalRequest)
+        let answer = await normal.read(until: "\r\n", within: .seconds(20))
+        func statusLine(_ text: String) -> String { text.components(separatedBy: "\r\n").first ?? "" }
+        return (statusLine(oversized), statusLine(answer))
     }
 }
