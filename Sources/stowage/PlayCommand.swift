@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Playback
+import StowageCore
 import StowageLibrary
 
 /// `stowage play ASSET [--player ffplay|mpv|vlc|ffmpeg-null|none] [--port N]`
@@ -65,6 +66,8 @@ struct PlayCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Every segment streams through chunk buffers allocated and freed per read (HeapTuning).
+        HeapTuning.keepStreamingBuffersInHeap()
         let library: OfflineLibrary
         let playback: PlaybackHandle
         do {
