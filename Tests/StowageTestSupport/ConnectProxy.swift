@@ -11,76 +11,30 @@ import Glibc
 /// the table gets `502`, so a host name that resolves nowhere else (`origin.stowage.test`) is reachable only through
 /// this proxy. Every `CONNECT` target is recorded. Blocking sockets on threads of its own: test material only.
 public final class ConnectProxy: Sendable {
-    public let port: Int
-    private let listener: Int32
+    public var port: Int { listener.port }
+    private let listener: LoopbackListener
     private let hosts: [String: String]
-    private let state = Mutex(State())
-
-    private struct State {
-        var targets: [String] = []
-        var sockets: Set<Int32> = []
-        var stopped = false
-    }
+    /// The `HOST:PORT` of every `CONNECT`.
+    private let recorded = Mutex<[String]>([])
 
     /// `http://127.0.0.1:PORT`
     public var url: String { "http://127.0.0.1:\(port)" }
 
     /// The `HOST:PORT` of every `CONNECT` so far, in order (refused ones too).
-    public var targets: [String] { state.withLock { $0.targets } }
+    public var targets: [String] { recorded.withLock { $0 } }
 
     /// Listens at once. `hosts` maps host names to IPv4 addresses.
     public init(hosts: [String: String]) throws {
-        (listener, port) = try LoopbackSockets.listen()
+        listener = try LoopbackListener()
         self.hosts = hosts
-        Thread.detachNewThread { [self] in acceptLoop() }
+        listener.start { [self] client in Thread.detachNewThread { self.serve(client) } }
     }
 
-    /// Stops accepting and ends every open tunnel (their threads close them).
-    ///
-    /// Sockets are shut down, never closed, here: the accept loop and the tunnel threads close their own once they
-    /// return, so no thread can use a descriptor number that another socket of the process has taken since.
-    public func stop() {
-        state.withLock { state in
-            state.stopped = true
-            // Under the lock: a tunnel closes its sockets only after taking them out of the set under it.
-            for socket in state.sockets { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
-        }
-        // Ends the accept loop's `accept`, which then closes the listener.
-        Glibc.shutdown(listener, Int32(SHUT_RDWR))
-    }
-
-    private func acceptLoop() {
-        defer { close(listener) }
-        while true {
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else {
-                if errno == EINTR { continue }
-                return
-            }
-            guard track(client) else {
-                close(client)
-                return
-            }
-            Thread.detachNewThread { [self] in serve(client) }
-        }
-    }
-
-    /// Records an open socket; false once stopped.
-    private func track(_ socket: Int32) -> Bool {
-        state.withLock { state in
-            guard !state.stopped else { return false }
-            state.sockets.insert(socket)
-            return true
-        }
-    }
-
-    private func forget(_ socket: Int32) {
-        state.withLock { _ = $0.sockets.remove(socket) }
-        close(socket)
-    }
+    /// Stops accepting and ends every open tunnel (their threads close them: ``LoopbackListener``).
+    public func stop() { listener.stop() }
 
     private func serve(_ client: Int32) {
-        defer { forget(client) }
+        defer { listener.release(client) }
         // The request head, up to its blank line (at most 16 KiB); nothing follows it before our answer.
         var head: [UInt8] = []
         var byte: UInt8 = 0
@@ -95,18 +49,18 @@ public final class ConnectProxy: Sendable {
             return
         }
         let target = String(words[1])
-        state.withLock { $0.targets.append(target) }
+        recorded.withLock { $0.append(target) }
         guard let colon = target.lastIndex(of: ":"), let port = UInt16(target[target.index(after: colon)...]),
             let address = hosts[String(target[..<colon]).lowercased()], let upstream = LoopbackSockets.connect(to: address, port: port)
         else {
             send(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
         }
-        guard track(upstream) else {
+        guard listener.track(upstream) else {
             close(upstream)
             return
         }
-        defer { forget(upstream) }
+        defer { listener.release(upstream) }
         send(client, "HTTP/1.1 200 Connection established\r\n\r\n")
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {

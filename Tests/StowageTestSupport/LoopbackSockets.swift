@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -63,5 +64,72 @@ enum LoopbackSockets {
         }
         Glibc.shutdown(destination, Int32(SHUT_WR))
         Glibc.shutdown(source, Int32(SHUT_RD))
+    }
+}
+
+/// A socket listening on 127.0.0.1 (an OS-assigned port) and the sockets of its connections, shared by the test relays
+/// and servers (``ConnectProxy``, ``StallingRelay``, ``RawHTTPResponder``).
+///
+/// Nothing here uses a descriptor number that another socket of the process may have taken since: ``stop()`` only shuts
+/// sockets down, under the lock that ``release(_:)`` takes before it closes one, and the accept loop closes the
+/// listener itself once `accept` fails. (Closing the listener in `stop()` while the loop could still call `accept` on
+/// that number, and shutting down sockets outside the lock, let a relay take another test's connection:
+/// docs/RELIABILITY.md.)
+final class LoopbackListener: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let state = Mutex(State())
+
+    private struct State {
+        var sockets: Set<Int32> = []
+        var stopped = false
+    }
+
+    init() throws {
+        (listener, port) = try LoopbackSockets.listen()
+    }
+
+    /// Accepts on a thread of its own until ``stop()``, handing each connection, once tracked, to `handle` on that
+    /// thread (which starts its own threads for anything that blocks). Call once.
+    func start(_ handle: @escaping @Sendable (Int32) -> Void) {
+        Thread.detachNewThread { [self] in
+            defer { close(listener) }
+            while true {
+                let client = accept(listener, nil, nil)
+                guard client >= 0 else {
+                    if errno == EINTR { continue }
+                    return
+                }
+                guard track(client) else {
+                    close(client)
+                    return
+                }
+                handle(client)
+            }
+        }
+    }
+
+    /// Records a socket of a connection, so that ``stop()`` ends it; false once stopped (the caller closes it then).
+    func track(_ socket: Int32) -> Bool {
+        state.withLock { state in
+            guard !state.stopped else { return false }
+            state.sockets.insert(socket)
+            return true
+        }
+    }
+
+    /// Forgets a tracked socket and closes it: only its owner's thread, once done with it.
+    func release(_ socket: Int32) {
+        state.withLock { _ = $0.sockets.remove(socket) }
+        close(socket)
+    }
+
+    /// Stops accepting and shuts every tracked socket down; their owners close them.
+    func stop() {
+        state.withLock { state in
+            state.stopped = true
+            for socket in state.sockets { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
+        }
+        Glibc.shutdown(listener, Int32(SHUT_RDWR))
     }
 }

@@ -10,68 +10,35 @@ import Glibc
 /// until the client closes the connection or `budget` bytes have gone out, whichever is first. Blocking sockets on
 /// threads of its own: test material only.
 public final class RawHTTPResponder: Sendable {
-    public let port: Int
-    private let listener: Int32
+    public var port: Int { listener.port }
+    private let listener: LoopbackListener
     private let head: [UInt8]
     private let budget: Int
-    private let state = Mutex(State())
-
-    private struct State {
-        var requests = 0
-        var bytesSent = 0
-        var sockets: Set<Int32> = []
-        var stopped = false
-    }
+    private let counts = Mutex<(requests: Int, bytesSent: Int)>((0, 0))
 
     /// - Parameters:
     ///   - head: the status line and headers, each line ending in CRLF, without the blank line that ends the head.
     ///   - budget: the most body bytes sent on one connection.
     public init(head: String, budget: Int = 1 << 30) throws {
-        (listener, port) = try LoopbackSockets.listen()
+        listener = try LoopbackListener()
         self.head = Array((head + "\r\n").utf8)
         self.budget = budget
-        Thread.detachNewThread { [self] in acceptLoop() }
+        listener.start { [self] client in
+            counts.withLock { $0.requests += 1 }
+            Thread.detachNewThread {
+                self.answer(client)
+                self.listener.release(client)
+            }
+        }
     }
 
-    /// The requests answered so far.
-    public var requests: Int { state.withLock { $0.requests } }
+    /// The connections answered so far.
+    public var requests: Int { counts.withLock { $0.requests } }
     /// The body bytes written so far, on every connection (what the clients' sockets took).
-    public var bytesSent: Int { state.withLock { $0.bytesSent } }
+    public var bytesSent: Int { counts.withLock { $0.bytesSent } }
 
-    /// Stops accepting and ends every connection (their threads close them).
-    public func stop() {
-        state.withLock { state in
-            state.stopped = true
-            for socket in state.sockets { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
-        }
-        Glibc.shutdown(listener, Int32(SHUT_RDWR))
-    }
-
-    private func acceptLoop() {
-        defer { close(listener) }
-        while true {
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else {
-                if errno == EINTR { continue }
-                return
-            }
-            let admitted = state.withLock { state in
-                guard !state.stopped else { return false }
-                state.sockets.insert(client)
-                state.requests += 1
-                return true
-            }
-            guard admitted else {
-                close(client)
-                return
-            }
-            Thread.detachNewThread { [self] in
-                answer(client)
-                state.withLock { _ = $0.sockets.remove(client) }
-                close(client)
-            }
-        }
-    }
+    /// Stops accepting and ends every connection (their threads close them: ``LoopbackListener``).
+    public func stop() { listener.stop() }
 
     private func answer(_ client: Int32) {
         // The request head, up to its blank line (at most 16 KiB).
@@ -90,7 +57,7 @@ public final class RawHTTPResponder: Sendable {
             let count = min(chunk.count, budget - sent)
             guard writeAll(client, Array(chunk[0..<count])) else { return }
             sent += count
-            state.withLock { $0.bytesSent += count }
+            counts.withLock { $0.bytesSent += count }
         }
     }
 

@@ -11,22 +11,21 @@ import Glibc
 /// elsewhere keeps the address its clients know, without binding again a port just let go. Blocking sockets on threads
 /// of its own: test material only.
 public final class StallingRelay: Sendable {
-    public let port: Int
-    private let listener: Int32
+    public var port: Int { listener.port }
+    private let listener: LoopbackListener
     private let state: Mutex<State>
 
     private struct State {
         var upstreamPort: Int
         var stalled = false
-        var sockets: Set<Int32> = []
         var stopped = false
     }
 
     /// Listens at once, relaying each connection to `127.0.0.1:upstreamPort`.
     public init(upstreamPort: Int) throws {
-        (listener, port) = try LoopbackSockets.listen()
+        listener = try LoopbackListener()
         state = Mutex(State(upstreamPort: upstreamPort))
-        Thread.detachNewThread { [self] in acceptLoop() }
+        listener.start { [self] client in relay(client) }
     }
 
     /// Relays the connections made from now on to `127.0.0.1:upstreamPort`; open ones stay where they are.
@@ -38,65 +37,46 @@ public final class StallingRelay: Sendable {
     /// Delivers what was held, and relays again as it comes.
     public func resume() { state.withLock { $0.stalled = false } }
 
-    /// Stops accepting and ends every relayed connection (their threads close them).
-    ///
-    /// Sockets are shut down, never closed, here: the accept loop and the relay threads close their own once they
-    /// return, so no thread can use a descriptor number that another socket of the process has taken since.
+    /// Stops accepting and ends every relayed connection (their threads close them: ``LoopbackListener``).
     public func stop() {
         state.withLock { state in
             state.stopped = true
             state.stalled = false
-            // Under the lock: a relay closes its sockets only after taking them out of the set under it.
-            for socket in state.sockets { Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
         }
-        // Ends the accept loop's `accept`, which then closes the listener.
-        Glibc.shutdown(listener, Int32(SHUT_RDWR))
+        listener.stop()
     }
 
-    private func acceptLoop() {
-        defer { close(listener) }
-        while true {
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else {
-                if errno == EINTR { continue }
-                return
-            }
-            let upstreamPort = state.withLock { $0.upstreamPort }
-            guard let upstream = UInt16(exactly: upstreamPort).flatMap({ LoopbackSockets.connect(to: "127.0.0.1", port: $0) }) else {
-                close(client)
-                continue
-            }
-            let admitted = state.withLock { state in
-                guard !state.stopped else { return false }
-                state.sockets.formUnion([client, upstream])
-                return true
-            }
-            guard admitted else {
-                close(client)
-                close(upstream)
-                continue
-            }
-            let finished = Mutex(0)
-            let done: @Sendable () -> Void = { [self] in
-                // The second direction to end closes both sockets.
-                guard
-                    finished.withLock({ count in
-                        count += 1
-                        return count == 2
-                    })
-                else { return }
-                state.withLock { $0.sockets.subtract([client, upstream]) }
-                close(client)
-                close(upstream)
-            }
-            Thread.detachNewThread { [self] in
-                relay(from: client, to: upstream, holding: false)
-                done()
-            }
-            Thread.detachNewThread { [self] in
-                relay(from: upstream, to: client, holding: true)
-                done()
-            }
+    /// Connects `client` (tracked by the listener) to the upstream and relays both ways, each on a thread of its own.
+    private func relay(_ client: Int32) {
+        let upstreamPort = state.withLock { $0.upstreamPort }
+        guard let upstream = UInt16(exactly: upstreamPort).flatMap({ LoopbackSockets.connect(to: "127.0.0.1", port: $0) }) else {
+            listener.release(client)
+            return
+        }
+        guard listener.track(upstream) else {
+            close(upstream)
+            listener.release(client)
+            return
+        }
+        let finished = Mutex(0)
+        let done: @Sendable () -> Void = { [self] in
+            // The second direction to end closes both sockets.
+            guard
+                finished.withLock({ count in
+                    count += 1
+                    return count == 2
+                })
+            else { return }
+            listener.release(client)
+            listener.release(upstream)
+        }
+        Thread.detachNewThread { [self] in
+            relay(from: client, to: upstream, holding: false)
+            done()
+        }
+        Thread.detachNewThread { [self] in
+            relay(from: upstream, to: client, holding: true)
+            done()
         }
     }
 
