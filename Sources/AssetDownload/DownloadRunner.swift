@@ -335,25 +335,13 @@ struct DownloadRunner: Sendable {
             )
         }
         manifest.updatedAt = now
-        Self.recordVerified(placed.all, manifest: manifest, package: package)
+        // What this run hashed and placed, so that play need not hash it again (a cache: see VerifiedFileRecords).
+        VerifiedFileRecords.record(placed.all, manifest: manifest, in: package)
         try package.writeManifest(manifest)
         try store.transition(assetId, .complete, at: now)
         // The recorded playlists are not needed once the package is complete, however the recording ended.
         try? FileManager.default.removeItem(at: package.url.appendingPathComponent(RecordingPackage.directoryName))
         return manifest
-    }
-
-    /// Writes the package's `verified.json` (``OfflinePackage/VerifiedFileRecords``) as it completes: what earlier runs
-    /// recorded (before `add-media`, say) and what this run hashed and placed, for the files of `manifest` with the
-    /// SHA-256 it records, so that play need not hash them again. A cache: when it cannot be written, play hashes those
-    /// files as it would have anyway, and nothing else changes.
-    static func recordVerified(_ placed: [String: VerifiedFileRecords.Entry], manifest: PackageManifest, package: PackageDirectory) {
-        var records = VerifiedFileRecords.read(in: package)
-        records.files.merge(placed) { _, new in new }
-        var expected: [String: String] = [:]
-        for file in manifest.files { expected[file.path] = file.sha256?.lowercased() }
-        records.files = records.files.filter { expected[$0.key] == $0.value.sha256 }
-        try? records.write(in: package)
     }
 
     /// Writes each attempt at `file` to the access log, and failed ones to the error log too.

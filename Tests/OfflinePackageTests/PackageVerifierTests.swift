@@ -31,6 +31,30 @@ struct PackageVerifierTests {
         #expect(video.filesHashed == (deep ? 3 + initSections : 0))
     }
 
+    @Test("verify --deep records each segment it hashed whole, with its identity, for play; a quick one records nothing")
+    func deepVerificationRecordsCheckedSegments() async throws {
+        let packages = try Packages()
+        defer { packages.remove() }
+        let (package, manifest) = try packages.make(.transportStream, assetId: "movie-1")
+        _ = try await packages.verifier(deep: false).verify(package)
+        #expect(VerifiedFileRecords.read(in: package).files.isEmpty)
+        // Damaged: found, and never vouched for.
+        let damaged = try FileHandle(forWritingTo: Packages.url(package, "video/seg_1.ts"))
+        try damaged.seek(toOffset: 500)
+        try damaged.write(contentsOf: Data([0x00, 0x01, 0x02]))
+        try damaged.close()
+        let report = try await packages.verifier(deep: true).verify(package)
+        #expect(report.problems.map(\.path) == ["video/seg_1.ts"])
+        let records = VerifiedFileRecords.read(in: package)
+        #expect(Set(records.files.keys) == ["video/seg_0.ts", "video/seg_2.ts"])
+        for (path, entry) in records.files {
+            let file = try #require(manifest.files.first { $0.path == path })
+            #expect(entry.sha256 == file.sha256)
+            #expect(entry.identity == FileIdentity(path: Packages.url(package, path).path))
+        }
+        #expect(records.identities(for: manifest).count == 2)
+    }
+
     @Test func aDeletedSegmentIsMissing() async throws {
         let packages = try Packages()
         defer { packages.remove() }

@@ -54,7 +54,8 @@ public struct FileIdentity: Codable, Hashable, Sendable {
 /// had then (`verified.json` in the package folder).
 ///
 /// The download writes it as it completes a package: it hashed every byte it wrote, and takes each file's identity
-/// once the file is flushed and renamed into place. `stowage play` then serves a file whose identity still holds
+/// once the file is flushed and renamed into place. `stowage verify --deep` adds each segment it hashed whole, when its
+/// identity was the same before and after the read. `stowage play` then serves a file whose identity still holds
 /// without hashing it again (hashing was most of what it spent per byte), and hashes any other file as before.
 ///
 /// It is a cache, never a source of truth: a record for a SHA-256 other than the manifest's, or for a file that has
@@ -103,6 +104,18 @@ public struct VerifiedFileRecords: Codable, Sendable, Equatable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         try PackageDirectory.writeAtomically(try encoder.encode(self), to: package.url.appendingPathComponent(Self.fileName))
+    }
+
+    /// Adds `checked` (by path) to the records of `package`, keeps only those with the SHA-256 `manifest` has for their
+    /// file now, and writes them. A cache: when it cannot be written, play hashes those files as it would have anyway,
+    /// so the failure changes nothing else and is not reported.
+    public static func record(_ checked: [String: Entry], manifest: PackageManifest, in package: PackageDirectory) {
+        var records = read(in: package)
+        records.files.merge(checked) { _, new in new }
+        var expected: [String: String] = [:]
+        for file in manifest.files { expected[file.path] = file.sha256?.lowercased() }
+        records.files = records.files.filter { expected[$0.key] == $0.value.sha256 }
+        try? records.write(in: package)
     }
 
     /// The identities to trust for the files of `manifest`: those recorded for the SHA-256 the manifest has for the

@@ -116,7 +116,14 @@ public struct PackageVerifier: Sendable {
         for rendition in manifest.renditions {
             plans.append(try plan(rendition, in: package, root: root, keys: keys.keys))
         }
-        let outcomes = try await run(plans.flatMap(\.checks))
+        let checks = plans.flatMap(\.checks)
+        let outcomes = try await run(checks)
+        if options.deep {
+            // Segments hashed whole and unchanged while read: play need not hash them again (VerifiedFileRecords).
+            var checked: [String: VerifiedFileRecords.Entry] = [:]
+            for (check, outcome) in zip(checks, outcomes) { checked[check.file.path] = outcome.checked }
+            VerifiedFileRecords.record(checked, manifest: manifest, in: package)
+        }
 
         var renditions: [VerificationReport.RenditionResult] = []
         var offset = 0

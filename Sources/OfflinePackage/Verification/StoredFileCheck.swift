@@ -32,6 +32,8 @@ struct StoredFileCheck: Sendable {
         var isIntact = false
         var hashed = false
         var decrypted = false
+        /// The file hashed whole to its recorded SHA-256, with the identity it had before and after the read.
+        var checked: VerifiedFileRecords.Entry?
     }
 
     static let bufferSize = 1 << 20
@@ -55,6 +57,8 @@ struct StoredFileCheck: Sendable {
         }
         outcome.isIntact = true
         guard hash || trial != nil else { return outcome }
+        // Taken again after the read: a file changed while it was read has another identity, and is not vouched for.
+        let identityBefore = hash ? FileIdentity(path: url.path) : nil
 
         var hasher = hash ? SHA256Hasher() : nil
         var decryption: (transform: any SegmentTransform, check: ClearMediaCheck)?
@@ -86,6 +90,9 @@ struct StoredFileCheck: Sendable {
             var finished = hasher
             let digest = Hex.encode(finished.finalize())
             outcome.hashed = true
+            if digest == expected.lowercased(), let identityBefore, FileIdentity(path: url.path) == identityBefore {
+                outcome.checked = VerifiedFileRecords.Entry(sha256: digest, identity: identityBefore)
+            }
             if digest != expected.lowercased() {
                 outcome.problems.append(
                     VerificationProblem(
