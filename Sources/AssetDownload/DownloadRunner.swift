@@ -219,7 +219,7 @@ struct DownloadRunner: Sendable {
         await tracker.report()
         if recorder != nil { await tracker.update(manifest, recording: true) }
         let pending = manifest.renditions.flatMap { rendition in
-            let estimate = rendition.files.isEmpty ? 0 : rendition.expectedBytes / Int64(rendition.files.count)
+            let estimate = FileFetcher.averageFileBytes(of: rendition)
             return rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0, $0.byteRange?.length ?? estimate) }
         }
         let fetcher = FileFetcher(

@@ -43,6 +43,21 @@ struct VerifiedFilesTests {
         try? await PlaybackHarness.get(address.sessionURL.appendingPathComponent(path))
     }
 
+    /// Serves `video/00001.ts` (damaged by the test) in a session of small chunks, and expects what a file hashed as it
+    /// streams gives when damaged: the response cut short, and `segment_checksum_mismatch` in the error log.
+    private static func expectDamageFound(in package: TestPackage, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let (served, _) = try await PlaybackHarness.withSession(package, configuration: .init(chunkSize: 4096)) { address in
+            await Self.segment(address, "video/00001.ts")
+        }
+        #expect(served?.body == nil, sourceLocation: sourceLocation)
+        let errors = PlaybackHarness.logLines(package.package.errorLogURL)
+        #expect(
+            errors.contains { $0.contains("/video/00001.ts") && $0.contains("segment_checksum_mismatch") },
+            "\(errors)",
+            sourceLocation: sourceLocation
+        )
+    }
+
     @Test("a file vouched for is served without its hash checked; once touched, it is hashed again and its damage found")
     func vouchedUntilChanged() async throws {
         let root = try PlaybackHarness.temporaryRoot()
@@ -64,12 +79,7 @@ struct VerifiedFilesTests {
 
         // The same bytes, touched: the record no longer vouches, the file is hashed and the damage is found.
         try Self.touch(package.url(of: "video/00001.ts"), from: identity)
-        let (second, _) = try await PlaybackHarness.withSession(package, configuration: .init(chunkSize: 4096)) { address in
-            await Self.segment(address, "video/00001.ts")
-        }
-        #expect(second?.body == nil)
-        let errors = PlaybackHarness.logLines(package.package.errorLogURL)
-        #expect(errors.contains { $0.contains("/video/00001.ts") && $0.contains("segment_checksum_mismatch") }, "\(errors)")
+        try await Self.expectDamageFound(in: package)
     }
 
     @Test("a record for another SHA-256 than the manifest's vouches for nothing: the file is hashed and its damage found")
@@ -79,12 +89,7 @@ struct VerifiedFilesTests {
         let package = try await Self.package(in: root)
         try package.damage("video/00001.ts", at: 100)
         _ = try Self.vouch(for: "video/00001.ts", in: package, sha256: String(repeating: "0", count: 64))
-        let (served, _) = try await PlaybackHarness.withSession(package, configuration: .init(chunkSize: 4096)) { address in
-            await Self.segment(address, "video/00001.ts")
-        }
-        #expect(served?.body == nil)
-        let errors = PlaybackHarness.logLines(package.package.errorLogURL)
-        #expect(errors.contains { $0.contains("/video/00001.ts") && $0.contains("segment_checksum_mismatch") }, "\(errors)")
+        try await Self.expectDamageFound(in: package)
     }
 
     @Test("a verified.json that is not JSON vouches for nothing and plays as without one")

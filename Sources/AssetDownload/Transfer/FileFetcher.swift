@@ -38,6 +38,11 @@ struct TransferFailure: Error, Sendable {
     var comment: String
     /// Bytes written by the attempt before it failed (progress resets the error count).
     var advanced: Int64 = 0
+
+    /// More announced or sent than the file may hold (``FileFetcher/maximumBytes(estimate:)``): never retried.
+    static func tooLarge(status: Int, _ comment: String, advanced: Int64 = 0) -> TransferFailure {
+        TransferFailure(kind: .tooLarge, status: status, domain: "transfer", code: "too_large", comment: comment, advanced: advanced)
+    }
 }
 
 /// Streams one package file from the network into place: appended to `NAME.part` as bytes arrive (SHA-256 computed on
@@ -56,6 +61,12 @@ struct FileFetcher: Sendable {
         var link: TokenBucket? = nil
         /// The most bytes of one file, replacing ``FileFetcher/maximumBytes(estimate:)`` (tests).
         var maximumFileBytes: Int64? = nil
+    }
+
+    /// The rendition's average file as far as known (``OfflinePackage/PackageRendition/expectedBytes``): the estimate
+    /// ``fetch(_:to:part:estimate:log:)`` bounds a file by, and the space a download waits for.
+    static func averageFileBytes(of rendition: PackageRendition) -> Int64 {
+        rendition.files.isEmpty ? 0 : rendition.expectedBytes / Int64(rendition.files.count)
     }
 
     /// The most bytes one file without a byte range may have: 16 times the rendition's average file as its BANDWIDTH
@@ -252,13 +263,7 @@ struct FileFetcher: Sendable {
         if limit == nil, let announced, !announced.isEmpty, announced.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
             Int64(announced).map({ keep + $0 > maximumBytes }) ?? true
         {
-            throw TransferFailure(
-                kind: .tooLarge,
-                status: status,
-                domain: "transfer",
-                code: "too_large",
-                comment: "Content-Length \(announced)"
-            )
+            throw TransferFailure.tooLarge(status: status, "Content-Length \(announced)")
         }
         let fd = open(part.path, O_RDWR | O_CREAT | O_CLOEXEC | (keep == 0 ? O_TRUNC : O_APPEND), 0o600)
         guard fd >= 0 else {
@@ -286,14 +291,7 @@ struct FileFetcher: Sendable {
                     chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(limit - written)) ?? chunk
                 }
                 if limit == nil, keep + written + Int64(chunk.readableBytes) > maximumBytes {
-                    throw TransferFailure(
-                        kind: .tooLarge,
-                        status: status,
-                        domain: "transfer",
-                        code: "too_large",
-                        comment: "more than \(maximumBytes) bytes",
-                        advanced: written
-                    )
+                    throw TransferFailure.tooLarge(status: status, "more than \(maximumBytes) bytes", advanced: written)
                 }
                 try Self.writeAll(fd, chunk, advanced: written)
                 chunk.withUnsafeReadableBytes { hasher.update($0) }
@@ -351,7 +349,7 @@ struct FileFetcher: Sendable {
             remaining -= Int64(data.count)
         }
         if file.byteRange == nil, written > maximumBytes {
-            throw TransferFailure(kind: .tooLarge, status: 200, domain: "file", code: "too_large", comment: "more than \(maximumBytes) bytes")
+            throw TransferFailure.tooLarge(status: 200, "more than \(maximumBytes) bytes", advanced: written)
         }
         return TransferOutcome(status: 200, bytes: written)
     }

@@ -82,7 +82,7 @@ extension DownloadSession {
                 file,
                 to: destination,
                 part: part,
-                estimate: rendition.files.isEmpty ? 0 : rendition.expectedBytes / Int64(rendition.files.count),
+                estimate: FileFetcher.averageFileBytes(of: rendition),
                 log: DownloadRunner.attemptLog(file, rendition.id, accessLog, errorLog)
             )
             try await fetcher.place(staged)

@@ -149,7 +149,7 @@ struct SegmentStream: Sendable {
         if let expected = file.size, let size = handle.size, size != expected {
             throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: expected, found: size)
         }
-        let identity = FileSystem.identity(of: handle.descriptor)
+        let identity = FileIdentity(descriptor: handle.descriptor)
         // A file checked before and unchanged since is not hashed again; any other is, every byte of it.
         let vouched = identity.map { verified.isVerified(path, as: $0) } ?? false
         var output = HeldBackOutput(transform: try makeTransform(iv: decryption?.iv), hashing: !vouched)
@@ -167,7 +167,7 @@ struct SegmentStream: Sendable {
             throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
         }
         // What was read must be what was vouched for: a file changed while it was read has another identity now.
-        guard !vouched || FileSystem.identity(of: handle.descriptor) == identity else {
+        guard !vouched || FileIdentity(descriptor: handle.descriptor) == identity else {
             throw PlaybackError.segmentChecksumMismatch(assetId: assetId, path: path)
         }
         guard Int64(output.length) == length else {
@@ -343,7 +343,7 @@ struct SegmentStream: Sendable {
         if let expected = file.size, size != expected {
             throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: expected, found: size)
         }
-        let identity = FileSystem.identity(of: handle.descriptor)
+        let identity = FileIdentity(descriptor: handle.descriptor)
         if identity.map({ !verified.isVerified(path, as: $0) }) ?? true {
             var hasher = SHA256Hasher()
             var offset: Int64 = 0
@@ -416,7 +416,7 @@ struct SegmentStream: Sendable {
                 try await writer.write(output)
             }
         }
-        guard Int64(written) == Int64(range.count), FileSystem.identity(of: handle.descriptor) == identity else {
+        guard Int64(written) == Int64(range.count), FileIdentity(descriptor: handle.descriptor) == identity else {
             throw PlaybackError.segmentModified(assetId: assetId, path: path, expected: length, found: Int64(written))
         }
         return written

@@ -22,11 +22,6 @@ enum FileSystem {
         return Int64(info.st_size)
     }
 
-    /// The identity (``OfflinePackage/FileIdentity``) of the open file `descriptor`, nil when it cannot be told.
-    static func identity(of descriptor: Int32) -> FileIdentity? {
-        FileIdentity(descriptor: descriptor)
-    }
-
     /// The lowercase hex SHA-256 of a file, read a chunk at a time (``ChunkedFile``); nil when it cannot be read.
     static func sha256(of url: URL) -> String? {
         (try? ChunkedFile.sha256(of: url))?.sha256
