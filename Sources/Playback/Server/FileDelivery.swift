@@ -43,7 +43,7 @@ struct Decryption: Sendable {
 }
 
 /// Files whose SHA-256 was checked, by path, with the identity they had then: in this session, or before it by the
-/// download that wrote them (``OfflinePackage/VerifiedFileRecords``). Such a file is served, whole or a byte range,
+/// download that wrote them or by `verify --deep` (``OfflinePackage/VerifiedFileRecords``). Such a file is served, whole or a byte range,
 /// without hashing it again, as long as its identity (device, inode, size, change time) holds.
 final class VerifiedFiles: Sendable {
     private let checked: Mutex<[String: FileIdentity]>

@@ -176,7 +176,7 @@ public struct PlaybackServer: Sendable {
             initSections: InitSectionCache(),
             playlists: ClearPlaylistCache(),
             onlineFiles: OnlineFiles(),
-            // Files the download checked as it wrote them, unchanged since, are not hashed again.
+            // Files the download or `verify --deep` checked, unchanged since, are not hashed again.
             verified: VerifiedFiles(trusted: VerifiedFileRecords.read(in: authorization.package).identities(for: authorization.manifest)),
             chunkSize: max(4096, configuration.chunkSize),
             downloadWait: configuration.downloadWait,
