@@ -279,6 +279,29 @@ struct SampleAESPlaylistDecryptionTests {
         #expect(ours.count > 50)
         #expect(ours == twin)
     }
+
+    /// SAMPLE-AES-CTR from packagers other than Shaka (Fixtures/media/others): ffmpeg 9's 8-byte IVs counting
+    /// samples, and Bento4's 16-byte IVs whose block counter runs on across samples and segments. Keys come from
+    /// the key files the playlists name.
+    @Test(arguments: [
+        ("ffmpeg9-cenc", "ffmpeg9-clear", "video"), ("ffmpeg9-cenc", "ffmpeg9-clear", "audio"),
+        ("bento4-cenc", "bento4-clear", "video"), ("bento4-cenc", "bento4-clear", "audio"),
+    ])
+    func otherPackagersCENCPlaysLikeTheClearTwinInFFmpeg(fixture: String, twin: String, stream: String) async throws {
+        let others = PlaylistDecryptionTests.media.appendingPathComponent("others")
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-cenc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let report = try PlaylistDecryption().decrypt(
+            playlistAt: others.appendingPathComponent("\(fixture)/\(stream)/index.m3u8"),
+            to: out
+        )
+        #expect(report.segments == 3)
+        #expect(report.initializationSections == 1)
+        let ours = try await FrameHashes.of(out.appendingPathComponent("index.m3u8"))
+        let clear = try await FrameHashes.of(others.appendingPathComponent("\(twin)/\(stream)/index.m3u8"))
+        #expect(ours.count == (stream == "video" ? 144 : 278))
+        #expect(ours == clear)
+    }
 }
 
 /// Shaka Player's AES-256 and AES-256-CTR test stream (Fixtures/golden/shaka-player-hls-aes-256).

