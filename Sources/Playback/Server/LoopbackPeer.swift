@@ -124,11 +124,12 @@ struct LoopbackPeer: Hashable, Sendable {
             return false
         }
         // The likeliest first: the process that started this one (a script, or a player that runs `stowage play`),
-        // then the players this one started; then the user's processes newest first, since the player that just
-        // connected is most often the process started last. So the scan usually ends after a few processes instead of
-        // reading every descriptor of every process of the user. By start time, not by number: process numbers wrap,
-        // and then the oldest processes have the highest numbers.
-        let first = [getppid()] + children(of: getpid())
+        // then the players this one started, then this process (the server's warm-up request comes from it); then the
+        // user's processes newest first, since the player that just connected is most often the process started last.
+        // So the scan usually ends after a few processes instead of reading every descriptor of every process of the
+        // user. By start time, not by number: process numbers wrap, and then the oldest processes have the highest
+        // numbers.
+        let first = [getppid()] + children(of: getpid()) + [getpid()]
         if let found = first.first(where: holds) { return found }
         guard let names = DirectoryListing.names("/proc") else { return nil }
         var others: [(pid: Int32, started: UInt64)] = []

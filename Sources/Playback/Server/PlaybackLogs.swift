@@ -46,7 +46,7 @@ struct PlaybackLogs: Sendable {
             "cs-method": method,
             "cs-uri": uri,
             "sc-status": String(status),
-            "time-taken": String(format: "%.3f", seconds),
+            "time-taken": Self.threeDecimals(seconds),
         ]
         if let bytes {
             values["sc-bytes"] = String(bytes)
@@ -54,6 +54,16 @@ struct PlaybackLogs: Sendable {
         }
         if let rendition { values["x-rendition"] = rendition }
         access?.write(values)
+    }
+
+    /// `seconds` with three decimals (`0.004`), as `String(format: "%.3f")` writes it but without it: its first use in a
+    /// process cost about 1.5 ms of the runtime's type look-ups (the `CVarArg` casts), on the first request's way to
+    /// its first byte.
+    static func threeDecimals(_ seconds: Double) -> String {
+        guard seconds.isFinite else { return "-" }
+        let thousandths = Int64((min(max(seconds, 0), 1e12) * 1000).rounded())
+        let fraction = String(thousandths % 1000)
+        return "\(thousandths / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
 
     /// One refusal or failure.
@@ -75,4 +85,24 @@ public struct PlaybackRequestEvent: Codable, Sendable, Hashable {
     public var firstByteSeconds: Double?
     public var waitedSeconds: Double?
     public var rendition: String?
+
+    public init(
+        method: String,
+        path: String,
+        status: Int,
+        bytes: Int?,
+        seconds: Double,
+        firstByteSeconds: Double? = nil,
+        waitedSeconds: Double? = nil,
+        rendition: String? = nil
+    ) {
+        self.method = method
+        self.path = path
+        self.status = status
+        self.bytes = bytes
+        self.seconds = seconds
+        self.firstByteSeconds = firstByteSeconds
+        self.waitedSeconds = waitedSeconds
+        self.rendition = rendition
+    }
 }
