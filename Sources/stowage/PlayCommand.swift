@@ -66,8 +66,8 @@ struct PlayCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // Every segment streams through chunk buffers allocated and freed per read (HeapTuning).
-        HeapTuning.keepStreamingBuffersInHeap()
+        // Every segment streams through chunk buffers allocated and freed per read: HeapTuning, set up by `main` before
+        // any other thread ran.
         if json {
             // The first `served` line's encoding pays the runtime's first look-ups of its Codable types (about 1.5 ms
             // on the first request's way to its first byte): paid here instead, before the server listens.

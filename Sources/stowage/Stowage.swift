@@ -1,4 +1,5 @@
 import ArgumentParser
+import StowageCore
 import StowageLibrary
 
 /// The `stowage` command: thin; each subcommand parses its arguments and calls a library module.
@@ -25,6 +26,8 @@ struct Stowage: AsyncParsableCommand {
     /// command moves the clock-rollback mark forward and erases expired keys (docs/SECURITY.md), even one that never
     /// reads a lease. A command run where no data directory exists yet creates none.
     static func main() async {
+        // Before any other thread allocates: glibc's limit on heap arenas only binds arenas not yet made.
+        if CommandLine.arguments.dropFirst().first == "play" { HeapTuning.keepStreamingBuffersInHeap() }
         OfflineLibrary.recordTime()
         await main(nil)
     }
