@@ -10,8 +10,8 @@ holds one; the entry URL of a play session serves its first process only):
   - `stowage play` on a package still downloading (`stowage download --limit-rate RATE` running; play starts as soon
     as the gate lets it: keys stored and a first file landed);
   - nginx serving the clear twin (the same segments decrypted) from disk, sendfile on.
-For each: time to the first body byte of the multivariant playlist and of the first segment, and the sustained rate
-of reading every segment in order. Prints one Markdown table with the ratio to nginx.
+For each: time to the first body byte of the multivariant playlist and of the first segment (medians of 5 servers
+started afresh), and the sustained rate of reading every segment in order. Prints one Markdown table with the ratio to nginx.
 
 Usage: Benchmarks/playback.py [--size 64] [--rate 20M] [--work DIR]
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds `stowage` in release mode and runs Benchmarks/playback.py: `stowage play` time to first byte (master and
-# first segment) and sustained MB/s served, for a complete package and for one still downloading, beside nginx
+# first segment, medians of 5 fresh starts) and sustained MB/s served, for a complete package and for one still downloading, beside nginx
 # serving the clear twin. Prints one Markdown table. Options are playback.py's (--size 64 --rate 20M).
 # Generated media go to $STOWAGE_BENCH_DIR (default $TMPDIR or /tmp, stowage-bench-playback/), never the repository.
 # STOWAGE_BIN=path skips the build (a debug binary gives indicative figures only).
