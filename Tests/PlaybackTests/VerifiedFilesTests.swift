@@ -82,6 +82,75 @@ struct VerifiedFilesTests {
         try await Self.expectDamageFound(in: package)
     }
 
+    /// A package of one rendition whose one segment is 24 MiB of the clear fixture's packets repeated: far more than
+    /// the loopback socket buffers hold (at most about 10 MiB here), so a client that stops reading holds the server
+    /// in the middle of the file.
+    private static func largeSegmentPackage(in root: URL) async throws -> TestPackage {
+        let source = root.appendingPathComponent("large-source", isDirectory: true)
+        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+        let packets = try Data(contentsOf: TestPackages.mediaFixture("ts-clear/seg_1.ts"))
+        var segment = Data()
+        while segment.count < 24 << 20 { segment.append(packets) }
+        try segment.write(to: source.appendingPathComponent("seg_0.ts"))
+        let playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:10\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:10.0,\nseg_0.ts\n#EXT-X-ENDLIST\n"
+        try Data(playlist.utf8).write(to: source.appendingPathComponent("index.m3u8"))
+        return try await TestPackages.make(
+            clearPlaylist: source.appendingPathComponent("index.m3u8"),
+            method: .aes128,
+            assetId: "large",
+            in: root
+        )
+    }
+
+    /// GETs `path` on a raw connection, reads the head and the first bytes, stops reading for half a second (the
+    /// server blocks in the middle of the file), runs `meanwhile`, then reads to the end. Returns the announced
+    /// Content-Length and the body bytes received.
+    private static func readPaused(
+        _ address: PlaybackServer.Address,
+        _ path: String,
+        meanwhile: @Sendable () throws -> Void
+    ) async throws -> (announced: Int, received: Int) {
+        let connection = try #require(try await RawConnection.open(port: address.port).first)
+        defer { connection.close() }
+        let target = address.sessionURL.appendingPathComponent(path).path
+        #expect(connection.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+        let start = await connection.read(atLeast: 256 << 10, within: .seconds(10))
+        let separator = Array("\r\n\r\n".utf8)
+        let headEnd = try #require((0...(start.count - separator.count)).first { Array(start[$0..<($0 + separator.count)]) == separator })
+        let head = String(decoding: start[..<headEnd], as: UTF8.self).lowercased()
+        let announced = try #require(
+            head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+        )
+        try await Task.sleep(for: .milliseconds(500))
+        try meanwhile()
+        let rest = await connection.drain(within: .seconds(60))
+        return (announced, start.count - headEnd - separator.count + rest)
+    }
+
+    @Test("a vouched file changed while it is served is cut short, never sent whole: the identity is read again at its end")
+    func vouchedFileChangedWhileRead() async throws {
+        let root = try PlaybackHarness.temporaryRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let package = try await Self.largeSegmentPackage(in: root)
+        let path = try #require(package.manifest.files.first { $0.path.hasSuffix(".ts") }?.path)
+        let identity = try Self.vouch(for: path, in: package)
+        let url = package.url(of: path)
+        let (outcome, _) = try await PlaybackHarness.withSession(package, configuration: .init(chunkSize: 64 << 10)) { address in
+            // Unchanged, the pause changes nothing: the whole segment arrives.
+            let whole = try await Self.readPaused(address, path) {}
+            // Changed (touched: same bytes, another change time) while the server is held mid-file.
+            let changed = try await Self.readPaused(address, path) { try Self.touch(url, from: identity) }
+            return (whole, changed)
+        }
+        #expect(outcome.0.announced > 20 << 20)
+        #expect(outcome.0.received == outcome.0.announced)
+        #expect(outcome.1.announced == outcome.0.announced)
+        #expect(outcome.1.received < outcome.1.announced, "\(outcome.1.received) of \(outcome.1.announced) bytes")
+        let errors = PlaybackHarness.logLines(package.package.errorLogURL)
+        #expect(errors.contains { $0.contains(path) && $0.contains("segment_checksum_mismatch") }, "\(errors)")
+    }
+
     @Test("a record for another SHA-256 than the manifest's vouches for nothing: the file is hashed and its damage found")
     func recordForAnotherChecksum() async throws {
         let root = try PlaybackHarness.temporaryRoot()

@@ -131,6 +131,32 @@ public final class RawConnection: @unchecked Sendable {
         return String(decoding: received, as: UTF8.self)
     }
 
+    /// The bytes the server sends until at least `count` are in, it closes, or `timeout` passes.
+    public func read(atLeast count: Int, within timeout: Duration) async -> [UInt8] {
+        let deadline = ContinuousClock.now + timeout
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while received.count < count, await readable(before: deadline) {
+            let n = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) { break }
+            if n > 0 { received += buffer[0..<n] }
+        }
+        return received
+    }
+
+    /// How many bytes the server sends until it closes the connection (or `timeout` passes), dropping them.
+    public func drain(within timeout: Duration) async -> Int {
+        let deadline = ContinuousClock.now + timeout
+        var total = 0
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while await readable(before: deadline) {
+            let n = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) { break }
+            if n > 0 { total += n }
+        }
+        return total
+    }
+
     /// Ends the connection both ways without closing its descriptor: a send or read blocked on it, or to come, fails.
     public func shutdown() {
         lock.lock()
