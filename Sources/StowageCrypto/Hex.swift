@@ -25,7 +25,7 @@ public enum Hex {
     }
 
     /// ``decode(_:)`` of a `String`, the usual case: without the generic `StringProtocol` path, whose first calls in a
-    /// process went through the runtime's type look-ups (about 0.7 ms of the first segment's time to first byte in
+    /// process went through the runtime's type look-ups (145 samples in a profile of 10 first segments served by
     /// `stowage play`, which decodes each key's IV).
     public static func decode(_ text: String) -> [UInt8]? {
         decode(utf8: text.utf8)

@@ -69,8 +69,8 @@ struct PlayCommand: AsyncParsableCommand {
         // Every segment streams through chunk buffers allocated and freed per read: HeapTuning, set up by `main` before
         // any other thread ran.
         if json {
-            // The first `served` line's encoding pays the runtime's first look-ups of its Codable types (about 1.5 ms
-            // on the first request's way to its first byte): paid here instead, before the server listens.
+            // The first `served` line's encoding pays the runtime's first look-ups of its Codable types (the other half
+            // of the first request's look-ups, docs/PERFORMANCE.md): paid here instead, before the server listens.
             _ = Library.line(ServedLine(request: PlaybackRequestEvent(method: "GET", path: "-", status: 200, bytes: 0, seconds: 0)))
         }
         let library: OfflineLibrary

@@ -57,8 +57,8 @@ struct PlaybackLogs: Sendable {
     }
 
     /// `seconds` with three decimals (`0.004`), as `String(format: "%.3f")` writes it but without it: its first use in a
-    /// process cost about 1.5 ms of the runtime's type look-ups (the `CVarArg` casts), on the first request's way to
-    /// its first byte.
+    /// process went through the runtime's type look-ups (the `CVarArg` casts), on the first request's way to its first
+    /// byte (half of the look-up samples of 12 first requests, docs/PERFORMANCE.md).
     static func threeDecimals(_ seconds: Double) -> String {
         guard seconds.isFinite else { return "-" }
         let thousandths = Int64((min(max(seconds, 0), 1e12) * 1000).rounded())

@@ -590,12 +590,10 @@ struct PlaybackResponder: HTTPResponder {
         }
     }
 
-    /// The access-log line of a response served from memory, once its status and size are known.
     /// What the entry request does before it answers, done by the server's own warm-up request (``ServerWarmUp``) so
-    /// that the player's first request does not pay for the runtime's first use of it (about 2 ms of the master
-    /// playlist's time to first byte): the lookup of the process at the other end (here this process), the gate's
-    /// re-check, and the multivariant playlist made into a response. Nothing is claimed, logged or sent: the warm-up
-    /// gets its 404.
+    /// that the player's first request does not pay for the runtime's first use of it: the lookup of the process at
+    /// the other end (here this process), the gate's re-check, and the multivariant playlist made into a response.
+    /// Nothing is claimed, logged or sent: the warm-up gets its 404.
     private func rehearseEntry(request: Request, context: Context) {
         _ = context.peer()
         _ = gate.recheck(authorization)
@@ -609,6 +607,7 @@ struct PlaybackResponder: HTTPResponder {
         )
     }
 
+    /// The access-log line of a response served from memory, once its status and size are known.
     private func accessLog(method: String, uri: String, started: ContinuousClock.Instant, rendition: String?) -> (Int, Int?) -> Void {
         { status, bytes in
             logs.request(method: method, uri: uri, status: status, bytes: bytes, seconds: Self.seconds(since: started), rendition: rendition)
