@@ -57,13 +57,12 @@ struct StoredFileCheck: Sendable {
         }
         outcome.isIntact = true
         guard hash || trial != nil else { return outcome }
-        // Taken again after the read: a file changed while it was read has another identity, and is not vouched for.
-        let identityBefore = hash ? FileIdentity(path: url.path) : nil
 
         var hasher = hash ? SHA256Hasher() : nil
         var decryption: (transform: any SegmentTransform, check: ClearMediaCheck)?
         var decryptionFailure: (any Error)?
-        let readFailure = try Self.forEachChunk(of: url) { chunk in
+        var identity: FileIdentity?
+        let readFailure = try Self.forEachChunk(of: url, unchangedIdentity: &identity) { chunk in
             hasher?.update(chunk)
             guard let trial, decryptionFailure == nil else { return }
             do {
@@ -90,8 +89,8 @@ struct StoredFileCheck: Sendable {
             var finished = hasher
             let digest = Hex.encode(finished.finalize())
             outcome.hashed = true
-            if digest == expected.lowercased(), let identityBefore, FileIdentity(path: url.path) == identityBefore {
-                outcome.checked = VerifiedFileRecords.Entry(sha256: digest, identity: identityBefore)
+            if digest == expected.lowercased(), let identity {
+                outcome.checked = VerifiedFileRecords.Entry(sha256: digest, identity: identity)
             }
             if digest != expected.lowercased() {
                 outcome.problems.append(
@@ -231,11 +230,26 @@ struct StoredFileCheck: Sendable {
     /// - Returns: why reading stopped early, nil when the whole file was read.
     /// - Throws: `CancellationError`, or what `body` throws.
     static func forEachChunk(of url: URL, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> String? {
+        var identity: FileIdentity?
+        return try forEachChunk(of: url, unchangedIdentity: &identity, body)
+    }
+
+    /// ``forEachChunk(of:_:)``, setting `unchangedIdentity` to the identity of the file it read (taken from the open
+    /// descriptor, so a file put in its place by name is not mistaken for it) when it was the same before and after the
+    /// read: what `verified.json` may record for it.
+    static func forEachChunk(
+        of url: URL,
+        unchangedIdentity: inout FileIdentity?,
+        _ body: (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> String? {
         do {
-            try ChunkedFile(url).forEachChunk(chunkSize: bufferSize) { chunk in
+            let file = try ChunkedFile(url)
+            let before = FileIdentity(descriptor: file.descriptor)
+            try file.forEachChunk(chunkSize: bufferSize) { chunk in
                 if Task.isCancelled { throw CancellationError() }
                 try body(chunk)
             }
+            unchangedIdentity = before.flatMap { FileIdentity(descriptor: file.descriptor) == $0 ? $0 : nil }
             return nil
         } catch let error as FileReadError {
             return error.reason
