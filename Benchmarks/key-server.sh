@@ -48,7 +48,8 @@ config["rateLimit"] = {"requestsPerSecond": 1000000, "burst": 1000000}
 config["sourceRateLimit"] = {"requestsPerSecond": 1000000, "burst": 1000000}
 json.dump(config, open(path, "w"), indent=2)
 PY
-    "$STOWAGE_BIN" keyserver add-asset bench-movie --key-id "$KEY_ID" --key "$KEY" --data-dir "$data" "$@" >/dev/null
+    # The content key on standard input: a key on a command line is refused (other users can read it).
+    printf '%s' "$KEY" | "$STOWAGE_BIN" keyserver add-asset bench-movie --key-id "$KEY_ID" --key - --data-dir "$data" "$@" >/dev/null
 }
 
 # Starts `stowage keyserver run` and sets INSTANCE_URL once it listens (not in a command substitution: its subshell

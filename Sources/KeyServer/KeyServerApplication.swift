@@ -6,7 +6,7 @@ import NIOCore
 public import ServiceLifecycle
 public import StowageCrypto
 
-/// The key server: the Stowage Key Delivery Protocol (shared/KEY-PROTOCOL.md) over HTTP, on Hummingbird 2.
+/// The key server: the Stowage Key Delivery Protocol (docs/key-protocol.md) over HTTP, on Hummingbird 2.
 ///
 /// It binds 127.0.0.1 by default and an OS-assigned port when `port` is 0; ``run(host:port:onListening:)`` reports the
 /// address once the socket is bound and serves until the calling task is cancelled, then shuts down gracefully.
@@ -28,6 +28,8 @@ public struct KeyServerApplication: Sendable {
 
     let service: KeyService
     let metrics = KeyServerMetrics()
+    /// The bearer token `GET /metrics` requires; nil: `/metrics` is refused.
+    let metricsToken: SecretBytes?
     /// The connection cap and request deadlines (``HTTPServing/ConnectionLimits/standard`` by default): a slow or idle
     /// client is closed instead of holding a connection.
     public var connectionLimits: ConnectionLimits = .standard
@@ -51,6 +53,7 @@ public struct KeyServerApplication: Sendable {
         let signingKey = try dataDirectory.loadSigningKey()
         let masterKeys = try MasterKeyRing(directory: dataDirectory)
         let tokenSecret = try dataDirectory.loadTokenSecret()
+        let metricsToken = try dataDirectory.loadMetricsToken()
         let store = try await dataDirectory.connect()
         do {
             try await self.init(
@@ -59,6 +62,7 @@ public struct KeyServerApplication: Sendable {
                 signingKey: signingKey,
                 masterKeys: masterKeys,
                 tokenSecret: tokenSecret,
+                metricsToken: metricsToken,
                 clock: clock,
                 logger: logger
             )
@@ -77,6 +81,7 @@ public struct KeyServerApplication: Sendable {
     ///   - signingKey: The Ed25519 key that signs lease payloads.
     ///   - masterKey: The 32-byte key content keys are sealed under in `store`.
     ///   - tokenSecret: The HS256 key of entitlement tokens.
+    ///   - metricsToken: The bearer token `GET /metrics` requires; nil refuses every scrape.
     ///   - clock: Where the server reads the time.
     ///   - logger: The server's logger.
     /// - Throws: ``KeyServerSetupError`` for an invalid configuration or master key.
@@ -86,6 +91,7 @@ public struct KeyServerApplication: Sendable {
         signingKey: Ed25519.PrivateKey,
         masterKey: SecretBytes,
         tokenSecret: SecretBytes,
+        metricsToken: SecretBytes? = nil,
         clock: KeyServerClock = .system,
         logger: Logger? = nil
     ) async throws {
@@ -101,6 +107,7 @@ public struct KeyServerApplication: Sendable {
             signingKey: signingKey,
             masterKeys: masterKeys,
             tokenSecret: tokenSecret,
+            metricsToken: metricsToken,
             clock: clock,
             logger: logger
         )
@@ -112,10 +119,12 @@ public struct KeyServerApplication: Sendable {
         signingKey: Ed25519.PrivateKey,
         masterKeys: MasterKeyRing,
         tokenSecret: SecretBytes,
+        metricsToken: SecretBytes?,
         clock: KeyServerClock,
         logger: Logger?
     ) async throws {
         try configuration.validate()
+        self.metricsToken = metricsToken
         var fallback = Logger(label: "stowage.keyserver")
         fallback.logLevel = .warning
         let logger = logger ?? fallback
@@ -139,7 +148,7 @@ public struct KeyServerApplication: Sendable {
 
     /// The protocol's routes, for running in another Hummingbird application or in `HummingbirdTesting`.
     public func makeRouter() -> Router<KeyServerRequestContext> {
-        KeyServerRoutes.makeRouter(service: service, metrics: metrics)
+        KeyServerRoutes.makeRouter(service: service, metrics: metrics, metricsToken: metricsToken)
     }
 
     /// Closes the database connections of a server opened from a data directory (a server given its store leaves it to

@@ -56,8 +56,9 @@ struct KeyProtocolMessagesTests {
     }
 
     @Test func errorCodesCarryTheProtocolStatuses() {
-        // The protocol's 14 and one extension (docs/key-protocol-extensions.md).
-        #expect(KeyProtocolErrorCode.allCases.count == 15)
+        // The protocol's 14 and two extensions (docs/key-protocol-extensions.md).
+        #expect(KeyProtocolErrorCode.allCases.count == 16)
+        #expect(KeyProtocolErrorCode.clockSkew.httpStatus == 400)
         #expect(KeyProtocolErrorCode.streamLimitReached.httpStatus == 403)
         #expect(KeyProtocolErrorCode.replayedRequest.httpStatus == 409)
         #expect(KeyProtocolErrorCode.leaseExpired.httpStatus == 410)

@@ -111,6 +111,17 @@ struct KeyServerErrorCodeTests {
             #expect(try await client.requestKeys(once, token: token).status == 200)
             record(try await client.requestKeys(once, token: token), .replayedRequest)
 
+            // 400 clock_skew: a request whose clientTime is an hour from the server's (captured and sent again later).
+            let stale = KeyRequest(
+                assetId: "movie-1",
+                keyIds: movieKey,
+                lease: .persistent,
+                nonce: TestDevice.freshNonce(),
+                clientTime: fixture.clock.now - 3_600,
+                device: device.publicInfo
+            )
+            record(try await client.requestKeys(try device.sign(stale, nonce: stale.nonce), token: token), .clockSkew)
+
             // 403 device_limit_reached: the rental policy allows one device.
             let rentalKey = [KeyServerFixture.rentalKeyID]
             #expect(try await client.requestKeys(try device.keyRequest(asset: "rental", keyIDs: rentalKey), token: token).status == 200)

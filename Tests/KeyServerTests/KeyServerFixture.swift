@@ -94,7 +94,10 @@ struct KeyServerFixture: Sendable {
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         let result: Swift.Result<Result, any Error>
         do {
-            result = .success(try await body(LiveClient(http: http, baseURL: address.baseURL.absoluteString)))
+            // Devices sign requests with the server's clock as their own, so `clientTime` keeps up when a test moves it.
+            result = .success(
+                try await TestDevice.$clock.withValue(clock) { try await body(LiveClient(http: http, baseURL: address.baseURL.absoluteString)) }
+            )
         } catch {
             result = .failure(error)
         }
@@ -139,6 +142,12 @@ struct LiveClient: Sendable {
         if let value = signature ?? signed?.signature { request.headers.add(name: "Stowage-Device-Signature", value: value) }
         request.body = .bytes(ByteBuffer(bytes: rawBody ?? signed?.body ?? []))
         return try await send(request)
+    }
+
+    /// `GET /metrics` with the data directory's metrics token.
+    func metrics(_ directory: KeyServerDataDirectory) async throws -> Reply {
+        let token = try String(contentsOfFile: directory.path(of: KeyServerDataDirectory.metricsTokenFile), encoding: .utf8)
+        return try await get("/metrics", token: token)
     }
 
     func get(_ path: String, token: String? = nil) async throws -> Reply {

@@ -82,7 +82,14 @@ struct KeyServerOperationsTests {
             let long = try await Self.send(http, base + "/healthz", requestID: String(repeating: "a", count: 65))
             #expect(long.requestID.map { UUID(uuidString: $0) != nil } == true)
 
-            let metrics = try await Self.send(http, base + "/metrics")
+            // Only the operator's scraper, holding the data directory's metrics-token, reads the counters.
+            let anonymous = try await Self.send(http, base + "/metrics")
+            #expect(anonymous.status == 401 && !anonymous.body.contains("stowage_keyserver"), "\(anonymous.body)")
+            let guessed = try await Self.send(http, base + "/metrics", token: String(repeating: "0", count: 64))
+            #expect(guessed.status == 401)
+            let metricsToken = try String(contentsOfFile: fixture.directory.path(of: KeyServerDataDirectory.metricsTokenFile), encoding: .utf8)
+            #expect(metricsToken.count == 64)
+            let metrics = try await Self.send(http, base + "/metrics", token: metricsToken)
             #expect(metrics.status == 200)
             let lines = Set(metrics.body.split(separator: "\n").map(String.init))
             #expect(lines.contains(#"stowage_keyserver_requests_total{route="/v1/keys",status="200"} 1"#), "\(metrics.body)")

@@ -28,7 +28,7 @@ struct KeyServerRouterTests {
         defer { fixture.remove() }
         let device = try TestDevice()
         let token = try await fixture.token()
-        let request = try device.keyRequest(asset: "movie-1", keyIDs: KeyServerFixture.movieKeyIDs)
+        let request = try TestDevice.$clock.withValue(fixture.clock) { try device.keyRequest(asset: "movie-1", keyIDs: KeyServerFixture.movieKeyIDs) }
         let app = Application(router: fixture.server.makeRouter())
         try await app.test(.router) { client in
             try await client.execute(
@@ -60,7 +60,7 @@ struct KeyServerRouterTests {
         let info = device.publicInfo
         let json = """
             {"version":1,"assetId":"movie-1","keyIds":["\(KeyServerFixture.movieKeyIDs[0])"],"lease":"persistent","nonce":"\(nonce)",\
-            "clientTime":1,"future":{"x":[1,2]},"device":{"id":"\(info.id)","signingKey":"\(info.signingKey)",\
+            "clientTime":\(fixture.clock.now),"future":{"x":[1,2]},"device":{"id":"\(info.id)","signingKey":"\(info.signingKey)",\
             "agreementKey":"\(info.agreementKey)","model":"test"}}
             """
         let body = Array(json.utf8)

@@ -3,6 +3,7 @@ import KeyDelivery
 import KeyServer
 import Logging
 import PostgresNIO
+import StowageCore
 import StowageTestSupport
 import Testing
 
@@ -125,22 +126,55 @@ struct KeyServerStoreConformanceTests {
 
     static let audit = AuditRecord(time: 0, event: .issued, operation: "keys")
 
-    /// Saves under a device limit with no payload to sign; the outcome as a short string.
-    static func save(_ store: any KeyServerStore, _ lease: IssuedLease, deviceLimit: Int?, nonce: RequestNonce, now: Int64) async throws -> String {
-        switch try await store.saveLease(
-            lease,
-            limits: IssuanceLimits(maxDevices: deviceLimit),
+    /// A policy with no limit but `maxDevices`.
+    static func policy(maxDevices: Int? = nil, maxStreams: Int? = nil, oncePerAccount: Bool = false) -> AssetPolicy {
+        AssetPolicy(
+            storageDuration: 1_000,
+            playbackDuration: nil,
+            renewable: true,
+            renewalExtension: 1_000,
+            renewableFor: 2_000,
+            maxDevices: maxDevices,
+            maxStreams: maxStreams,
+            identityAllowed: true,
+            oncePerAccount: oncePerAccount
+        )
+    }
+
+    static func request(
+        _ kind: IssuanceRequest.Kind,
+        _ lease: IssuedLease,
+        policy: AssetPolicy,
+        nonce: RequestNonce?,
+        now: Int64,
+        reportedFirstPlay: Int64? = nil
+    ) -> IssuanceRequest {
+        IssuanceRequest(
+            kind: kind,
+            lease: lease,
+            policy: policy,
+            entitlement: Entitlement(account: lease.account, assets: ["*"]),
             nonce: nonce,
             now: now,
-            audit: audit,
-            sign: { _ in nil }
-        ) {
-        case .saved: "saved"
-        case .replayed: "replayed"
-        case .released: "released"
-        case .deviceLimitReached(let count): "deviceLimitReached(\(count))"
-        case .streamLimitReached(let count): "streamLimitReached(\(count))"
-        case .rentalEnded(let end): "rentalEnded(\(end))"
+            reportedFirstPlay: reportedFirstPlay
+        )
+    }
+
+    /// Saves under a device limit with no payload to sign; the outcome as a short string.
+    static func save(
+        _ store: any KeyServerStore,
+        _ lease: IssuedLease,
+        deviceLimit: Int?,
+        nonce: RequestNonce,
+        now: Int64,
+        kind: IssuanceRequest.Kind = .persistent,
+        reportedFirstPlay: Int64? = nil
+    ) async throws -> String {
+        let request = Self.request(kind, lease, policy: policy(maxDevices: deviceLimit), nonce: nonce, now: now, reportedFirstPlay: reportedFirstPlay)
+        switch try await store.saveLease(request, audit: audit, sign: { _ in nil }) {
+        case .saved: return "saved"
+        case .replayed: return "replayed"
+        case .refused(let refusal): return refusal.code.rawValue
         }
     }
 
@@ -158,7 +192,7 @@ struct KeyServerStoreConformanceTests {
             #expect(try await store.lease(id: "l2") == nil)
             // Another device over the limit: refused, but its nonce is spent.
             let refused = try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 1, nonce: Self.nonce(2), now: 20)
-            #expect(refused == "deviceLimitReached(1)")
+            #expect(refused == "device_limit_reached")
             #expect(
                 try await Self.save(store, Self.lease("l3", device: "d2"), deviceLimit: 2, nonce: Self.nonce(2), now: 21)
                     == "replayed"
@@ -192,7 +226,7 @@ struct KeyServerStoreConformanceTests {
             )
             #expect(
                 try await Self.save(store, Self.lease("other", device: "d2"), deviceLimit: 1, nonce: Self.nonce(4), now: 30)
-                    == "deviceLimitReached(1)"
+                    == "device_limit_reached"
             )
 
             #expect(try await Self.save(store, Self.lease("new", device: "d1"), deviceLimit: 1, nonce: Self.nonce(5), now: 40) == "saved")
@@ -245,9 +279,9 @@ struct KeyServerStoreConformanceTests {
             let released = try #require(try await store.lease(id: "l1"))
             #expect(released.releasedAt == 20)
             #expect(released.deletedAt == 19)
-            // A renewal computed before the release saw it.
+            // A renewal asked after the release.
             lease.storageExpiresAt = 5_000
-            #expect(try await Self.save(store, lease, deviceLimit: nil, nonce: Self.nonce(4), now: 31) == "released")
+            #expect(try await Self.save(store, lease, deviceLimit: nil, nonce: Self.nonce(4), now: 31, kind: .renewal) == "lease_expired")
             #expect(try await store.lease(id: "l1")?.storageExpiresAt == 1_000)
         }
     }
@@ -327,9 +361,8 @@ struct KeyServerStoreConformanceTests {
             func stream(_ id: String, device: String, nonce: RequestNonce?, now: Int64) async throws -> LeaseSaveResult {
                 var lease = Self.lease(id, device: device)
                 lease.type = .streaming
-                return try await store.saveLease(lease, limits: IssuanceLimits(maxStreams: 1), nonce: nonce, now: now, audit: Self.audit) { _ in
-                    nil
-                }
+                let request = Self.request(nonce == nil ? .identity : .streaming, lease, policy: Self.policy(maxStreams: 1), nonce: nonce, now: now)
+                return try await store.saveLease(request, audit: Self.audit) { _ in nil }
             }
             guard case .saved(let first, _) = try await stream("s1", device: "d1", nonce: Self.nonce(1), now: 10) else {
                 Issue.record("the first stream was refused")
@@ -337,7 +370,11 @@ struct KeyServerStoreConformanceTests {
             }
             #expect(first.id == "s1")
             // Another device: over the limit.
-            #expect(try await stream("s2", device: "d2", nonce: Self.nonce(2), now: 11) == .streamLimitReached(activeStreams: 1))
+            guard case .refused(let refusal) = try await stream("s2", device: "d2", nonce: Self.nonce(2), now: 11) else {
+                Issue.record("a second device streamed past the limit")
+                return
+            }
+            #expect(refusal.code == .streamLimitReached)
             // An identity stream (no nonce) of a device already streaming the asset is that stream: nothing new.
             guard case .saved(let reused, _) = try await stream("s3", device: "d1", nonce: nil, now: 12) else {
                 Issue.record("the identity stream was refused")
@@ -357,20 +394,20 @@ struct KeyServerStoreConformanceTests {
     @Test(arguments: StoreKind.allCases)
     func oncePerAccountRentalsInheritAndEnd(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
-            let limits = IssuanceLimits(oncePerAccount: true)
+            var rental = Self.policy(oncePerAccount: true)
+            rental.playbackDuration = 100
             var first = Self.lease("r1", device: "d1", expires: 1_000)
             first.playbackDuration = 100
             first.createdAt = 1
-            _ = try await store.saveLease(first, limits: limits, nonce: Self.nonce(1), now: 10, audit: Self.audit) { _ in nil }
+            _ = try await store.saveLease(Self.request(.persistent, first, policy: rental, nonce: Self.nonce(1), now: 10), audit: Self.audit) { _ in
+                nil
+            }
             // A second device asks at 50: it inherits the windows, and asking counts as playing (first play = 50).
             var second = Self.lease("r2", device: "d2", expires: 9_000)
             second.createdAt = 50
             guard
                 case .saved(let inherited, _) = try await store.saveLease(
-                    second,
-                    limits: limits,
-                    nonce: Self.nonce(2),
-                    now: 50,
+                    Self.request(.persistent, second, policy: rental, nonce: Self.nonce(2), now: 50),
                     audit: Self.audit,
                     sign: { _ in nil }
                 )
@@ -383,10 +420,15 @@ struct KeyServerStoreConformanceTests {
             // After the playback window (50 + 100): the rental has ended for the account.
             var third = Self.lease("r3", device: "d3")
             third.createdAt = 200
-            #expect(
-                try await store.saveLease(third, limits: limits, nonce: Self.nonce(3), now: 200, audit: Self.audit) { _ in nil }
-                    == .rentalEnded(endedAt: 150)
-            )
+            let ended = try await store.saveLease(Self.request(.persistent, third, policy: rental, nonce: Self.nonce(3), now: 200), audit: Self.audit)
+            {
+                _ in nil
+            }
+            guard case .refused(let refusal) = ended else {
+                Issue.record("a lease was issued after the rental ended")
+                return
+            }
+            #expect(refusal.rule == .rentalWindow && refusal.message.contains(HumanTime.date(150)), "\(refusal)")
         }
     }
 
@@ -413,10 +455,18 @@ struct KeyServerStoreConformanceTests {
             )
             #expect(try await store.lease(id: "l1")?.firstPlayedAt == 30)
             // A renewal never moves the first play later.
-            var renewed = Self.lease("l1", device: "d1")
-            renewed.renewalCount = 1
-            renewed.firstPlayedAt = 90
-            #expect(try await Self.save(store, renewed, deviceLimit: nil, nonce: Self.nonce(6), now: 50) == "saved")
+            #expect(
+                try await Self.save(
+                    store,
+                    Self.lease("l1", device: "d1"),
+                    deviceLimit: nil,
+                    nonce: Self.nonce(6),
+                    now: 50,
+                    kind: .renewal,
+                    reportedFirstPlay: 90
+                )
+                    == "saved"
+            )
             #expect(try await store.lease(id: "l1")?.firstPlayedAt == 30)
             let events = try await store.auditRecords(limit: 100).map(\.event)
             #expect(events == [.issued, .firstPlayReported, .firstPlayReported, .firstPlayReported, .issued])
@@ -443,7 +493,7 @@ struct KeyServerStoreConformanceTests {
                 return try await group.reduce(into: [String]()) { $0.append($1) }
             }
             #expect(saved.filter { $0 == "saved" }.count == 5, "\(saved.sorted())")
-            #expect(saved.filter { $0 == "deviceLimitReached(5)" }.count == 19)
+            #expect(saved.filter { $0 == "device_limit_reached" }.count == 19)
             // 12 requests with one nonce, at once: exactly one is not a replay.
             let replays = try await withThrowingTaskGroup(of: String.self) { group in
                 for n in 0..<12 {

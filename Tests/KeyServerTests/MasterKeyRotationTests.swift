@@ -58,7 +58,9 @@ struct MasterKeyRotationTests {
     /// Runs `server` on a free port while `body` runs with a client for it.
     static func serving<T: Sendable>(_ server: KeyServerApplication, _ body: (LiveClient) async throws -> T) async throws -> T {
         let directory = KeyServerDataDirectory(path: "/nonexistent")
-        return try await KeyServerFixture(directory: directory, clock: ManualClock(), server: server).withLiveServer(body)
+        // The server reads the system clock, so the devices' clientTime is the system's time too.
+        let now = ManualClock(Int64(Date().timeIntervalSince1970))
+        return try await KeyServerFixture(directory: directory, clock: now, server: server).withLiveServer(body)
     }
 
     /// Fetches the assets' keys (every asset's by default) from `client` as `device` and expects each to be the key added.

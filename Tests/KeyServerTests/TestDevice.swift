@@ -4,6 +4,13 @@ import StowageCrypto
 
 /// A client device as the protocol describes it: its two key pairs, its ID, and signed request bodies.
 struct TestDevice: Sendable {
+    /// The clock whose time the device sends as `clientTime`: the fixture's, while its server runs; else the system's,
+    /// as for a server started with `stowage keyserver run`.
+    @TaskLocal static var clock: ManualClock?
+
+    /// The device's time, as its requests say.
+    static var clientTime: Int64 { clock?.now ?? Int64(Date().timeIntervalSince1970) }
+
     let signingKey: Ed25519.PrivateKey
     let agreementKey: X25519.PrivateKey
 
@@ -38,18 +45,28 @@ struct TestDevice: Sendable {
 
     func keyRequest(asset: String, keyIDs: [String], lease: LeaseType = .persistent, device: DevicePublicInfo? = nil) throws -> SignedBody {
         let nonce = Self.freshNonce()
-        let request = KeyRequest(assetId: asset, keyIds: keyIDs, lease: lease, nonce: nonce, clientTime: 1_763_700_000, device: device ?? publicInfo)
+        let request = KeyRequest(
+            assetId: asset,
+            keyIds: keyIDs,
+            lease: lease,
+            nonce: nonce,
+            clientTime: Self.clientTime,
+            device: device ?? publicInfo
+        )
         return try sign(request, nonce: nonce)
     }
 
     func renewRequest(leaseID: String) throws -> SignedBody {
         let nonce = Self.freshNonce()
-        return try sign(RenewRequest(leaseId: leaseID, deviceId: id, nonce: nonce, clientTime: 1_763_700_000), nonce: nonce)
+        return try sign(RenewRequest(leaseId: leaseID, deviceId: id, nonce: nonce, clientTime: Self.clientTime), nonce: nonce)
     }
 
     func releaseRequest(leaseID: String) throws -> SignedBody {
         let nonce = Self.freshNonce()
-        return try sign(ReleaseRequest(leaseId: leaseID, deviceId: id, nonce: nonce, deletedAt: 1_763_700_000), nonce: nonce)
+        return try sign(
+            ReleaseRequest(leaseId: leaseID, deviceId: id, nonce: nonce, deletedAt: Self.clientTime, clientTime: Self.clientTime),
+            nonce: nonce
+        )
     }
 
     /// Unwraps every key of a verified payload, keyed by key ID.

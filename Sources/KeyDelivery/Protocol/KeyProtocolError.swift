@@ -1,4 +1,4 @@
-/// The error codes of the key protocol with their HTTP statuses (shared/KEY-PROTOCOL.md, "Errors").
+/// The error codes of the key protocol with their HTTP statuses (docs/key-protocol.md, "Errors").
 public enum KeyProtocolErrorCode: String, Sendable, Codable, CaseIterable {
     case malformedRequest = "malformed_request"
     case invalidToken = "invalid_token"
@@ -17,11 +17,14 @@ public enum KeyProtocolErrorCode: String, Sendable, Codable, CaseIterable {
     /// Extension (docs/key-protocol-extensions.md): the account already streams on as many devices or tokens as its
     /// policy's `maxStreams` allows.
     case streamLimitReached = "stream_limit_reached"
+    /// Extension (docs/key-protocol-extensions.md): the request's `clientTime` is further from the server's clock than
+    /// the server allows (5 minutes by default), so it is refused as stale or replayed.
+    case clockSkew = "clock_skew"
 
     /// The HTTP status the protocol pairs with the code.
     public var httpStatus: Int {
         switch self {
-        case .malformedRequest: 400
+        case .malformedRequest, .clockSkew: 400
         case .invalidToken, .badDeviceSignature: 401
         case .notEntitled, .deviceLimitReached, .renewalNotAllowed, .streamLimitReached: 403
         case .unknownAsset, .unknownKey, .unknownLease: 404

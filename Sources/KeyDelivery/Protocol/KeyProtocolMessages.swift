@@ -222,14 +222,17 @@ public struct ReleaseRequest: Sendable, Codable, Hashable {
     public var deletedAt: Int64
     /// Extension, optional: when playback of the lease started on the device (docs/key-protocol-extensions.md).
     public var firstPlayedAt: Int64?
+    /// Extension, optional: the device's time when it sent the request; a server refuses one too far from its own.
+    public var clientTime: Int64?
 
-    public init(leaseId: String, deviceId: String, nonce: String, deletedAt: Int64, firstPlayedAt: Int64? = nil) {
+    public init(leaseId: String, deviceId: String, nonce: String, deletedAt: Int64, firstPlayedAt: Int64? = nil, clientTime: Int64? = nil) {
         self.version = KeyProtocol.version
         self.leaseId = leaseId
         self.deviceId = deviceId
         self.nonce = nonce
         self.deletedAt = deletedAt
         self.firstPlayedAt = firstPlayedAt
+        self.clientTime = clientTime
     }
 }
 
@@ -242,13 +245,16 @@ public struct FirstPlayReport: Sendable, Codable, Hashable {
     public var deviceId: String
     public var nonce: String
     public var firstPlayedAt: Int64
+    /// Optional: the device's time when it sent the request; a server refuses one too far from its own.
+    public var clientTime: Int64?
 
-    public init(leaseId: String, deviceId: String, nonce: String, firstPlayedAt: Int64) {
+    public init(leaseId: String, deviceId: String, nonce: String, firstPlayedAt: Int64, clientTime: Int64? = nil) {
         self.version = KeyProtocol.version
         self.leaseId = leaseId
         self.deviceId = deviceId
         self.nonce = nonce
         self.firstPlayedAt = firstPlayedAt
+        self.clientTime = clientTime
     }
 }
 

@@ -226,7 +226,8 @@ public struct KeySession: Sendable {
                     leaseId: lease.leaseId,
                     deviceId: device.deviceId,
                     nonce: try Self.freshNonce(),
-                    firstPlayedAt: firstPlayedAt
+                    firstPlayedAt: firstPlayedAt,
+                    clientTime: clock.now
                 )
                 let path = "/v1/leases/\(lease.leaseId)/first-play"
                 _ = try decode(FirstPlayResponse.self, try await post(path, message, bearer: false), answering: "POST \(path)")
@@ -251,7 +252,7 @@ public struct KeySession: Sendable {
             do {
                 // Once the server cannot be reached, the rest are recorded as failed without waiting on each.
                 if let unreachable { throw unreachable }
-                let request = pending.request(nonce: try Self.freshNonce())
+                let request = pending.request(nonce: try Self.freshNonce(), clientTime: clock.now)
                 let path = "/v1/leases/\(pending.leaseId)/release"
                 let response = try decode(ReleaseResponse.self, try await post(path, request, bearer: false), answering: "POST \(path)")
                 guard response.released else {

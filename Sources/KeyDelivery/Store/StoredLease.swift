@@ -19,6 +19,10 @@ public struct StoredLease: Sendable, Hashable {
     public var releasedAt: Int64?
     /// When the key server acknowledged the first play; nil until then.
     public var firstPlayReportedAt: Int64?
+    /// The `serverTime` of the signed payload stored (the key server's clock when it issued or last renewed the lease);
+    /// nil once the payload is erased or when it does not verify. The lease is judged against it as well as against the
+    /// device's time high-water mark.
+    public var serverTime: Int64?
 
     public var leaseId: String { record.leaseId }
     public var assetId: String { record.assetId }
@@ -46,9 +50,9 @@ public struct PendingRelease: Sendable, Hashable {
     /// When the last send was tried.
     public var lastAttemptAt: Int64?
 
-    /// The request body to send, with a fresh `nonce` (base64 of 16 random bytes) from the caller.
-    public func request(nonce: String) -> ReleaseRequest {
-        ReleaseRequest(leaseId: leaseId, deviceId: deviceId, nonce: nonce, deletedAt: deletedAt, firstPlayedAt: firstPlayedAt)
+    /// The request body to send, with a fresh `nonce` (base64 of 16 random bytes) and the device's time from the caller.
+    public func request(nonce: String, clientTime: Int64? = nil) -> ReleaseRequest {
+        ReleaseRequest(leaseId: leaseId, deviceId: deviceId, nonce: nonce, deletedAt: deletedAt, firstPlayedAt: firstPlayedAt, clientTime: clientTime)
     }
 }
 
@@ -62,5 +66,22 @@ public struct PurgeReport: Sendable, Hashable {
     public init(expiredLeaseIds: [String], erasedIdentityKeyURIs: [String]) {
         self.expiredLeaseIds = expiredLeaseIds
         self.erasedIdentityKeyURIs = erasedIdentityKeyURIs
+    }
+}
+
+/// What the key store knows of an asset's keys from authenticated records (``KeyStore/leaseFacts(assetId:)``).
+public struct AssetLeaseFacts: Sendable, Hashable {
+    /// Whether a lease of the asset was ever stored here (a lease row, or the sealed ledger's record of one): such an
+    /// asset plays only under its lease, whatever its manifest lists.
+    public var hasHadLease: Bool
+    /// The key IDs the asset's leases that still hold keys were signed for.
+    public var heldKeyIds: Set<String>
+    /// The key URIs of the asset's sealed identity keys.
+    public var identityKeyURIs: [String]
+
+    public init(hasHadLease: Bool, heldKeyIds: Set<String>, identityKeyURIs: [String]) {
+        self.hasHadLease = hasHadLease
+        self.heldKeyIds = heldKeyIds
+        self.identityKeyURIs = identityKeyURIs
     }
 }

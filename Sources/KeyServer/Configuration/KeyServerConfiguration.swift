@@ -38,6 +38,10 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
     /// seconds, before the request fails with `503 database_unavailable` (default 10). A fleet whose database is far
     /// or busy may need more.
     public var databaseTimeout: Double = 10
+    /// How far a request's `clientTime` may be from the server's clock, in seconds (default 300): a request outside it is
+    /// refused with `clock_skew`, so one captured and sent again after its nonce is forgotten is still refused. Nonces
+    /// are remembered for 24 hours, or twice this when that is longer.
+    public var maxClockSkew: Int64 = 300
 
     /// A token bucket: `burst` requests at once, refilled at `requestsPerSecond`.
     public struct RateLimit: Sendable, Codable, Hashable {
@@ -72,7 +76,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case defaultPolicy, policies, rateLimit, sourceRateLimit, maxRequestBytes, tokenAudience, maxTokenLifetime, allowWildcardAssets
-        case trustedProxies, databaseTimeout
+        case trustedProxies, databaseTimeout, maxClockSkew
     }
 
     /// Everything but `defaultPolicy`, `policies` and `tokenAudience` may be left out (5 requests per second with
@@ -97,6 +101,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         allowWildcardAssets = try container.decodeIfPresent(Bool.self, forKey: .allowWildcardAssets) ?? false
         trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies) ?? []
         databaseTimeout = try container.decodeIfPresent(Double.self, forKey: .databaseTimeout) ?? defaults.databaseTimeout
+        maxClockSkew = try container.decodeIfPresent(Int64.self, forKey: .maxClockSkew) ?? defaults.maxClockSkew
     }
 
     /// The policy called `name`, or the default policy when `name` is nil.
@@ -120,6 +125,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         guard maxTokenLifetime > 0 else { throw invalid("maxTokenLifetime must be positive") }
         guard maxRequestBytes >= 1_024 else { throw invalid("maxRequestBytes must be at least 1024") }
         guard databaseTimeout >= 1, databaseTimeout <= 3_600 else { throw invalid("databaseTimeout must be between 1 and 3600 seconds") }
+        guard maxClockSkew >= 30, maxClockSkew <= 43_200 else { throw invalid("maxClockSkew must be between 30 and 43200 seconds") }
         for address in trustedProxies where !ForwardedSource.isIPAddress(address) {
             throw invalid("trustedProxies: \"\(address)\" is not an IP address (write each balancer's address, e.g. \"10.0.0.5\")")
         }

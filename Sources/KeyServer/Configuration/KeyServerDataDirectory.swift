@@ -12,6 +12,7 @@ public import StowageCrypto
 /// | `master-key` | the key content keys are sealed under at rest: 32 raw bytes, mode 0600 |
 /// | `master-key.next`, `master-key.old` | while a master key rotation runs: the new key, then the replaced one |
 /// | `token-secret` | the HS256 key of entitlement tokens (its exact bytes), mode 0600 |
+/// | `metrics-token` | the bearer token `GET /metrics` requires (64 hex digits), mode 0600 |
 /// | `config.json` | policies, the default policy, rate limits (docs/key-server.md) |
 /// | `keyserver.sqlite` | assets and sealed keys, devices, leases, nonces, audit log (WAL) |
 ///
@@ -30,6 +31,8 @@ public struct KeyServerDataDirectory: Sendable {
     /// The master key files, the one that seals first.
     static let masterKeyFiles = [masterKeyFile, nextMasterKeyFile, oldMasterKeyFile]
     public static let tokenSecretFile = "token-secret"
+    /// The bearer token a scraper sends to `GET /metrics` (Prometheus: `authorization: {credentials_file: ...}`).
+    public static let metricsTokenFile = "metrics-token"
     public static let configurationFile = "config.json"
     public static let databaseFile = "keyserver.sqlite"
 
@@ -98,6 +101,11 @@ public struct KeyServerDataDirectory: Sendable {
         }
         for file in [signingKeyFile, masterKeyFile, tokenSecretFile] where !fileManager.fileExists(atPath: directory.path(of: file)) {
             try SecretFile.create(directory.path(of: file), bytes: SecretBytes.random(count: 32))
+        }
+        if !fileManager.fileExists(atPath: directory.path(of: metricsTokenFile)) {
+            // Text, so that a scraper can send the file as it is.
+            let token = Hex.encode(try SecretBytes.random(count: 32).withUnsafeBytes { [UInt8]($0) })
+            try SecretFile.create(directory.path(of: metricsTokenFile), bytes: SecretBytes(Array(token.utf8)))
         }
         let configurationPath = directory.path(of: configurationFile)
         if !fileManager.fileExists(atPath: configurationPath) {
@@ -172,6 +180,13 @@ public struct KeyServerDataDirectory: Sendable {
 
     func loadTokenSecret() throws -> SecretBytes {
         try SecretFile.read(path(of: Self.tokenSecretFile), directory: path)
+    }
+
+    /// The bearer token of `GET /metrics`, or nil when the directory has none (one made before it existed: running
+    /// `keyserver init` on it again adds it).
+    func loadMetricsToken() throws -> SecretBytes? {
+        guard FileManager.default.fileExists(atPath: path(of: Self.metricsTokenFile)) else { return nil }
+        return try SecretFile.read(path(of: Self.metricsTokenFile), directory: path)
     }
 
     /// Opens the SQLite store in the directory, creating and migrating it if needed.

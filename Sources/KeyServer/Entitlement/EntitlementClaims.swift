@@ -22,6 +22,9 @@ struct EntitlementClaims: JWTPayload, Equatable {
 
     /// Whether the token lists `assetID` (or `*`).
     func allows(_ assetID: String) -> Bool {
-        assets.contains("*") || assets.contains(assetID)
+        entitlement.allows(assetID)
     }
+
+    /// What the token grants, as ``LeaseIssuance`` judges it.
+    var entitlement: Entitlement { Entitlement(account: account, assets: assets) }
 }

@@ -4,6 +4,7 @@ import KeyDelivery
 import Logging
 import NIOCore
 import Prometheus
+import StowageCrypto
 
 /// What one key server instance counts for `GET /metrics` (Prometheus text format, swift-prometheus): a registry of
 /// its own per instance, never the process-wide metrics system, so several servers in one process (tests) do not mix.
@@ -189,7 +190,7 @@ struct RequestIDError: HTTPResponseError {
 
 /// `GET /healthz`, `GET /readyz` and `GET /metrics`, beside the protocol's routes.
 enum OperationsRoutes {
-    static func add(to router: Router<KeyServerRequestContext>, service: KeyService, metrics: KeyServerMetrics) {
+    static func add(to router: Router<KeyServerRequestContext>, service: KeyService, metrics: KeyServerMetrics, metricsToken: SecretBytes?) {
         // The process is up and answering.
         router.get("healthz") { _, _ -> Response in
             Self.json(.ok, #"{"status":"ok"}"#)
@@ -210,7 +211,23 @@ enum OperationsRoutes {
                 return Self.json(.serviceUnavailable, #"{"status":"unavailable","error":{"code":"\#(code)"}}"#)
             }
         }
-        router.get("metrics") { _, _ -> Response in
+        // The counters say how busy the server is and what it refuses: for the operator's scraper only, which sends the
+        // data directory's `metrics-token` as a bearer token.
+        router.get("metrics") { request, _ -> Response in
+            guard let metricsToken else {
+                return Self.json(
+                    .forbidden,
+                    #"{"error":{"code":"metrics_disabled","message":"this key server has no metrics-token file; run `stowage keyserver init` on its data directory to create one"}}"#
+                )
+            }
+            guard Self.bears(metricsToken, request.headers[.authorization]) else {
+                var response = Self.json(
+                    .unauthorized,
+                    #"{"error":{"code":"invalid_token","message":"send the data directory's metrics-token as `Authorization: Bearer TOKEN`"}}"#
+                )
+                response.headers[.wwwAuthenticate] = "Bearer"
+                return response
+            }
             let body = await metrics.exposition(store: service.store, now: service.clock.now)
             return Response(
                 status: .ok,
@@ -218,6 +235,13 @@ enum OperationsRoutes {
                 body: .init(byteBuffer: ByteBuffer(bytes: body))
             )
         }
+    }
+
+    /// Whether `authorization` is `Bearer` and `token`, compared in constant time.
+    private static func bears(_ token: SecretBytes, _ authorization: String?) -> Bool {
+        guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { return false }
+        let presented = Array(authorization.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8)
+        return token.withUnsafeBytes { ConstantTime.isEqual($0, presented) }
     }
 
     private static func json(_ status: HTTPResponse.Status, _ body: String) -> Response {

@@ -10,11 +10,11 @@ import StowageCrypto
 enum KeyServerRoutes {
     static let signatureHeader = HTTPFields.Element.Name(KeyProtocol.deviceSignatureHeader)!
 
-    static func makeRouter(service: KeyService, metrics: KeyServerMetrics) -> Router<KeyServerRequestContext> {
+    static func makeRouter(service: KeyService, metrics: KeyServerMetrics, metricsToken: SecretBytes?) -> Router<KeyServerRequestContext> {
         let router = Router(context: KeyServerRequestContext.self)
         router.add(middleware: RequestObservingMiddleware(metrics: metrics))
         router.add(middleware: ProtocolErrorMiddleware(logger: service.logger))
-        OperationsRoutes.add(to: router, service: service, metrics: metrics)
+        OperationsRoutes.add(to: router, service: service, metrics: metrics, metricsToken: metricsToken)
         let limit = service.configuration.maxRequestBytes
         let proxies = Set(service.configuration.trustedProxies)
 

@@ -13,7 +13,7 @@ import StowageCrypto
 /// is verified, then buckets per account and per device once the token and the device signature are verified, so
 /// neither rotating device IDs nor spamming someone else's device ID gets around them or locks anyone out.
 struct KeyService: Sendable {
-    /// shared/KEY-PROTOCOL.md, "Authentication": a nonce seen in the last 24 hours is a replay.
+    /// The key protocol ("Authentication"): a nonce seen in the last 24 hours is a replay.
     static let replayWindow: Int64 = 86_400
     /// Bounds the work one request can ask for.
     static let maxKeysPerRequest = 64
@@ -65,14 +65,12 @@ struct KeyService: Sendable {
             try admit("device:" + request.device.id)
             let device = try await bindDevice(id: request.device.id, signingKey: signingKey, agreementKey: agreementKey, now: now)
 
+            try checkClientTime(request.clientTime, now: now)
             guard claims.allows(request.assetId) else {
                 throw KeyServerError(.notEntitled, "the entitlement token does not list asset \(request.assetId)")
             }
             let (asset, policy) = try await assetAndPolicy(request.assetId)
             let keys = try await openKeys(of: asset, keyIDs: request.keyIds)
-            if request.lease == .persistent && !policy.persistentAllowed {
-                throw KeyServerError(.notEntitled, "asset \(asset.id) may only be streamed: request a streaming lease")
-            }
 
             let leaseID = UUID().uuidString.lowercased()
             record.leaseID = leaseID
@@ -91,8 +89,15 @@ struct KeyService: Sendable {
                 renewableUntil: persistent && policy.renewable ? now + policy.renewableFor : nil
             )
             record.event = .issued
-            let limits = IssuanceLimits(maxDevices: policy.maxDevices, maxStreams: policy.maxStreams, oncePerAccount: policy.oncePerAccount)
-            return try await save(lease, limits: limits, nonce: nonce, now: now, audit: record) { settled in
+            let issuance = IssuanceRequest(
+                kind: persistent ? .persistent : .streaming,
+                lease: lease,
+                policy: policy,
+                entitlement: claims.entitlement,
+                nonce: RequestNonce(nonce, window: replayWindow),
+                now: now
+            )
+            return try await save(issuance, audit: record) { settled in
                 // Wrapped and signed inside the transaction, over the terms it settled, so a lease is never stored
                 // without its payload nor signed with terms it was not stored with.
                 try makePayload(
@@ -129,38 +134,28 @@ struct KeyService: Sendable {
             try admit("account:" + claims.account)
             try admit("device:" + request.deviceId)
 
-            guard var lease = try await store.lease(id: leaseID), lease.deviceID == device.id else {
+            try checkClientTime(request.clientTime, now: now)
+            // The stored lease names the asset whose policy and keys the renewal needs; LeaseIssuance judges it again
+            // inside the transaction.
+            guard let stored = try await store.lease(id: leaseID), stored.deviceID == device.id else {
                 throw KeyServerError(.unknownLease, "device \(device.id) holds no lease \(leaseID)")
             }
-            record.assetID = lease.assetID
-            guard claims.account == lease.account, claims.allows(lease.assetID) else {
-                throw KeyServerError(.notEntitled, "the entitlement token does not cover asset \(lease.assetID) for this lease's account")
-            }
-            if let releasedAt = lease.releasedAt {
-                throw KeyServerError(.leaseExpired, "lease \(leaseID) was released at \(HumanTime.date(releasedAt)); request new keys")
-            }
-            guard lease.type == .persistent, let renewableUntil = lease.renewableUntil else {
-                throw KeyServerError(.renewalNotAllowed, "lease \(leaseID) is not renewable; request new keys")
-            }
-            guard now <= renewableUntil else {
-                throw KeyServerError(.leaseExpired, "lease \(leaseID) could be renewed until \(HumanTime.date(renewableUntil)); request new keys")
-            }
-            let (asset, policy) = try await assetAndPolicy(lease.assetID)
-            guard policy.renewable else {
-                throw KeyServerError(.renewalNotAllowed, "asset \(asset.id)'s policy no longer allows renewals; request new keys")
-            }
-            let keys = try await openKeys(of: asset, keyIDs: lease.keyIDs)
-
-            lease.issuedAt = now
-            lease.storageExpiresAt = max(lease.storageExpiresAt, now + policy.renewalExtension)
-            lease.renewalCount += 1
-            if let reported = request.firstPlayedAt, reported <= now + KeyProtocol.clockLeeway {
-                lease.firstPlayedAt = min(lease.firstPlayedAt ?? reported, reported)
-            }
+            record.assetID = stored.assetID
+            let (asset, policy) = try await assetAndPolicy(stored.assetID)
+            let keys = try await openKeys(of: asset, keyIDs: stored.keyIDs)
+            var proposed = stored
+            proposed.deviceID = device.id
             record.event = .renewed
-            // A lease that had expired takes a device slot again, so the limit applies as at issuance.
-            return try await save(lease, limits: IssuanceLimits(maxDevices: policy.maxDevices), nonce: nonce, now: now, audit: record) {
-                settled in
+            let issuance = IssuanceRequest(
+                kind: .renewal,
+                lease: proposed,
+                policy: policy,
+                entitlement: claims.entitlement,
+                nonce: RequestNonce(nonce, window: replayWindow),
+                now: now,
+                reportedFirstPlay: request.firstPlayedAt
+            )
+            return try await save(issuance, audit: record) { settled in
                 try makePayload(
                     for: settled,
                     keys: keys,
@@ -190,13 +185,14 @@ struct KeyService: Sendable {
             let nonce = try decodeNonce(request.nonce)
             let device = try await registeredDevice(request.deviceId, signature: signature, body: body)
             try admit("device:" + device.id)
+            try checkClientTime(request.clientTime, now: now)
             record.event = .firstPlayReported
             record.detail = "firstPlayedAt \(request.firstPlayedAt)"
             switch try await store.recordFirstPlay(
                 leaseID: leaseID,
                 deviceID: device.id,
                 at: request.firstPlayedAt,
-                nonce: RequestNonce(nonce, window: Self.replayWindow),
+                nonce: RequestNonce(nonce, window: replayWindow),
                 now: now,
                 audit: record
             ) {
@@ -224,6 +220,7 @@ struct KeyService: Sendable {
 
             let device = try await registeredDevice(request.deviceId, signature: signature, body: body)
             try admit("device:" + device.id)
+            try checkClientTime(request.clientTime, now: now)
             guard let lease = try await store.lease(id: leaseID), lease.deviceID == device.id else {
                 throw KeyServerError(.unknownLease, "device \(device.id) holds no lease \(leaseID)")
             }
@@ -257,7 +254,7 @@ struct KeyService: Sendable {
                 id: leaseID,
                 at: now,
                 deletedAt: request.deletedAt,
-                nonce: RequestNonce(nonce, window: Self.replayWindow),
+                nonce: RequestNonce(nonce, window: replayWindow),
                 audit: record
             )
             guard recorded else { throw replayed }
@@ -282,14 +279,6 @@ struct KeyService: Sendable {
             try admit("account:" + claims.account)
             guard claims.allows(assetID) else { throw KeyServerError(.notEntitled, "the entitlement token does not list asset \(assetID)") }
             let (asset, policy) = try await assetAndPolicy(assetID)
-            guard policy.identityAllowed else {
-                throw KeyServerError(
-                    .notEntitled,
-                    "asset \(assetID) is not served as a raw identity key (its policy has no identityAllowed); request a lease with "
-                        + "POST /v1/keys"
-                )
-            }
-            let key = try await openKeys(of: asset, keyIDs: [keyID])[0].key
             // The stream is named by the token, so one player re-fetching keys stays one stream.
             let token = authorization.map { Hex.encode(SHA256Hasher.hash(Array($0.utf8)).prefix(16)) } ?? "none"
             let stream = IssuedLease(
@@ -307,8 +296,10 @@ struct KeyService: Sendable {
             )
             record.event = .identityKeyServed
             record.detail = "key \(keyID), stream of \(stream.deviceID)"
-            _ = try await save(stream, limits: IssuanceLimits(maxStreams: policy.maxStreams), nonce: nil, now: now, audit: record) { _ in nil }
-            return key
+            let issuance = IssuanceRequest(kind: .identity, lease: stream, policy: policy, entitlement: claims.entitlement, nonce: nil, now: now)
+            _ = try await save(issuance, audit: record) { _ in nil }
+            // Opened only once the stream is granted: a refusal never touches the key.
+            return try await openKeys(of: asset, keyIDs: [keyID])[0].key
         }
     }
 
@@ -321,7 +312,7 @@ struct KeyService: Sendable {
     /// next call goes on). Returns how many were deleted.
     @discardableResult
     func forgetExpiredNonces() async -> Int {
-        let horizon = clock.now - Self.replayWindow
+        let horizon = clock.now - replayWindow
         var deleted = 0
         for _ in 0..<100 {
             do {
@@ -505,50 +496,42 @@ struct KeyService: Sendable {
         return try PayloadSigning.sign(payload, with: signingKey)
     }
 
-    /// Settles, limits, signs and stores the lease with its audit record, recording the nonce in the same transaction.
+    /// Settles, signs and stores the lease with its audit record through ``LeaseIssuance``, recording the nonce in the
+    /// same transaction.
     private func save(
-        _ lease: IssuedLease,
-        limits: IssuanceLimits,
-        nonce: [UInt8]?,
-        now: Int64,
+        _ request: IssuanceRequest,
         audit: AuditRecord,
         sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> SignedPayload {
-        let result = try await store.saveLease(
-            lease,
-            limits: limits,
-            nonce: nonce.map { RequestNonce($0, window: Self.replayWindow) },
-            now: now,
-            audit: audit,
-            sign: sign
-        )
-        switch result {
+        switch try await store.saveLease(request, audit: audit, sign: sign) {
         case .saved(_, let payload):
             return payload ?? SignedPayload(payload: "", signature: "")
         case .replayed:
             throw replayed
-        case .released:
-            throw KeyServerError(.leaseExpired, "lease \(lease.id) was released; request new keys")
-        case .deviceLimitReached(let activeDevices):
+        case .refused(let refusal):
+            throw KeyServerError(refusal.code, refusal.message)
+        }
+    }
+
+    /// Refuses a request whose `clientTime` is further from the server's clock than `maxClockSkew`: a request captured
+    /// and sent again later is refused by its time even after its nonce has left the replay window, which is always at
+    /// least twice as long.
+    private func checkClientTime(_ clientTime: Int64?, now: Int64) throws {
+        guard let clientTime else { return }
+        let skew = configuration.maxClockSkew
+        guard clientTime >= now - skew, clientTime <= now + skew else {
+            let gap = clientTime < now ? "\(HumanTime.duration(now - clientTime)) behind" : "\(HumanTime.duration(clientTime - now)) ahead of"
             throw KeyServerError(
-                .deviceLimitReached,
-                "account \(lease.account) already holds downloads on \(activeDevices) devices, the most its policy allows; "
-                    + "release a download on another device first"
-            )
-        case .streamLimitReached(let activeStreams):
-            throw KeyServerError(
-                .streamLimitReached,
-                "account \(lease.account) already streams on \(activeStreams) devices or players, the most its policy allows; "
-                    + "stop one of them or wait until its streaming lease ends"
-            )
-        case .rentalEnded(let endedAt):
-            throw KeyServerError(
-                .notEntitled,
-                "account \(lease.account)'s rental of asset \(lease.assetID) ended at \(HumanTime.date(endedAt)); asking again does "
-                    + "not restart it"
+                .clockSkew,
+                "the request's clientTime (\(HumanTime.date(clientTime))) is \(gap) the key server's clock "
+                    + "(\(HumanTime.date(now))), more than the \(HumanTime.duration(skew)) allowed; set the device's clock "
+                    + "right (or send a fresh request) and try again"
             )
         }
     }
+
+    /// How long a nonce is remembered: the protocol's 24 hours, and never less than twice the clock skew allowed.
+    var replayWindow: Int64 { max(Self.replayWindow, 2 * configuration.maxClockSkew) }
 }
 
 /// Server-side faults that are not the client's: they answer `500 internal` and are logged.

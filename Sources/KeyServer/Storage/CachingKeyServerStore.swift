@@ -99,14 +99,11 @@ final class CachingKeyServerStore: KeyServerStore {
     }
 
     func saveLease(
-        _ lease: IssuedLease,
-        limits: IssuanceLimits,
-        nonce: RequestNonce?,
-        now: Int64,
+        _ request: IssuanceRequest,
         audit: AuditRecord,
         sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
-        try await base.saveLease(lease, limits: limits, nonce: nonce, now: now, audit: audit, sign: sign)
+        try await base.saveLease(request, audit: audit, sign: sign)
     }
 
     func recordFirstPlay(

@@ -27,32 +27,20 @@ public protocol KeyServerStore: Sendable {
     /// The registered device, or nil.
     func device(id: String) async throws -> DeviceRecord?
 
-    /// Settles, limits, signs and saves a lease, with its audit record, in one transaction (docs/key-server.md,
-    /// "Concurrency"):
+    /// Records the request's nonce, settles the request with ``LeaseIssuance`` and saves what it decided, with its
+    /// audit record, in one transaction (docs/key-server.md, "Concurrency"):
     ///
-    /// 1. With a `nonce`: if `nonce.value` was recorded after `now - nonce.window`, nothing is written
-    ///    (``LeaseSaveResult/replayed``); otherwise it is recorded (and nonces older than the window may be forgotten).
-    /// 2. If the lease exists and was released, it is left alone: ``LeaseSaveResult/released``. An update never changes
-    ///    `releasedAt` or `deletedAt`; it keeps the earliest `firstPlayedAt` known.
-    /// 3. A new streaming lease without a nonce (an identity-key stream) for a device that already holds an active
-    ///    streaming lease of the asset on the account is that lease: it is returned, nothing is inserted.
-    /// 4. A new persistent lease under `limits.oncePerAccount` inherits from the account's first persistent lease of the
-    ///    asset: its `storageExpiresAt`, `renewableUntil` and `firstPlayedAt`, which becomes `now` (on both) when unknown;
-    ///    when that rental has ended, ``LeaseSaveResult/rentalEnded(endedAt:)``.
-    /// 5. `limits.maxDevices` (persistent) or `limits.maxStreams` (streaming): counts the distinct devices of
-    ///    `lease.account` holding active leases of that type (not released, `storageExpiresAt > now`) other than this
-    ///    lease; if `lease.deviceID` is not among them and they are already at the limit, nothing is written (the nonce
-    ///    stays recorded): ``LeaseSaveResult/deviceLimitReached(activeDevices:)`` or
-    ///    ``LeaseSaveResult/streamLimitReached(activeStreams:)``.
-    /// 6. A new persistent lease supersedes the device's other active persistent leases of the asset whose key IDs it
-    ///    covers (``IssuedLease/supersedes(_:now:)``): they are released now, each with an audit record, and the new
-    ///    lease takes the earliest of their first plays, so asking again restarts no playback window.
-    /// 7. `sign` makes the payload over the settled lease; then the lease and `audit` are written.
+    /// 1. With `request.nonce`: if its value was recorded after `now - window`, nothing is written
+    ///    (``LeaseSaveResult/replayed``); otherwise it is recorded, and stays recorded whatever follows.
+    /// 2. The ``IssuanceFacts`` are read: the stored lease of `request.lease.id`, and the account's leases of the asset
+    ///    and its active leases of any asset. A store over a database with concurrent writers keeps other transactions
+    ///    of the same account waiting until this one ends.
+    /// 3. ``LeaseIssuance/settle(_:facts:audit:sign:)`` judges the request (every rule lives there, never in a store)
+    ///    and `sign` makes the payload over the settled lease.
+    /// 4. The ``IssuanceWrites`` are applied: the lease inserted or updated (an update never changes `releasedAt` or
+    ///    `deletedAt`), superseded leases released, first plays recorded where none was, audit records appended.
     func saveLease(
-        _ lease: IssuedLease,
-        limits: IssuanceLimits,
-        nonce: RequestNonce?,
-        now: Int64,
+        _ request: IssuanceRequest,
         audit: AuditRecord,
         sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult
@@ -119,39 +107,14 @@ public struct RequestNonce: Sendable, Hashable {
     }
 }
 
-/// The limits a lease is issued under, checked in the transaction that saves it.
-public struct IssuanceLimits: Sendable, Hashable {
-    /// Devices of one account with active persistent leases; nil: no limit.
-    public var maxDevices: Int?
-    /// Devices (or identity tokens) of one account with active streaming leases; nil: no limit.
-    public var maxStreams: Int?
-    /// A second persistent lease of the asset for the account inherits the first one's windows.
-    public var oncePerAccount: Bool
-
-    public init(maxDevices: Int? = nil, maxStreams: Int? = nil, oncePerAccount: Bool = false) {
-        self.maxDevices = maxDevices
-        self.maxStreams = maxStreams
-        self.oncePerAccount = oncePerAccount
-    }
-
-    /// No limit at all.
-    public static let none = IssuanceLimits()
-}
-
-/// What ``KeyServerStore/saveLease(_:limits:nonce:now:audit:sign:)`` did.
+/// What ``KeyServerStore/saveLease(_:audit:sign:)`` did.
 public enum LeaseSaveResult: Sendable, Hashable {
     /// Saved (or an identity stream already open, found): the lease as settled, with the payload signed over it.
     case saved(IssuedLease, SignedPayload?)
     /// The nonce was seen within its window; nothing was written.
     case replayed
-    /// The lease exists and was released (a renewal that raced with the release); only the nonce was recorded.
-    case released
-    /// The account already has `activeDevices` other devices with active persistent leases.
-    case deviceLimitReached(activeDevices: Int)
-    /// The account already has `activeStreams` other devices or tokens streaming.
-    case streamLimitReached(activeStreams: Int)
-    /// Once per account: the account's rental of the asset ended at `endedAt`.
-    case rentalEnded(endedAt: Int64)
+    /// A rule of ``LeaseIssuance`` refused it; only the nonce was recorded.
+    case refused(IssuanceRefusal)
 }
 
 /// What ``KeyServerStore/recordFirstPlay(leaseID:deviceID:at:nonce:now:audit:)`` did.
@@ -303,30 +266,6 @@ public struct IssuedLease: Sendable, Hashable {
     public func isActivePersistent(at now: Int64) -> Bool {
         type == .persistent && releasedAt == nil && storageExpiresAt > now
     }
-
-    /// Once per account (``KeyServerStore/saveLease(_:limits:nonce:now:audit:sign:)``, step 4): this new persistent
-    /// lease takes the windows of `first`, the account's first lease of the asset. Asking again counts as playing: a
-    /// rental whose first play is unknown starts its playback window `now`, and the store records that on `first`
-    /// too. Every store applies this one rule.
-    ///
-    /// - Returns: `.ended` when the rental is over (nothing to inherit); `.inherited` with the first play the store
-    ///   must write on `first` (nil when it already had one).
-    mutating func inheritRental(from first: IssuedLease, now: Int64) -> RentalInheritance {
-        let start = first.firstPlayedAt ?? now
-        if let duration = first.playbackDuration, start + duration <= now { return .ended(at: start + duration) }
-        if first.storageExpiresAt <= now { return .ended(at: first.storageExpiresAt) }
-        storageExpiresAt = first.storageExpiresAt
-        renewableUntil = first.renewableUntil
-        playbackDuration = first.playbackDuration
-        firstPlayedAt = start
-        return .inherited(recordFirstPlay: first.firstPlayedAt == nil ? start : nil)
-    }
-}
-
-/// What ``IssuedLease/inheritRental(from:now:)`` decided.
-enum RentalInheritance {
-    case ended(at: Int64)
-    case inherited(recordFirstPlay: Int64?)
 }
 
 /// One line of the audit log: an issuance, a renewal, a release, an identity key served, or a refusal with its code.
@@ -380,8 +319,7 @@ public struct AuditRecord: Sendable, Hashable {
 }
 
 extension IssuedLease {
-    /// Whether this new persistent lease supersedes `older` (``KeyServerStore/saveLease(_:limits:nonce:now:audit:sign:)``,
-    /// step 6): another active persistent lease of the same account, asset and device whose key IDs this one covers.
+    /// Whether this new persistent lease supersedes `older` (``LeaseIssuance``, rule 5): another active persistent lease of the same account, asset and device whose key IDs this one covers.
     ///
     /// A device holds one lease per key, and asks again for keys it still had a lease for only when it no longer holds
     /// that lease: its answer was lost (the server or the connection died after the lease was saved), it damaged or lost

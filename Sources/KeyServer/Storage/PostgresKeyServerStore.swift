@@ -559,129 +559,67 @@ public final class PostgresKeyServerStore: KeyServerStore {
     }
 
     public func saveLease(
-        _ lease: IssuedLease,
-        limits: IssuanceLimits,
-        nonce: RequestNonce?,
-        now: Int64,
+        _ request: IssuanceRequest,
         audit: AuditRecord,
         sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
         // `sign` escapes: an operation past its time limit is answered `database_unavailable` and left to end on its
         // own (``reachable(within:_:)``), so the closure may outlive this call.
-        try await saveLease(lease, limits: limits, nonce: nonce, now: now, audit: audit, logger: logger, sign: sign)
-    }
-
-    private func saveLease(
-        _ lease: IssuedLease,
-        limits: IssuanceLimits,
-        nonce: RequestNonce?,
-        now: Int64,
-        audit: AuditRecord,
-        logger: Logger,
-        sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
-    ) async throws -> LeaseSaveResult {
-        try await reachable { [self] in
+        let logger = self.logger
+        return try await reachable { [self] in
             try await client.withTransaction(logger: logger) { connection -> LeaseSaveResult in
+                let lease = request.lease
+                let now = request.now
+                // Two requests of one account are judged one after the other, each seeing what the other wrote.
                 try await Self.lockAccount(lease.account, in: connection, logger: logger)
-                if let nonce, try await !Self.recordNonce(nonce, now: now, in: connection, logger: logger) { return .replayed }
-                var lease = lease
-                let existing = try await Self.fetchLease(connection, id: lease.id, logger: logger)
-                // A renewal that raced with a release must not bring the lease back.
-                if existing?.releasedAt != nil { return .released }
-                if existing == nil, lease.type == .streaming, nonce == nil,
-                    let open = try Self.leases(
+                if let nonce = request.nonce, try await !Self.recordNonce(nonce, now: now, in: connection, logger: logger) { return .replayed }
+                let facts = IssuanceFacts(
+                    existing: try await Self.fetchLease(connection, id: lease.id, logger: logger),
+                    accountLeases: try Self.leases(
                         try await connection.query(
                             """
-                            SELECT \(unescaped: Self.leaseColumns) FROM lease WHERE account = \(lease.account) AND asset_id = \(lease.assetID)
-                                AND device_id = \(lease.deviceID) AND type = 'streaming' AND released_at IS NULL
-                                AND storage_expires_at > \(now) ORDER BY created_at LIMIT 1
-                            """,
-                            logger: logger
-                        ).collect()
-                    ).first
-                {
-                    try await Self.insert(audit, into: connection, logger: logger)
-                    return .saved(open, nil)
-                }
-                if existing == nil, lease.type == .persistent, limits.oncePerAccount,
-                    let first = try Self.leases(
-                        try await connection.query(
-                            """
-                            SELECT \(unescaped: Self.leaseColumns) FROM lease WHERE account = \(lease.account) AND asset_id = \(lease.assetID)
-                                AND type = 'persistent' ORDER BY created_at, id LIMIT 1
-                            """,
-                            logger: logger
-                        ).collect()
-                    ).first
-                {
-                    switch lease.inheritRental(from: first, now: now) {
-                    case .ended(let end):
-                        return .rentalEnded(endedAt: end)
-                    case .inherited(let start?):
-                        try await connection.query(
-                            "UPDATE lease SET first_played_at = \(start) WHERE id = \(first.id) AND first_played_at IS NULL",
-                            logger: logger
-                        )
-                    case .inherited(nil):
-                        break
-                    }
-                }
-                if let existing {
-                    lease.firstPlayedAt = [existing.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
-                }
-                if let limit = lease.type == .persistent ? limits.maxDevices : limits.maxStreams {
-                    let counts = try await connection.query(
-                        """
-                        SELECT COUNT(DISTINCT device_id), COALESCE(BOOL_OR(device_id = \(lease.deviceID)), FALSE) FROM lease
-                        WHERE account = \(lease.account) AND type = \(lease.type.rawValue) AND released_at IS NULL
-                            AND storage_expires_at > \(now) AND id <> \(lease.id)
-                        """,
-                        logger: logger
-                    ).collect()
-                    let (active, holdsSlot) = try counts.first?.decode((Int, Bool).self) ?? (0, false)
-                    if !holdsSlot, active >= limit {
-                        return lease.type == .persistent ? .deviceLimitReached(activeDevices: active) : .streamLimitReached(activeStreams: active)
-                    }
-                }
-                if existing == nil, lease.type == .persistent {
-                    let others = try Self.leases(
-                        try await connection.query(
-                            """
-                            SELECT \(unescaped: Self.leaseColumns) FROM lease WHERE account = \(lease.account) AND asset_id = \(lease.assetID)
-                                AND device_id = \(lease.deviceID) AND type = 'persistent' AND released_at IS NULL
-                                AND storage_expires_at > \(now) AND id <> \(lease.id)
+                            SELECT \(unescaped: Self.leaseColumns) FROM lease WHERE account = \(lease.account)
+                                AND (asset_id = \(lease.assetID) OR (released_at IS NULL AND storage_expires_at > \(now)))
                             """,
                             logger: logger
                         ).collect()
                     )
-                    for older in others where lease.supersedes(older, now: now) {
-                        lease.firstPlayedAt = [older.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
-                        try await connection.query(
-                            "UPDATE lease SET released_at = \(now) WHERE id = \(older.id) AND released_at IS NULL",
-                            logger: logger
-                        )
-                        try await Self.insert(lease.supersedingAudit(of: older, at: now), into: connection, logger: logger)
-                    }
-                }
-                let payload = try sign(lease)
-                try await connection.query(
-                    """
-                    INSERT INTO lease (\(unescaped: Self.leaseColumns))
-                    VALUES (\(lease.id), \(lease.account), \(lease.assetID), \(lease.deviceID), \(lease.keyIDs.joined(separator: ",")),
-                            \(lease.type.rawValue), \(lease.createdAt), \(lease.issuedAt), \(lease.storageExpiresAt),
-                            \(lease.playbackDuration), \(lease.renewableUntil), \(lease.renewalCount), \(lease.releasedAt),
-                            \(lease.deletedAt), \(lease.firstPlayedAt))
-                    ON CONFLICT (id) DO UPDATE SET
-                        issued_at = EXCLUDED.issued_at, storage_expires_at = EXCLUDED.storage_expires_at,
-                        playback_duration = EXCLUDED.playback_duration, renewable_until = EXCLUDED.renewable_until,
-                        renewal_count = EXCLUDED.renewal_count, first_played_at = EXCLUDED.first_played_at
-                    """,
-                    logger: logger
                 )
-                try await Self.insert(audit, into: connection, logger: logger)
-                return .saved(lease, payload)
+                let decision = try LeaseIssuance.settle(request, facts: facts, audit: audit, sign: sign)
+                try await Self.apply(decision.writes, now: now, in: connection, logger: logger)
+                return decision.result
             }
         }
+    }
+
+    /// Writes what ``LeaseIssuance`` decided, inside the caller's transaction.
+    private static func apply(_ writes: IssuanceWrites, now: Int64, in connection: PostgresConnection, logger: Logger) async throws {
+        for id in writes.released {
+            try await connection.query("UPDATE lease SET released_at = \(now) WHERE id = \(id) AND released_at IS NULL", logger: logger)
+        }
+        for (id, time) in writes.firstPlays.sorted(by: { $0.key < $1.key }) {
+            try await connection.query(
+                "UPDATE lease SET first_played_at = \(time) WHERE id = \(id) AND first_played_at IS NULL",
+                logger: logger
+            )
+        }
+        if let lease = writes.upsert {
+            try await connection.query(
+                """
+                INSERT INTO lease (\(unescaped: Self.leaseColumns))
+                VALUES (\(lease.id), \(lease.account), \(lease.assetID), \(lease.deviceID), \(lease.keyIDs.joined(separator: ",")),
+                        \(lease.type.rawValue), \(lease.createdAt), \(lease.issuedAt), \(lease.storageExpiresAt),
+                        \(lease.playbackDuration), \(lease.renewableUntil), \(lease.renewalCount), \(lease.releasedAt),
+                        \(lease.deletedAt), \(lease.firstPlayedAt))
+                ON CONFLICT (id) DO UPDATE SET
+                    issued_at = EXCLUDED.issued_at, storage_expires_at = EXCLUDED.storage_expires_at,
+                    playback_duration = EXCLUDED.playback_duration, renewable_until = EXCLUDED.renewable_until,
+                    renewal_count = EXCLUDED.renewal_count, first_played_at = EXCLUDED.first_played_at
+                """,
+                logger: logger
+            )
+        }
+        for record in writes.audits { try await insert(record, into: connection, logger: logger) }
     }
 
     public func recordFirstPlay(

@@ -253,100 +253,40 @@ public struct SQLiteKeyServerStore: KeyServerStore {
     }
 
     public func saveLease(
-        _ lease: IssuedLease,
-        limits: IssuanceLimits,
-        nonce: RequestNonce?,
-        now: Int64,
+        _ request: IssuanceRequest,
         audit: AuditRecord,
         sign: @escaping @Sendable (IssuedLease) throws -> SignedPayload?
     ) async throws -> LeaseSaveResult {
         try await commits.write { db in
-            if let nonce, try !Self.recordNonce(nonce, now: now, in: db) { return .replayed }
-            var lease = lease
-            let existing = try Self.fetchLease(db, id: lease.id)
-            // A renewal that raced with a release must not bring the lease back.
-            if existing?.releasedAt != nil { return .released }
-            if existing == nil, lease.type == .streaming, nonce == nil,
-                let open = try Row.fetchOne(
+            if let nonce = request.nonce, try !Self.recordNonce(nonce, now: request.now, in: db) { return .replayed }
+            let facts = IssuanceFacts(
+                existing: try Self.fetchLease(db, id: request.lease.id),
+                accountLeases: try Row.fetchAll(
                     db.cachedStatement(
                         sql: """
-                            SELECT * FROM lease WHERE account = ? AND asset_id = ? AND device_id = ? AND type = 'streaming'
-                                AND released_at IS NULL AND storage_expires_at > ? ORDER BY created_at LIMIT 1
+                            SELECT * FROM lease WHERE account = ?
+                                AND (asset_id = ? OR (released_at IS NULL AND storage_expires_at > ?))
                             """
                     ),
-                    arguments: [lease.account, lease.assetID, lease.deviceID, now]
+                    arguments: [request.lease.account, request.lease.assetID, request.now]
                 ).map(Self.lease(from:))
-            {
-                try Self.insert(audit, into: db)
-                return .saved(open, nil)
-            }
-            if existing == nil, lease.type == .persistent, limits.oncePerAccount,
-                let first = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT * FROM lease WHERE account = ? AND asset_id = ? AND type = 'persistent' ORDER BY created_at, id LIMIT 1"
-                    ),
-                    arguments: [lease.account, lease.assetID]
-                ).map(Self.lease(from:))
-            {
-                switch lease.inheritRental(from: first, now: now) {
-                case .ended(let end):
-                    return .rentalEnded(endedAt: end)
-                case .inherited(let start?):
-                    try db.cachedStatement(sql: "UPDATE lease SET first_played_at = ? WHERE id = ? AND first_played_at IS NULL")
-                        .execute(arguments: [start, first.id])
-                case .inherited(nil):
-                    break
-                }
-            }
-            if let existing {
-                lease.firstPlayedAt = [existing.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
-            }
-            let limit = lease.type == .persistent ? limits.maxDevices : limits.maxStreams
-            if let limit {
-                let holdsSlot =
-                    try Bool.fetchOne(
-                        db.cachedStatement(
-                            sql: """
-                                SELECT EXISTS (SELECT 1 FROM lease WHERE account = ? AND device_id = ? AND type = ?
-                                               AND released_at IS NULL AND storage_expires_at > ? AND id != ?)
-                                """
-                        ),
-                        arguments: [lease.account, lease.deviceID, lease.type.rawValue, now, lease.id]
-                    ) ?? false
-                if !holdsSlot {
-                    let others =
-                        try Int.fetchOne(
-                            db.cachedStatement(
-                                sql: """
-                                    SELECT COUNT(DISTINCT device_id) FROM lease WHERE account = ? AND type = ?
-                                        AND released_at IS NULL AND storage_expires_at > ? AND id != ?
-                                    """
-                            ),
-                            arguments: [lease.account, lease.type.rawValue, now, lease.id]
-                        ) ?? 0
-                    if others >= limit {
-                        return lease.type == .persistent ? .deviceLimitReached(activeDevices: others) : .streamLimitReached(activeStreams: others)
-                    }
-                }
-            }
-            if existing == nil, lease.type == .persistent {
-                let others = try Row.fetchAll(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT * FROM lease WHERE account = ? AND asset_id = ? AND device_id = ? AND type = 'persistent'
-                                AND released_at IS NULL AND storage_expires_at > ? AND id != ?
-                            """
-                    ),
-                    arguments: [lease.account, lease.assetID, lease.deviceID, now, lease.id]
-                ).map(Self.lease(from:))
-                for older in others where lease.supersedes(older, now: now) {
-                    lease.firstPlayedAt = [older.firstPlayedAt, lease.firstPlayedAt].compactMap { $0 }.min()
-                    try db.cachedStatement(sql: "UPDATE lease SET released_at = ? WHERE id = ? AND released_at IS NULL")
-                        .execute(arguments: [now, older.id])
-                    try Self.insert(lease.supersedingAudit(of: older, at: now), into: db)
-                }
-            }
-            let payload = try sign(lease)
+            )
+            let decision = try LeaseIssuance.settle(request, facts: facts, audit: audit, sign: sign)
+            try Self.apply(decision.writes, now: request.now, in: db)
+            return decision.result
+        }
+    }
+
+    /// Writes what ``LeaseIssuance`` decided, inside the caller's transaction.
+    private static func apply(_ writes: IssuanceWrites, now: Int64, in db: Database) throws {
+        for id in writes.released {
+            try db.cachedStatement(sql: "UPDATE lease SET released_at = ? WHERE id = ? AND released_at IS NULL").execute(arguments: [now, id])
+        }
+        for (id, time) in writes.firstPlays.sorted(by: { $0.key < $1.key }) {
+            try db.cachedStatement(sql: "UPDATE lease SET first_played_at = ? WHERE id = ? AND first_played_at IS NULL")
+                .execute(arguments: [time, id])
+        }
+        if let lease = writes.upsert {
             try db.cachedStatement(
                 sql: """
                     INSERT INTO lease (id, account, asset_id, device_id, key_ids, type, created_at, issued_at, storage_expires_at,
@@ -362,9 +302,8 @@ public struct SQLiteKeyServerStore: KeyServerStore {
                 lease.createdAt, lease.issuedAt, lease.storageExpiresAt, lease.playbackDuration, lease.renewableUntil,
                 lease.renewalCount, lease.releasedAt, lease.deletedAt, lease.firstPlayedAt,
             ])
-            try Self.insert(audit, into: db)
-            return .saved(lease, payload)
         }
+        for record in writes.audits { try insert(record, into: db) }
     }
 
     public func recordFirstPlay(

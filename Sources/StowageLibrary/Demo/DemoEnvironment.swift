@@ -57,8 +57,16 @@ public final class DemoEnvironment: Sendable {
     ///   - work: a folder for the key server's data directory and the origin's files.
     ///   - assetId: the packaged asset's ID.
     ///   - profile: the origin's network profile (`NetworkConditions.profileNames`): `lan`, `wifi`, `3g`, ...
+    ///   - clock: the key server's clock, seconds since 1970: the real time by default; the demo's simulated one, so
+    ///     that the server and the device agree on the time when the demo moves it.
     /// - Throws: ``DemoError`` for an unknown profile; the key server's, packager's or origin's errors.
-    public static func start(fixture: URL, in work: URL, assetId: String = "demo", profile: String = "wifi") async throws -> DemoEnvironment {
+    public static func start(
+        fixture: URL,
+        in work: URL,
+        assetId: String = "demo",
+        profile: String = "wifi",
+        clock: (@Sendable () -> Int64)? = nil
+    ) async throws -> DemoEnvironment {
         guard let conditions = NetworkConditions.profile(named: profile) else {
             throw DemoError(
                 "unknown_profile",
@@ -66,7 +74,8 @@ public final class DemoEnvironment: Sendable {
             )
         }
         let directory = try KeyServerDataDirectory.initialize(at: work.appendingPathComponent("keyserver").path)
-        let server = try await KeyServerApplication(dataDirectory: directory, clock: KeyServerClock { Date().timeIntervalSince1970 })
+        let serverClock = clock.map { now in KeyServerClock { Double(now()) } } ?? KeyServerClock { Date().timeIntervalSince1970 }
+        let server = try await KeyServerApplication(dataDirectory: directory, clock: serverClock)
         // A server that cannot start throws its own error here rather than leaving the demo waiting for its address.
         let keyServer = try await ListeningServer.start { onListening in try await server.run(port: 0, onListening: onListening) }
         let keyTask = keyServer.task

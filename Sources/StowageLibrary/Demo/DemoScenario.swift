@@ -50,9 +50,17 @@ public struct DemoScenario: Sendable {
                 "Starting an embedded key server and packaging \(fixture.deletingLastPathComponent().lastPathComponent)/ with SAMPLE-AES and fresh skd keys"
             )
         )
-        let environment = try await DemoEnvironment.start(fixture: fixture, in: work, profile: profile)
+        // The device's clock is real time until step 7 moves it; the key server reads the same clock, so the two agree
+        // on the time as a real device and server would (a request's clientTime must be near the server's).
+        let clock = TestClock(now: SystemClock().now)
+        let environment = try await DemoEnvironment.start(
+            fixture: fixture,
+            in: work,
+            profile: profile,
+            clock: { clock.now }
+        )
         do {
-            try await run(in: environment, report)
+            try await run(in: environment, clock: clock, report)
             await environment.stop()
         } catch {
             await environment.stop()
@@ -60,7 +68,7 @@ public struct DemoScenario: Sendable {
         }
     }
 
-    private func run(in environment: DemoEnvironment, _ report: (DemoEvent) -> Void) async throws {
+    private func run(in environment: DemoEnvironment, clock: TestClock, _ report: (DemoEvent) -> Void) async throws {
         report(.detail("key server at \(environment.keyServerURL.absoluteString) (policy: 30 days to keep, 48 hours to watch once started)"))
         for rendition in environment.renditions {
             report(
@@ -73,8 +81,7 @@ public struct DemoScenario: Sendable {
         report(.step(2, "Serving the packaged asset from an origin on 127.0.0.1 shaped like '\(profile)'"))
         report(.detail(environment.masterURL.absoluteString))
 
-        // The device: its own data directory, and a clock that is real time until step 7 moves it.
-        let clock = TestClock(now: SystemClock().now)
+        // The device: its own data directory.
         let library = try OfflineLibrary(dataDirectory: DataDirectory(url: work.appendingPathComponent("home", isDirectory: true)), clock: clock)
         do {
             try await run(library, clock: clock, environment: environment, report)

@@ -35,7 +35,8 @@ struct KeySessionFixture: Sendable {
 
     static func make(
         start: Int64 = 1_763_700_000,
-        machineID: MachineID = MachineID("0123456789abcdef0123456789abcdef")
+        machineID: MachineID = MachineID("0123456789abcdef0123456789abcdef"),
+        maxClockSkew: Int64 = 300
     ) async throws
         -> KeySessionFixture
     {
@@ -46,6 +47,7 @@ struct KeySessionFixture: Sendable {
         var configuration = try directory.loadConfiguration()
         configuration.allowWildcardAssets = true
         configuration.maxTokenLifetime = 365 * 86_400
+        configuration.maxClockSkew = maxClockSkew
         configuration.policies["stream-only"] = AssetPolicy(
             storageDuration: 86_400,
             playbackDuration: nil,

@@ -175,8 +175,8 @@ struct KeySessionTests {
         }
     }
 
-    /// A device whose clock is hours behind the key server's is told so before anything is stored: a stored lease would
-    /// raise the time mark past its clock and be refused at once as a rolled-back clock. Hours ahead is no such trap.
+    /// A device whose clock is hours off the key server's is refused by the server (`clock_skew`, a request that far
+    /// from the server's time could be a replay) before anything is stored, and told by how much.
     @Test func aClockHoursBehindTheServersIsToldBeforeAnythingIsStored() async throws {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
@@ -189,6 +189,37 @@ struct KeySessionTests {
                 let error = await #expect(throws: KeySessionError.self) {
                     try await behind.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
                 }
+                #expect(error?.code == "clock_skew")
+                #expect(error?.message.contains("3 h behind") == true, "\(error?.message ?? "")")
+                #expect(try store.leases().isEmpty)
+
+                let fast = TestClock(now: fixture.clock.now + 3 * 3_600)
+                let ahead = KeySession(clock: fast, http: http, store: store, device: device, serverURL: url, token: token)
+                let aheadError = await #expect(throws: KeySessionError.self) {
+                    try await ahead.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                }
+                #expect(aheadError?.code == "clock_skew" && aheadError?.message.contains("3 h ahead") == true)
+                #expect(try store.leases().isEmpty)
+            }
+        }
+    }
+
+    /// A device whose clock is hours behind the key server's, against a server that allows that much skew, is told so
+    /// before anything is stored: a stored lease would be judged against its payload's serverTime and refused at once as
+    /// a rolled-back clock. Hours ahead is no such trap.
+    @Test func aClockHoursBehindALenientServersIsToldBeforeAnythingIsStored() async throws {
+        let fixture = try await KeySessionFixture.make(maxClockSkew: 43_200)
+        defer { fixture.remove() }
+        let token = try await fixture.token()
+        try await fixture.withLiveServer { url in
+            try await withHTTPClient { http in
+                let (store, device) = try fixture.openClient()
+                let slow = TestClock(now: fixture.clock.now - 3 * 3_600)
+                let behind = KeySession(clock: slow, http: http, store: store, device: device, serverURL: url, token: token)
+                let error = await #expect(throws: KeySessionError.self) {
+                    try await behind.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+                }
+                // A key server that allows 12 hours of skew answers; the payload's serverTime gives the device's clock away.
                 #expect(error?.code == "clock_behind")
                 #expect(error?.message.contains("3 h") == true, "\(error?.message ?? "")")
                 #expect(try store.leases().isEmpty)
