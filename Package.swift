@@ -53,6 +53,9 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // The kernel's clock and a file's change time, read with the system calls themselves so that nothing preloaded
+        // into the process (LD_PRELOAD, libfaketime) can change them: the lease's trusted time (docs/SECURITY.md).
+        .target(name: "CKernelTime"),
         // The one error shape (StowageError), human times, child processes; no dependencies, below every other module.
         .target(name: "StowageCore", swiftSettings: swiftSettings),
         .target(name: "StowageCrypto", dependencies: ["COpenSSL", "StowageCore"], swiftSettings: swiftSettings),
@@ -61,7 +64,7 @@ let package = Package(
         .target(
             name: "KeyDelivery",
             dependencies: [
-                "StowageCore", "StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift"),
+                "CKernelTime", "StowageCore", "StowageCrypto", "HLS", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -19,17 +19,21 @@ extension KeyStore {
     ///   `invalid_key_length`), ``PrivateFileError`` for an unsafe secret file.
     public func storeIdentityKey(_ key: SecretBytes, uri: String, assetId: String, expiresAt: Int64? = nil, at now: Int64) throws {
         guard key.count == 16 || key.count == 32 else { throw KeyStoreError.invalidKeyLength(uri: uri, count: key.count) }
-        let sealed = try sealer().seal(key, authenticating: Self.identityKeyAAD(uri: uri, assetId: assetId, expiresAt: expiresAt))
-        try writeState(at: now) { db, _ in
+        let sealer = try sealer()
+        try writeState(at: now) { db, state in
+            // The latch counts of now, after this transaction's own look at the clock: a rollback or tampering found
+            // later holds the key (``identityKey(uri:at:)``) until it is fetched again.
+            let counts = "\(state.anchor.rollbackCount),\(state.anchor.tamperCount)"
+            let sealed = try sealer.seal(key, authenticating: Self.identityKeyAAD(uri: uri, assetId: assetId, expiresAt: expiresAt, counts: counts))
             try db.execute(
                 sql: """
-                    INSERT INTO key_identity_keys (uri, asset_id, nonce, ciphertext, tag, stored_at, expires_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO key_identity_keys (uri, asset_id, nonce, ciphertext, tag, stored_at, expires_at, latch_counts)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(uri) DO UPDATE SET asset_id = excluded.asset_id, nonce = excluded.nonce,
                         ciphertext = excluded.ciphertext, tag = excluded.tag, stored_at = excluded.stored_at,
-                        expires_at = excluded.expires_at
+                        expires_at = excluded.expires_at, latch_counts = excluded.latch_counts
                     """,
-                arguments: [uri, assetId, Data(sealed.nonce), Data(sealed.ciphertext), Data(sealed.tag), now, expiresAt]
+                arguments: [uri, assetId, Data(sealed.nonce), Data(sealed.ciphertext), Data(sealed.tag), now, expiresAt, counts]
             )
             var detail: AuditDetail = ["uriSHA256": .string(Self.uriDigest(uri))]
             if let expiresAt { detail.members["expiresAt"] = .integer(expiresAt) }
@@ -41,24 +45,30 @@ extension KeyStore {
     ///
     /// - Throws: ``KeyStoreError`` `identity_key_not_found`, `identity_key_expired` (local lifetime over),
     ///   `identity_key_damaged` (the row was altered), or the sealing errors of ``storeIdentityKey(_:uri:assetId:expiresAt:at:)``;
-    ///   ``LeaseError`` `clock_rollback_detected` for a key with a local lifetime while the clock is set back.
+    ///   ``LeaseError`` `clock_rollback_detected` (or `lease_tampered`) for a key with a local lifetime while the clock
+    ///   is set back, or when a rollback (or tampering with the time record) was found since the key was stored: it is
+    ///   then held until fetched again.
     public func identityKey(uri: String, at now: Int64) throws -> SecretBytes {
         let sealer = try sealer()
         guard let stored = try sealedIdentityKey(uri: uri) else { throw KeyStoreError.identityKeyNotFound(uri: uri) }
         if let expiresAt = stored.expiresAt {
-            let mark = try timeHighWaterMark()
-            guard !mark.isRolledBack(at: now) else {
-                if mark.isTamperLatched {
-                    throw LeaseError.leaseTampered(nil, detail: "this device's record of time was deleted or altered")
-                }
-                throw LeaseError.clockRollbackDetected(nil, now: now, mark: mark.mark ?? now, latched: mark.isRollbackLatched)
+            // A key with a local lifetime is judged against the device's mark, which only rises, and held by a rollback
+            // or tampering found since it was stored.
+            let anchor = ClientState.ledger(secrets: try secrets(), anchorPath: anchorPath)
+            let mark = try timeHighWaterMark().mark
+            let (rollbacks, tamperings) = Self.counts(stored.latchCounts)
+            if tamperings < anchor.tamperCount {
+                throw LeaseError.leaseTampered(nil, detail: "this device's record of time was deleted, altered or restored since the key was stored")
+            }
+            if let mark, now < mark.addingClamped(-KeyProtocol.clockLeeway) || rollbacks < anchor.rollbackCount {
+                throw LeaseError.clockRollbackDetected(nil, now: now, mark: mark, latched: rollbacks < anchor.rollbackCount)
             }
             guard now < expiresAt else { throw KeyStoreError.identityKeyExpired(uri: uri, expiresAt: expiresAt) }
         }
         do {
             return try sealer.open(
                 stored.sealed,
-                authenticating: Self.identityKeyAAD(uri: uri, assetId: stored.assetId, expiresAt: stored.expiresAt)
+                authenticating: Self.identityKeyAAD(uri: uri, assetId: stored.assetId, expiresAt: stored.expiresAt, counts: stored.latchCounts)
             )
         } catch {
             // The key-encryption key matched the store's check value, so the row itself is at fault.
@@ -66,8 +76,14 @@ extension KeyStore {
         }
     }
 
+    /// The rollback and tamper counts a key was stored with (`"R,T"`; none: stored before they were kept, so 0).
+    private static func counts(_ text: String?) -> (Int, Int) {
+        let parts = (text ?? "").split(separator: ",").compactMap { Int($0) }
+        return parts.count == 2 ? (parts[0], parts[1]) : (0, 0)
+    }
+
     /// The sealed row of `uri` as stored.
-    func sealedIdentityKey(uri: String) throws -> (sealed: LocalKeySealer.Sealed, assetId: String, expiresAt: Int64?)? {
+    func sealedIdentityKey(uri: String) throws -> (sealed: LocalKeySealer.Sealed, assetId: String, expiresAt: Int64?, latchCounts: String?)? {
         try read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM key_identity_keys WHERE uri = ?", arguments: [uri]).map { row in
                 (
@@ -77,7 +93,8 @@ extension KeyStore {
                         tag: [UInt8](try row.decode(forColumn: "tag") as Data)
                     ),
                     assetId: try row.decode(forColumn: "asset_id"),
-                    expiresAt: try row.decode(forColumn: "expires_at")
+                    expiresAt: try row.decode(forColumn: "expires_at"),
+                    latchCounts: try row.decode(forColumn: "latch_counts")
                 )
             }
         }
@@ -122,10 +139,11 @@ extension KeyStore {
         )
     }
 
-    /// Associated data of a sealed identity key: version, URI, asset and local expiry, length-prefixed.
-    static func identityKeyAAD(uri: String, assetId: String, expiresAt: Int64?) -> [UInt8] {
-        var aad = Array("stowage-identity-key-v1".utf8)
-        for field in [uri, assetId, expiresAt.map { String($0) } ?? "none"] {
+    /// Associated data of a sealed identity key: version, URI, asset, local expiry and (from version 2) the latch
+    /// counts it was stored with, length-prefixed.
+    static func identityKeyAAD(uri: String, assetId: String, expiresAt: Int64?, counts: String?) -> [UInt8] {
+        var aad = Array((counts == nil ? "stowage-identity-key-v1" : "stowage-identity-key-v2").utf8)
+        for field in [uri, assetId, expiresAt.map { String($0) } ?? "none"] + [counts].compactMap({ $0 }) {
             let bytes = Array(field.utf8)
             aad += Array("\n\(bytes.count):".utf8) + bytes
         }

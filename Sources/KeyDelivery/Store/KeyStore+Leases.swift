@@ -6,12 +6,12 @@ public import StowageCrypto
 extension KeyStore {
     // MARK: - Acquire, persist, renew
 
-    /// Journals that the server granted a lease and re-anchors time to its `serverTime`, which clears a latched
-    /// rollback or tampering (unless the clock is still more than 300 s behind the server). Call it for every verified
-    /// payload that answers a fresh request (its `requestNonce` echoes the request's random nonce), streaming ones
-    /// included; ``persist(_:keyServer:at:)`` does not do it for you.
+    /// Journals that the server granted a lease. Call it for every verified payload that answers a fresh request (its
+    /// `requestNonce` echoes the request's random nonce), streaming ones included; ``persist(_:keyServer:at:)`` does not
+    /// do it for you. A key server's time moves nothing here: the device's mark rises with local time only, and a lease
+    /// is judged against its own payload's `serverTime` (docs/SECURITY.md, "Time").
     public func recordAcquisition(_ verified: VerifiedLeasePayload, at now: Int64) throws {
-        try writeState(at: now) { db, state in
+        try writeState(at: now) { db, _ in
             let lease = verified.payload.lease
             try AuditJournal.append(
                 db,
@@ -25,7 +25,6 @@ extension KeyStore {
                 ],
                 at: now
             )
-            try Self.reanchor(&state, serverTime: verified.payload.serverTime, now: now, lease: verified.terms, db)
         }
     }
 
@@ -64,9 +63,8 @@ extension KeyStore {
                 var lifecycle = LeaseLifecycle(acquired: terms)
                 _ = try lifecycle.persist()
                 try Self.insert(lifecycle.record, payload: verified, keyServer: keyServer, db, at: now)
-                state.recordLease(terms.leaseId)
+                state.vouch(for: terms.leaseId, assetId: terms.assetId)
                 try Self.seal(terms.leaseId, db, secrets: secrets)
-                state.observe(serverTime: verified.payload.serverTime)
                 try AuditJournal.append(
                     db,
                     kind: .persist,
@@ -91,9 +89,11 @@ extension KeyStore {
     }
 
     /// Stores a renewal: the new terms and signed payload replace the old ones in one transaction, the first play is
-    /// kept (the earliest this device or the server knows), and time is re-anchored to the payload's `serverTime`,
-    /// which clears a latched rollback or tampering. Renewing a lease whose row was tampered with repairs it: the state
-    /// is rebuilt from the anchor, the payload and the row, taking the most restrictive of them.
+    /// kept (the earliest this device or the server knows), and the lease is vouched for again in the ledger with its
+    /// latches cleared: a renewal of a lease, verified with the key pinned for the key server that issued it, is the one
+    /// thing that clears a rollback or tampering latched on that lease (and on no other). Renewing a lease whose row was
+    /// tampered with, or put back from a copy, repairs it: the state is rebuilt from the anchor, the payload and the row,
+    /// taking the most restrictive of them, and the terms are the key server's.
     ///
     /// - Throws: ``KeyStoreError`` `unknown_lease`, `server_key_not_pinned`; ``KeySessionError`` `invalid_payload`;
     ///   ``LeaseError`` `invalid_lease_transition` if the lease ended or the payload is for another lease, asset or
@@ -134,37 +134,29 @@ extension KeyStore {
                     """,
                 arguments: [terms.leaseId, verified.signed.payload, verified.signed.signature, verified.payload.serverTime, now]
             )
+            let latches = state.anchor.latches(terms.leaseId)
+            let vouched = state.ledgerEntry(terms.leaseId) != nil
+            state.vouch(for: terms.leaseId, assetId: terms.assetId)
             if let first = lifecycle.record.firstPlayedAt { state.recordFirstPlay(terms.leaseId, at: first) }
-            state.recordLease(terms.leaseId)
             try Self.seal(terms.leaseId, db, secrets: secrets)
             var detail = Self.termsDetail(terms, serverTime: verified.payload.serverTime)
             if let initiatedBy { detail.members["by"] = .string(initiatedBy) }
             try AuditJournal.append(db, kind: .renewal, assetId: terms.assetId, leaseId: terms.leaseId, detail: detail, at: now)
-            try Self.reanchor(&state, serverTime: verified.payload.serverTime, now: now, lease: terms, db)
-            return lifecycle.record
-        }
-    }
-
-    /// Re-anchors time to a verified, fresh `serverTime` and journals it (and a rollback still found).
-    private static func reanchor(_ state: inout ClientState, serverTime: Int64, now: Int64, lease: LeaseTerms, _ db: Database) throws {
-        let before = state.mark
-        let observation = state.reanchor(serverTime: serverTime, localTime: now)
-        var detail: AuditDetail = [
-            "serverTime": .integer(serverTime),
-            "localTime": .integer(now),
-            "rollbackCleared": .bool((before.isRollbackLatched || before.isTamperLatched) && observation != .rollbackDetected),
-        ]
-        if let previous = before.mark { detail.members["previousHighWaterMark"] = .integer(previous) }
-        try AuditJournal.append(db, kind: .timeReanchored, assetId: lease.assetId, leaseId: lease.leaseId, detail: detail, at: now)
-        if observation == .rollbackDetected {
             try AuditJournal.append(
                 db,
-                kind: .rollbackDetected,
-                assetId: nil,
-                leaseId: nil,
-                detail: ["localTime": .integer(now), "highWaterMark": .integer(serverTime)],
+                kind: .timeReanchored,
+                assetId: terms.assetId,
+                leaseId: terms.leaseId,
+                detail: [
+                    "serverTime": .integer(verified.payload.serverTime),
+                    "localTime": .integer(now),
+                    "rollbackCleared": .bool(latches.rollback),
+                    "tamperingCleared": .bool(latches.tamper),
+                    "vouchedAgain": .bool(!vouched),
+                ],
                 at: now
             )
+            return lifecycle.record
         }
     }
 
@@ -186,9 +178,13 @@ extension KeyStore {
         let secrets = try secrets()
         let pinsPath = pinsPath
         return try writeState(at: now) { db, state in
-            let rules = LeaseRules.standard(highWaterMark: state.mark)
             let leases = try Self.authenticatedLeases(assetId: assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
-            let candidates = leases.map { LeaseCandidate(stored: $0, evaluation: rules.authorize($0.record, at: now)) }
+            let candidates = leases.map { stored in
+                LeaseCandidate(
+                    stored: stored,
+                    evaluation: LeaseRules.standard(highWaterMark: state.time(for: stored)).authorize(stored.record, at: now)
+                )
+            }
             let selection = Self.select(candidates, keyIds: keyIds, assetId: assetId, at: now)
             guard selection.evaluation.isValid else { return selection.evaluation }
             let starting = selection.used.filter { $0.stored.record.firstPlayedAt == nil }
@@ -212,6 +208,7 @@ extension KeyStore {
                 try AuditJournal.append(db, kind: .firstPlay, assetId: assetId, leaseId: candidate.stored.leaseId, detail: detail, at: now)
                 var stored = candidate.stored
                 stored.record = lifecycle.record
+                let rules = LeaseRules.standard(highWaterMark: state.time(for: stored))
                 used.append(LeaseCandidate(stored: stored, evaluation: rules.evaluate(lifecycle.record, at: now)))
             }
             return Self.strictest(used, assetId: assetId, at: now)
@@ -241,9 +238,10 @@ extension KeyStore {
         let secrets = try secrets()
         let pinsPath = pinsPath
         return try writeState(at: now) { db, state in
-            let rules = LeaseRules.standard(highWaterMark: state.mark)
             let candidates = try Self.authenticatedLeases(assetId: assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
-                .map { LeaseCandidate(stored: $0, evaluation: rule(rules, $0.record)) }
+                .map { stored in
+                    LeaseCandidate(stored: stored, evaluation: rule(LeaseRules.standard(highWaterMark: state.time(for: stored)), stored.record))
+                }
             return Self.select(candidates, keyIds: keyIds, assetId: assetId, at: now).evaluation
         }
     }
@@ -694,6 +692,23 @@ extension KeyStore {
         }
     }
 
+    /// What the store knows, from authenticated records only, about the leases of `assetId`: whether the asset has had
+    /// a lease here (a lease row, or an entry of the sealed ledger naming the asset, so deleting the rows does not
+    /// forget it), and which key IDs its leases that still hold keys were signed for. The playback gate decides from
+    /// this, never from the package's `manifest.json` alone, whether a lease is needed and which keys it covers.
+    public func leaseFacts(assetId: String) throws -> AssetLeaseFacts {
+        let secrets = try secrets()
+        let ledger = ClientState.ledger(secrets: secrets, anchorPath: anchorPath)
+        let leases = try leases(assetId: assetId)
+        let inLedger = ledger.leases.values.contains { $0.assetId == assetId }
+        let held = leases.filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial && $0.record.tampering == nil }
+        return AssetLeaseFacts(
+            hasHadLease: inLedger || !leases.isEmpty,
+            heldKeyIds: Set(held.flatMap(\.record.terms.keyIds)),
+            identityKeyURIs: try identityKeyURIs(assetId: assetId)
+        )
+    }
+
     /// The signed payload pair exactly as received (the latest renewal's); nil once the key material is erased.
     public func storedPayload(leaseId: String) throws -> SignedPayload? {
         try read { db in try Self.fetchPayload(leaseId, db) }
@@ -831,11 +846,19 @@ extension KeyStore {
     /// play and end are merged with the anchor's, the restrictive way.
     static func authenticate(
         _ row: LeaseRow,
-        ledger: [String: KeyStoreAnchor.Lease],
+        ledger: KeyStoreAnchor,
         pins: Result<ServerKeyPins, any Error>,
         secrets: KeyStoreSecrets
     ) -> StoredLease {
         var problems: [String] = []
+        let entry = ledger.leases[row.terms.leaseId]
+        if entry == nil {
+            problems.append(
+                "\(KeyStoreAnchor.fileName), this device's sealed ledger, has no record of it: its row was put back from a copy "
+                    + "after the ledger was made anew"
+            )
+        }
+        var serverTime: Int64?
         if !secrets.isAuthentic(row.stateMAC, for: stateFields(row)) {
             problems.append("its state in \(KeyStore.databaseFileName) (state, first play, end or payload) does not match its code")
         }
@@ -849,6 +872,7 @@ extension KeyStore {
                     do {
                         let payload = try verifiedPayload(signed, key: key)
                         terms = LeaseTerms(payload.lease)
+                        serverTime = payload.serverTime
                         problems += disagreements(columns: row.terms, signed: terms)
                     } catch {
                         problems.append("its signed payload does not verify with the key pinned for \(row.keyServer)")
@@ -858,7 +882,6 @@ extension KeyStore {
                 }
             }
         }
-        let entry = ledger[row.terms.leaseId]
         var state = row.state
         if entry?.endedAt != nil, state.holdsKeyMaterial { state = .expired }
         let firstPlayedAt = [row.firstPlayedAt, entry?.firstPlayedAt].compactMap { $0 }.min()
@@ -878,7 +901,8 @@ extension KeyStore {
             renewalCount: row.renewalCount,
             endedAt: row.endedAt ?? entry?.endedAt,
             releasedAt: row.releasedAt,
-            firstPlayReportedAt: row.firstPlayReportedAt
+            firstPlayReportedAt: row.firstPlayReportedAt,
+            serverTime: serverTime
         )
     }
 
@@ -923,13 +947,13 @@ extension KeyStore {
         secrets: KeyStoreSecrets,
         pinsPath: String
     ) throws -> StoredLease? {
-        try authenticated(leaseId, db, ledger: state.anchor.leases, secrets: secrets, pinsPath: pinsPath)
+        try authenticated(leaseId, db, ledger: state.anchor, secrets: secrets, pinsPath: pinsPath)
     }
 
     static func authenticated(
         _ leaseId: String,
         _ db: Database,
-        ledger: [String: KeyStoreAnchor.Lease],
+        ledger: KeyStoreAnchor,
         secrets: KeyStoreSecrets,
         pinsPath: String
     ) throws -> StoredLease? {
@@ -945,7 +969,7 @@ extension KeyStore {
         pinsPath: String
     ) throws -> [StoredLease] {
         let pins = Result { try ServerKeyPins.read(at: pinsPath, secrets: secrets) }
-        return try fetchRows(assetId: assetId, db).map { authenticate($0, ledger: state.anchor.leases, pins: pins, secrets: secrets) }
+        return try fetchRows(assetId: assetId, db).map { authenticate($0, ledger: state.anchor, pins: pins, secrets: secrets) }
     }
 
     // MARK: - Rows

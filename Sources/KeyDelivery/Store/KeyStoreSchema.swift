@@ -107,6 +107,19 @@ enum KeyStoreSchema {
                     """
             )
         }
+        migrator.registerMigration("key_v3") { db in
+            // Latches held by identity keys (docs/SECURITY.md, "Time"): the anchor's rollback and tamper counts when the
+            // key was stored, bound into its sealing, so a rollback found after it holds the key until it is fetched anew.
+            try db.execute(sql: "ALTER TABLE key_identity_keys ADD COLUMN latch_counts TEXT")
+            // The anchor file as the store last wrote it (docs/SECURITY.md, "Restoring"): its generation and the exact
+            // change time the kernel gave it, so a copy put back in its place is told from it.
+            try db.execute(
+                sql: """
+                    ALTER TABLE key_time_anchor ADD COLUMN anchor_generation INTEGER;
+                    ALTER TABLE key_time_anchor ADD COLUMN anchor_changed_at INTEGER;
+                    """
+            )
+        }
         return migrator
     }
 }
