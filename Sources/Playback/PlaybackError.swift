@@ -76,6 +76,10 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         case onlineUnavailable = "online_unavailable"
         /// The key of an online rendition was not granted (the key server refused a streaming lease, say) (403).
         case onlineKeyRefused = "online_key_refused"
+        /// The time this process sees disagrees with the kernel's clock (a time shim preloaded into it).
+        case clockUntrustworthy = "clock_untrustworthy"
+        /// A process of another user asked for the playback URL.
+        case entryOtherUser = "playback_url_other_user"
     }
 
     /// The kind of refusal.
@@ -297,6 +301,27 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
             assetId: assetId,
             message: "The playback URL of asset \(assetId) was requested again after the player used it; it works once. Another "
                 + "process may have copied it from the player's command line. Run `stowage play \(assetId)` for a new one."
+        )
+    }
+
+    /// The clocks this process reads disagree: something preloaded is changing the time it sees.
+    public static func clockUntrustworthy(assetId: String, detail: String) -> Self {
+        .init(
+            .clockUntrustworthy,
+            assetId: assetId,
+            message: "Asset \(assetId) cannot play: \(detail). Run Stowage without LD_PRELOAD or a time shim (faketime), with the "
+                + "machine's own clock."
+        )
+    }
+
+    /// The one-time URL of `assetId` was requested by a process of another user (`uid`).
+    public static func entryOtherUser(assetId: String, uid: UInt32?) -> Self {
+        let who = uid.map { "user \($0)" } ?? "a process whose user could not be found"
+        return .init(
+            .entryOtherUser,
+            assetId: assetId,
+            message: "The playback URL of asset \(assetId) was requested by \(who), not by the user running `stowage play`; it "
+                + "serves only its own user's players. Run `stowage play \(assetId)` for a new URL and play it as the same user."
         )
     }
 

@@ -83,6 +83,29 @@ final class EntryLatch: Sendable {
     }
 
     private let state = Mutex(State.unused)
+    /// The user whose processes may use the URL: the server's own, unless configured otherwise.
+    let owner: UInt32
+
+    init(owner: UInt32) {
+        self.owner = owner
+    }
+
+    /// What ``claim(by:owner:)`` decided.
+    enum Claim: Equatable {
+        case granted
+        /// The peer's socket belongs to another user than `owner` (or could not be traced): refused, and the latch is
+        /// left unused for the real player.
+        case otherUser
+        /// Used already by another process.
+        case reused
+    }
+
+    /// ``claim(by:)`` for a peer of ``owner`` only: a process of another user, or one that cannot be traced to a user,
+    /// is refused without using the URL up.
+    func admit(_ peer: LoopbackPeer?) -> Claim {
+        guard let peer, peer.uid == owner else { return .otherUser }
+        return claim(by: peer) ? .granted : .reused
+    }
 
     /// True for the first claim, and afterwards for the same process (known by its pid); false for anyone else, and
     /// for any second claim when the process could not be told.

@@ -270,10 +270,11 @@ extension OfflineLibrary {
             http: keyHTTP,
             clock: clock,
             request: request,
-            leaseAsset: authorization.manifest.keys.lazy.compactMap { try? PlaylistKeySelection.parseSKD($0.uri).assetId }.first
-                ?? authorization.assetId,
-            onlineKeys: plan.keys,
-            inlineKeys: plan.inlineKeys
+            // The package's asset ID is its key server asset when it has skd keys (a download takes it from the skd URIs).
+            leaseAsset: authorization.assetId,
+            onlineKeys: plan.keys.filter { !authorization.heldKeyIds.contains($0.keyId) },
+            inlineKeys: plan.inlineKeys,
+            mustHoldLease: authorization.needsLease
         )
         return OnlineRenditions(
             plan: plan,

@@ -40,6 +40,9 @@ actor OnlineKeys {
     let onlineKeys: [PackageKey]
     /// The online renditions' keys their playlists carry inline, by reference.
     let inlineKeys: [String: SecretBytes]
+    /// Whether the asset plays under an offline lease here: then a streaming lease is asked for only while that lease
+    /// allows playback (decided from the key store, never from the manifest).
+    let mustHoldLease: Bool
     private var streaming: Task<[String: SecretBytes], any Error>?
 
     init(
@@ -51,8 +54,10 @@ actor OnlineKeys {
         request: DownloadRequest?,
         leaseAsset: String,
         onlineKeys: [PackageKey],
-        inlineKeys: [String: SecretBytes]
+        inlineKeys: [String: SecretBytes],
+        mustHoldLease: Bool
     ) {
+        self.mustHoldLease = mustHoldLease
         self.downloads = downloads
         self.keyStore = keyStore
         self.device = device
@@ -102,9 +107,14 @@ actor OnlineKeys {
     /// One `streaming` lease for every online skd key of the lease's asset, from the key server the download trusted.
     private func acquireStreamingLease() -> Task<[String: SecretBytes], any Error> {
         let ids = Set(onlineKeys.compactMap { try? PlaylistKeySelection.parseSKD($0.uri) }.filter { $0.assetId == leaseAsset }.map(\.keyId))
-        let (downloads, request, asset) = (downloads, request, leaseAsset)
+        let (downloads, request, asset, mustHoldLease) = (downloads, request, leaseAsset, mustHoldLease)
         let (keyStore, device, http, clock) = (keyStore, device, http, clock)
         return Task {
+            if mustHoldLease {
+                // The offline lease's refusal is the answer: an ended rental never turns into a stream.
+                let offline = try keyStore.evaluate(assetId: asset, at: clock.now)
+                if let refusal = offline.error { throw refusal }
+            }
             guard let request, let server = try downloads.keyServer(for: request) else {
                 throw KeySessionError.invalidRequest("the asset's download names no key server to ask for a streaming lease")
             }

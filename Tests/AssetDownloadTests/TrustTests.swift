@@ -237,6 +237,32 @@ struct TrustTests {
         }
     }
 
+    /// Loopback is the loopback interface and nothing that might resolve elsewhere: a token in clear HTTP to any other
+    /// host is readable on the network.
+    @Test(
+        "what counts as loopback",
+        arguments: [
+            ("127.0.0.1", true), ("127.1.2.3", true), ("127.255.255.254", true), ("127.000.000.001", true), ("localhost", true),
+            ("LOCALHOST", true), ("::1", true), ("[::1]", true),
+            ("10.0.0.1", false), ("128.0.0.1", false), ("192.168.1.1", false), ("126.0.0.1", false), ("0.0.0.0", false),
+            ("1.2.3.4", false), ("127.0.0.256", false), ("127.0.0", false), ("127.0.0.1.", false), ("127.0.0.+1", false),
+            ("127.1", false), ("2130706433", false), ("0177.0.0.1", false), ("[::ffff:127.0.0.1]", false),
+            ("keys.localhost", false), ("localhost.example.com", false), ("127.0.0.1.nip.io", false), ("localhost.", false),
+        ]
+    )
+    func loopbackHosts(host: String, loopback: Bool) throws {
+        #expect(KeyServerURL.isLoopback(host: host) == loopback)
+        // The same through the trust rule a token obeys.
+        let url = try #require(URL(string: "http://\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):8443"))
+        let trust = try KeyServerTrust()
+        if loopback {
+            #expect(try trust.choose(explicit: url, advertised: nil, playlistURL: nil) != nil)
+        } else {
+            let refused = #expect(throws: KeySessionError.self) { try trust.choose(explicit: url, advertised: nil, playlistURL: nil) }
+            #expect(refused?.code == "insecure_key_server", "\(host)")
+        }
+    }
+
     @Test("plain http key servers only on loopback")
     func plainHTTPOnlyOnLoopback() throws {
         let trust = try KeyServerTrust()

@@ -8,7 +8,7 @@ import Testing
 /// The entry URL serves its first user again (mpv opens it twice), and no one else.
 struct EntryLatchTests {
     @Test func theFirstProcessMayComeBackOthersMayNot() {
-        let latch = EntryLatch()
+        let latch = EntryLatch(owner: 1000)
         let player = LoopbackPeer(uid: 1000, pid: 4242)
         #expect(latch.claim(by: player))
         #expect(latch.claim(by: player))
@@ -16,10 +16,22 @@ struct EntryLatchTests {
         #expect(!latch.claim(by: LoopbackPeer(uid: 1001, pid: 4242)))
         #expect(!latch.claim(by: nil))
         // A first claim whose process could not be told allows no second one.
-        let unknown = EntryLatch()
+        let unknown = EntryLatch(owner: 1000)
         #expect(unknown.claim(by: LoopbackPeer(uid: 1000, pid: nil)))
         #expect(!unknown.claim(by: LoopbackPeer(uid: 1000, pid: nil)))
         #expect(!unknown.claim(by: nil))
+    }
+
+    /// Another user's process never claims the URL, whether it comes first or after: the real player, of the server's
+    /// own user, still gets it. A peer that cannot be traced to a user is another user.
+    @Test func onlyTheServersOwnUserClaimsIt() {
+        let latch = EntryLatch(owner: 1000)
+        #expect(latch.admit(LoopbackPeer(uid: 1001, pid: 7)) == .otherUser)
+        #expect(latch.admit(nil) == .otherUser)
+        #expect(latch.admit(LoopbackPeer(uid: 1000, pid: 4242)) == .granted)
+        #expect(latch.admit(LoopbackPeer(uid: 1000, pid: 4242)) == .granted)
+        #expect(latch.admit(LoopbackPeer(uid: 1001, pid: 4242)) == .otherUser)
+        #expect(latch.admit(LoopbackPeer(uid: 1000, pid: 4243)) == .reused)
     }
 
     /// Runs `body` with the ports of a real loopback connection from this process (the server's, the client's), open.

@@ -89,14 +89,21 @@ public enum KeyServerURL {
         return text + path
     }
 
-    /// Whether `host` names this machine's loopback interface (`localhost`, `127.0.0.0/8`, `::1`), where plain HTTP
-    /// cannot be observed by a network attacker.
+    /// Whether `host` names this machine's loopback interface, where plain HTTP cannot be observed by a network
+    /// attacker: `localhost` itself, an address of `127.0.0.0/8` written as four decimal parts, or `::1`.
+    ///
+    /// Names under `.localhost` are not taken on trust: RFC 6761 reserves them for loopback, but a resolver without
+    /// systemd's `myhostname` (Debian's default `hosts: files dns`) sends them to DNS, which may answer any address.
+    /// Neither are other spellings of an address (`127.1`, `2130706433`, `::ffff:127.0.0.1`): they are refused rather
+    /// than guessed at.
     public static func isLoopback(host: String) -> Bool {
         var name = host.lowercased()
         if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-        if name == "localhost" || name.hasSuffix(".localhost") || name == "::1" { return true }
+        if name == "localhost" || name == "::1" { return true }
         let parts = name.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "127" else { return false }
-        return parts.allSatisfy { part in UInt8(part) != nil }
+        return parts.allSatisfy { part in
+            (1...3).contains(part.count) && part.allSatisfy { $0.isASCII && $0.isNumber } && Int(part).map { $0 <= 255 } == true
+        }
     }
 }

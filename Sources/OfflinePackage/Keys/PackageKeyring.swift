@@ -21,20 +21,24 @@ public struct PackageKeyring: Sendable {
         return Hex.encode(hasher.finalize().prefix(16))
     }
 
-    /// Every key `manifest` lists, by key ID.
+    /// Every key `manifest` lists, and every key the asset's leases and sealed identity keys hold, by key ID: the
+    /// key store's authenticated records decide which keys the asset has, not the manifest alone.
     ///
     /// - Throws: ``PackageKeyError`` naming the first key that is not held (no lease holding it, or no stored
     ///   identity key, or one that has expired).
     public func keys(for manifest: PackageManifest, at now: Int64) throws(PackageKeyError) -> [String: SecretBytes] {
         var found: [String: SecretBytes] = [:]
         let skd = manifest.keys.filter { $0.kind == .skd }
-        if !skd.isEmpty {
-            let leases: [StoredLease]
-            do {
-                leases = try store.leases(assetId: manifest.assetId).filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
-            } catch {
-                throw .storeUnavailable((error as? any StowageError)?.message ?? String(describing: error))
-            }
+        let allLeases: [StoredLease]
+        let identityURIs: [String]
+        do {
+            allLeases = try store.leases(assetId: manifest.assetId)
+            identityURIs = try store.identityKeyURIs(assetId: manifest.assetId)
+        } catch {
+            throw .storeUnavailable((error as? any StowageError)?.message ?? String(describing: error))
+        }
+        if !skd.isEmpty || !allLeases.isEmpty {
+            let leases = allLeases.filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
             // Newest first, so a renewed or re-acquired lease wins. A lease that cannot be opened (its payload does not
             // verify, the pins are damaged, the store fails) is skipped, and named if a key is then missing: it is not
             // the same as holding no lease, and downloading again would not mend it.
@@ -57,12 +61,18 @@ public struct PackageKeyring: Sendable {
                 throw .missingKey(assetId: manifest.assetId, keyId: missing.keyId, leases: leases.count)
             }
         }
-        for key in manifest.keys where key.kind == .identity {
+        let listed = manifest.keys.filter { $0.kind == .identity }
+        for key in listed {
             do {
                 found[key.keyId] = try store.identityKey(uri: key.uri, at: now)
             } catch {
                 throw .identityKeyUnavailable(assetId: manifest.assetId, keyId: key.keyId, reason: String(describing: error))
             }
+        }
+        // Sealed keys of the asset the manifest does not list (an edited manifest): held all the same, so an online
+        // rendition that uses one is served with it rather than asked for again.
+        for uri in identityURIs where !listed.contains(where: { $0.uri == uri }) {
+            if let key = try? store.identityKey(uri: uri, at: now) { found[Self.identityKeyID(uri: uri)] = key }
         }
         return found
     }

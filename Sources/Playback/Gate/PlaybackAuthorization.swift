@@ -13,6 +13,9 @@ public struct PlaybackAuthorization: Sendable {
     /// The lease evaluation that allowed playback (first play recorded); nil for a package whose keys are all identity
     /// keys, which need no lease.
     public let lease: LeaseEvaluation?
+    /// What the key store requires of this asset (from its authenticated records and the manifest), checked again on
+    /// every request.
+    public let requirement: LeaseRequirement
     /// When playback was authorized (the gate's clock).
     public let authorizedAt: Int64
 
@@ -39,12 +42,14 @@ public struct PlaybackAuthorization: Sendable {
         package: PackageDirectory,
         manifest: PackageManifest,
         lease: LeaseEvaluation?,
+        requirement: LeaseRequirement,
         authorizedAt: Int64,
         keys: [String: SecretBytes],
         download: (any DownloadInProgress)? = nil,
         online: OnlineRenditions? = nil
     ) {
         self.online = online
+        self.requirement = requirement
         self.download = manifest.isComplete && manifest.files.allSatisfy { $0.sha256 != nil } ? nil : download
         self.package = package
         self.manifest = manifest
@@ -99,6 +104,7 @@ public struct PlaybackAuthorization: Sendable {
             package: package,
             manifest: manifest,
             lease: lease,
+            requirement: requirement,
             authorizedAt: authorizedAt,
             keys: keys,
             download: download,
@@ -111,8 +117,11 @@ public struct PlaybackAuthorization: Sendable {
         manifest.key(id: keyId) ?? online?.plan.keys.first { $0.keyId == keyId }
     }
 
-    /// Whether playback needs a lease: some key is an skd key.
-    var needsLease: Bool { manifest.keys.contains { $0.kind == .skd } }
+    /// Whether playback needs a lease (``LeaseRequirement/needsLease``).
+    public var needsLease: Bool { requirement.needsLease }
+
+    /// The key IDs whose content keys this authorization holds (in memory).
+    public var heldKeyIds: Set<String> { Set(keys.keys) }
 }
 
 /// What a file of the package is to the server.

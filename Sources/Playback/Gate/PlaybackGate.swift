@@ -101,14 +101,26 @@ public struct PlaybackGate: Sendable {
             try PackageFilesRule(checksums: fileCheck == .checksums).check(manifest, in: package)
         }
 
-        let needsLease = manifest.keys.contains { $0.kind == .skd }
+        // Whether a lease is needed and which keys it must cover come from the key store's authenticated records as
+        // well as the manifest: an asset that has had a lease here plays only under it, whatever its manifest says.
+        let facts: AssetLeaseFacts
+        do {
+            facts = try store.leaseFacts(assetId: assetId)
+        } catch {
+            throw .keyStoreUnavailable(assetId: assetId, detail: (error as? any StowageError)?.message ?? "\(error)")
+        }
+        let requirement = LeaseRequirement(manifest: manifest, facts: facts)
+        let needsLease = requirement.needsLease
+        if let disagreement = KernelTime.disagreement() {
+            throw .clockUntrustworthy(assetId: assetId, detail: disagreement)
+        }
         let now = clock.now
         let keys: [String: SecretBytes]
         var lease: LeaseEvaluation?
         do throws(PlaybackError) {
             if needsLease {
                 // Evaluate first without recording anything: a package that cannot play must not start a playback window.
-                try Self.require(try evaluate(manifest, at: now, recordingFirstPlay: false), assetId: assetId)
+                try Self.require(try evaluate(requirement, assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
             }
             do {
                 keys = try keyring.keys(for: manifest, at: now)
@@ -130,11 +142,19 @@ public struct PlaybackGate: Sendable {
             throw error
         }
         if needsLease {
-            let granted = try evaluate(manifest, at: now, recordingFirstPlay: true)
+            let granted = try evaluate(requirement, assetId: assetId, at: now, recordingFirstPlay: true)
             try Self.require(granted, assetId: assetId)
             lease = granted
         }
-        return PlaybackAuthorization(package: package, manifest: manifest, lease: lease, authorizedAt: now, keys: keys, download: download)
+        return PlaybackAuthorization(
+            package: package,
+            manifest: manifest,
+            lease: lease,
+            requirement: requirement,
+            authorizedAt: now,
+            keys: keys,
+            download: download
+        )
     }
 
     /// `manifest` with the size and checksum of every file the download has completed.
@@ -168,21 +188,26 @@ public struct PlaybackGate: Sendable {
         guard authorization.package.exists, FileSystem.exists(authorization.package.manifestURL) else {
             return .packageDeleted(assetId: assetId)
         }
+        if let disagreement = KernelTime.processClockDisagreement() {
+            return .clockUntrustworthy(assetId: assetId, detail: disagreement)
+        }
         let now = clock.now
-        if authorization.needsLease {
+        let requirement = authorization.requirement
+        if requirement.needsLease {
             do {
-                try Self.require(try evaluate(authorization.manifest, at: now, recordingFirstPlay: false), assetId: assetId)
+                try Self.require(try evaluate(requirement, assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
             } catch {
                 return error
             }
         }
-        for key in authorization.manifest.keys where key.kind == .identity {
+        for uri in requirement.identityKeyURIs {
             do {
-                _ = try store.identityKey(uri: key.uri, at: now)
+                _ = try store.identityKey(uri: uri, at: now)
             } catch let error as LeaseError {
                 return .lease(error, assetId: assetId)
             } catch {
-                return .keyMissing(assetId: assetId, keyId: key.keyId, detail: "\(error). Download the asset again while online.")
+                let keyId = authorization.manifest.keys.first { $0.uri == uri }?.keyId ?? PackageKeyring.identityKeyID(uri: uri)
+                return .keyMissing(assetId: assetId, keyId: keyId, detail: "\(error). Download the asset again while online.")
             }
         }
         return nil
@@ -201,11 +226,15 @@ public struct PlaybackGate: Sendable {
         }
     }
 
-    /// The lease verdict over the leases that hold the manifest's skd keys (a recording's rotated keys may be held by
+    /// The lease verdict over the leases that hold the asset's skd keys (a recording's rotated keys may be held by
     /// several: every one must allow playback, and the strictest is reported).
-    private func evaluate(_ manifest: PackageManifest, at now: Int64, recordingFirstPlay: Bool) throws(PlaybackError) -> LeaseEvaluation {
-        let assetId = manifest.assetId
-        let keyIds = manifest.keys.filter { $0.kind == .skd }.map(\.keyId)
+    private func evaluate(
+        _ requirement: LeaseRequirement,
+        assetId: String,
+        at now: Int64,
+        recordingFirstPlay: Bool
+    ) throws(PlaybackError) -> LeaseEvaluation {
+        let keyIds = requirement.leaseKeyIds.sorted()
         do {
             return recordingFirstPlay
                 ? try store.authorizePlayback(assetId: assetId, keyIds: keyIds, at: now)
@@ -226,6 +255,25 @@ public struct PlaybackGate: Sendable {
         case .identityKeyUnavailable(_, let keyId, _): .keyMissing(assetId: assetId, keyId: keyId, detail: error.description)
         case .storeUnavailable(let detail): .keyStoreUnavailable(assetId: assetId, detail: detail)
         }
+    }
+}
+
+/// What playing an asset requires of the key store, decided from its authenticated records and the manifest together:
+/// the manifest can add requirements, never remove them.
+public struct LeaseRequirement: Sendable, Hashable {
+    /// Whether a lease must allow playback: the manifest names an skd key, or the asset has had a lease here.
+    public var needsLease: Bool
+    /// The skd key IDs the lease must cover: the manifest's and those the asset's leases hold.
+    public var leaseKeyIds: Set<String>
+    /// The identity keys that must still open: the manifest's and the asset's sealed ones.
+    public var identityKeyURIs: [String]
+
+    public init(manifest: PackageManifest, facts: AssetLeaseFacts) {
+        let manifestSKD = manifest.keys.filter { $0.kind == .skd }.map(\.keyId)
+        needsLease = !manifestSKD.isEmpty || facts.hasHadLease
+        leaseKeyIds = Set(manifestSKD).union(facts.heldKeyIds)
+        let listed = manifest.keys.filter { $0.kind == .identity }.map(\.uri)
+        identityKeyURIs = listed + facts.identityKeyURIs.filter { !listed.contains($0) }
     }
 }
 

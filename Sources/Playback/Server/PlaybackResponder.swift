@@ -56,10 +56,19 @@ struct PlaybackResponder: HTTPResponder {
         case .session(let rest):
             encoded = rest
         case .entry(let rest):
-            // The command-line URL: the multivariant playlist, once. Anything else, or a second use, reveals nothing.
-            guard rest == authorization.manifest.multivariantPlaylist, entry.claim(by: context.peer()) else {
+            // The command-line URL: the multivariant playlist, once, to a process of this server's own user. Anything else,
+            // a second use, or another user's process (which may have read the URL from the player's command line)
+            // reveals nothing and leaves the URL to the real player.
+            let peer = context.peer()
+            let claim: EntryLatch.Claim = rest == authorization.manifest.multivariantPlaylist ? entry.admit(peer) : .reused
+            guard claim == .granted else {
                 logs.request(method: method, uri: "-", status: 404, bytes: nil, seconds: Self.seconds(since: started), rendition: nil)
-                logs.error(uri: "-", PlaybackError.entryReused(assetId: authorization.assetId))
+                logs.error(
+                    uri: "-",
+                    claim == .otherUser
+                        ? PlaybackError.entryOtherUser(assetId: authorization.assetId, uid: peer?.uid)
+                        : PlaybackError.entryReused(assetId: authorization.assetId)
+                )
                 return Self.text(.notFound, "not found")
             }
             encoded = rest

@@ -88,6 +88,11 @@ public struct PlaybackServer: Sendable {
         public var onRequest: (@Sendable (PlaybackRequestEvent) -> Void)?
         /// The connection cap and request deadlines (``HTTPServing/ConnectionLimits/standard`` by default).
         public var connectionLimits: ConnectionLimits = .standard
+        /// The user (uid) whose processes may open the one-time entry URL; nil: the server's own user. Another user's
+        /// process, which may have read the URL from the player's command line, is refused and logged
+        /// (`playback_url_other_user`). Set it only to run the player as a user of your choosing (a player that
+        /// refuses to run as root, say).
+        public var playerUser: UInt32?
 
         public init(
             host: String = "127.0.0.1",
@@ -171,7 +176,7 @@ public struct PlaybackServer: Sendable {
             granted: RecordingAuthorization(authorization),
             gate: gate,
             sessionPath: sessionPath,
-            entry: EntryLatch(),
+            entry: EntryLatch(owner: configuration.playerUser ?? geteuid()),
             logs: PlaybackLogs(package: authorization.package, onRequest: configuration.onRequest),
             initSections: InitSectionCache(),
             playlists: ClearPlaylistCache(),
