@@ -111,7 +111,10 @@ public final class DownloadSession: Sendable {
         self.configuration = configuration
         self.clock = clock
         self.machineID = machineID
-        self.store = try DownloadStore(databaseURL: dataDirectory.databaseURL)
+        let sealer = LazyDataSealer(dataDirectory: dataDirectory, machineID: machineID, clock: clock)
+        self.store = try DownloadStore(databaseURL: dataDirectory.databaseURL, sealer: { try sealer.get() })
+        // Tokens and headers a Stowage from before kept in the clear are sealed now.
+        _ = try? store.sealClearSecrets()
         var http = HTTPClient.Configuration()
         http.timeout = .init(connect: .seconds(configuration.connectTimeout), read: .seconds(configuration.readTimeout))
         http.redirectConfiguration = .follow(max: 5, allowCycles: false)
@@ -384,4 +387,26 @@ final class StopReason: Sendable {
     var value: DownloadError? { reason.withLock { $0 } }
 
     func set(_ error: DownloadError) { reason.withLock { $0 = error } }
+}
+
+/// The key store's ``KeyDelivery/DataSealer``, opened once on first use (opening the key store purges expired leases,
+/// more than reading a task needs every time).
+final class LazyDataSealer: Sendable {
+    private let dataDirectory: DataDirectory
+    private let machineID: MachineID?
+    private let clock: any KeyDelivery.Clock
+    private let sealer = Mutex<DataSealer?>(nil)
+
+    init(dataDirectory: DataDirectory, machineID: MachineID?, clock: any KeyDelivery.Clock) {
+        self.dataDirectory = dataDirectory
+        self.machineID = machineID
+        self.clock = clock
+    }
+
+    func get() throws -> DataSealer {
+        if let known = sealer.withLock({ $0 }) { return known }
+        let opened = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock).dataSealer()
+        sealer.withLock { $0 = opened }
+        return opened
+    }
 }

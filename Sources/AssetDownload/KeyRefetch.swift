@@ -72,7 +72,7 @@ extension DownloadSession {
             throw DownloadError.keys(
                 code: "no_token",
                 message: "asset \(assetId) has no entitlement token on this device (its download record has none, or is gone after "
-                    + "`stowage recover`); pass --token TOKEN"
+                    + "`stowage recover`); pass it with --token-file FILE, --token - or STOWAGE_TOKEN"
             )
         }
         if held.isEmpty || missingSkd.isEmpty {

@@ -122,7 +122,7 @@ extension OfflineLibrary {
                     failure = ReportedError(
                         code: "no_token",
                         message: "lease \(lease.leaseId) of asset \(lease.assetId) is due for renewal but no entitlement token is "
-                            + "available; give the service a --token-command, or run `stowage keys renew \(lease.assetId) --token TOKEN`"
+                            + "available; give the service a --token-command, or run `stowage keys renew \(lease.assetId) --token-file FILE`"
                     )
                 }
             } catch {
@@ -131,7 +131,7 @@ extension OfflineLibrary {
                     code: (error as? any StowageError)?.code ?? "token_unavailable",
                     message: "lease \(lease.leaseId) of asset \(lease.assetId) is due for renewal but its entitlement token could "
                         + "not be read: \((error as? any StowageError)?.message ?? "\(error)"); it is tried again at the next "
-                        + "upkeep, or run `stowage keys renew \(lease.assetId) --token TOKEN`"
+                        + "upkeep, or run `stowage keys renew \(lease.assetId) --token-file FILE`"
                 )
             }
             var body = ErrorDocument(failure).error

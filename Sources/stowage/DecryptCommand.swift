@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
+import KeyDelivery
 import OfflinePackage
 import StowageCrypto
 
-/// `stowage decrypt PLAYLIST [--key HEX | --key-file FILE] --out DIR`
+/// `stowage decrypt PLAYLIST [--key - | --key-file FILE] --out DIR`
 struct DecryptCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decrypt",
@@ -20,10 +21,16 @@ struct DecryptCommand: ParsableCommand {
     @Argument(help: "A media playlist on disk.")
     var playlist: String
 
-    @Option(help: "The key for every EXT-X-KEY, in hex.")
+    @Option(
+        help: ArgumentHelp(
+            "`-` reads the key for every EXT-X-KEY (hex, or raw bytes) from standard input. A key written here is refused: "
+                + "every user can read command lines.",
+            valueName: "-"
+        )
+    )
     var key: String?
 
-    @Option(help: "A file holding the key: raw bytes, or hex text.")
+    @Option(help: "A file of yours (mode 0600) holding the key: raw bytes, or hex text.")
     var keyFile: String?
 
     @Option(help: "The output directory (created if needed).")
@@ -37,21 +44,11 @@ struct DecryptCommand: ParsableCommand {
 
     func run() throws {
         var secret: SecretBytes?
-        if let key {
-            guard let bytes = Hex.decode(key), bytes.count == 16 || bytes.count == 32 else {
-                throw ValidationError("--key must be 32 or 64 hex digits")
-            }
-            secret = SecretBytes(bytes)
-        } else if let keyFile {
-            guard let raw = FileManager.default.contents(atPath: keyFile) else { throw ValidationError("cannot read --key-file \(keyFile)") }
-            if raw.count == 16 || raw.count == 32 {
-                secret = SecretBytes(raw)
-            } else if let bytes = Hex.decode(String(decoding: raw, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
-                bytes.count == 16 || bytes.count == 32
-            {
-                secret = SecretBytes(bytes)
-            } else {
-                throw ValidationError("--key-file must hold 16 or 32 raw bytes, or that many as hex")
+        if key != nil || keyFile != nil {
+            do {
+                secret = try SecretInput.contentKey(option: key, file: keyFile, lengths: [16, 32])
+            } catch {
+                CommandOutput.fail(error, json: json)
             }
         }
         let report: PlaylistDecryption.Report

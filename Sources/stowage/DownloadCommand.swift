@@ -71,8 +71,9 @@ struct DownloadCommand: AsyncParsableCommand {
             not there yet are waited for, and the download goes on; with --player the command ends when both have.
             Example:
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --audio en,fr --subtitles all \\
-                --key-server http://127.0.0.1:8443 --token eyJhbGciOi...
-              stowage download --background https://cdn.example/show/master.m3u8 --token "$TOKEN" --priority 5
+                --key-server http://127.0.0.1:8443 --token-file ~/.config/stowage/token
+              stowage keyserver token --sub alice --asset show --data-dir /srv/keys | \
+                stowage download --background https://cdn.example/show/master.m3u8 --token - --priority 5
               stowage download --attach demo-1
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --play --player mpv
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id match-1 --duration 2h
@@ -139,8 +140,7 @@ struct DownloadCommand: AsyncParsableCommand {
     )
     var trustedKeyServers: [String] = []
 
-    @Option(help: "The entitlement token (JWT) sent to the key server.")
-    var token: String?
+    @OptionGroup var tokenInput: TokenOptions
 
     @Option(help: "The asset ID (default: the key server's asset named by the playlist's skd keys, else derived from the URL).")
     var assetId: String?
@@ -229,7 +229,7 @@ struct DownloadCommand: AsyncParsableCommand {
             browser: browserHeaders,
             keyServerURL: keyServer,
             trustedKeyServers: trustedKeyServers,
-            token: token,
+            token: tokenInput.resolve(json: output.json),
             concurrency: concurrency,
             recording: (try? recordingLimits()) ?? RecordingLimits()
         )

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KeyDelivery
 import KeyServer
 import Logging
 import StowageCrypto
@@ -12,7 +13,7 @@ struct KeyServerCommand: AsyncParsableCommand {
         discussion: """
             Example:
               stowage keyserver init --data-dir /tmp/keys
-              stowage keyserver add-asset movie-1 --key-id 000102030405060708090a0b0c0d0e0f --key 00112233445566778899aabbccddeeff --data-dir /tmp/keys
+              openssl rand -hex 16 | stowage keyserver add-asset movie-1 --key-id 000102030405060708090a0b0c0d0e0f --key - --data-dir /tmp/keys
               stowage keyserver token --sub alice --asset movie-1 --data-dir /tmp/keys
               stowage keyserver run --data-dir /tmp/keys --port 8443
             A fleet keeps its state in PostgreSQL: give each command --database URL (or set STOWAGE_KEYSERVER_DATABASE),
@@ -75,7 +76,7 @@ struct KeyServerCommand: AsyncParsableCommand {
         }
     }
 
-    /// `stowage keyserver add-asset ASSET_ID --key-id HEX --key HEX [--policy NAME] --data-dir DIR`
+    /// `stowage keyserver add-asset ASSET_ID --key-id HEX (--key - | --key-file FILE) [--policy NAME] --data-dir DIR`
     struct AddAsset: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add-asset",
@@ -88,8 +89,17 @@ struct KeyServerCommand: AsyncParsableCommand {
         @Option(help: "The key ID: 32 hex digits (as in skd://ASSET_ID/KEY_ID).")
         var keyId: String
 
-        @Option(help: "The 16-byte content key: 32 hex digits.")
-        var key: String
+        @Option(
+            help: ArgumentHelp(
+                "`-` reads the 16-byte content key (32 hex digits, or 16 raw bytes) from standard input. A key written here "
+                    + "is refused: every user can read command lines.",
+                valueName: "-"
+            )
+        )
+        var key: String?
+
+        @Option(name: .customLong("key-file"), help: "A file of yours (mode 0600) holding the content key: 32 hex digits or 16 raw bytes.")
+        var keyFile: String?
 
         @Option(help: "A policy name from config.json; the default policy when left out.")
         var policy: String?
@@ -97,11 +107,14 @@ struct KeyServerCommand: AsyncParsableCommand {
         @OptionGroup var location: Location
 
         func run() async throws {
-            guard let bytes = Hex.decode(key), bytes.count == 16 else {
-                CommandOutput.fail(code: "invalid_content_key", message: "--key must be 32 hex digits (16 bytes)", json: false)
+            let contentKey: SecretBytes
+            do {
+                contentKey = try SecretInput.contentKey(option: key, file: keyFile)
+            } catch {
+                CommandOutput.fail(error, json: false)
             }
             do {
-                try await location.directory.addAsset(id: assetID, keyID: keyId.lowercased(), key: SecretBytes(bytes), policy: policy)
+                try await location.directory.addAsset(id: assetID, keyID: keyId.lowercased(), key: contentKey, policy: policy)
                 print("added key \(keyId.lowercased()) to asset \(assetID)")
             } catch {
                 KeyServerCommand.fail(error)

@@ -16,9 +16,9 @@ struct KeysCommand: AsyncParsableCommand {
             Each lease remembers the key server it came from: renewals, first-play reports and releases go there.
             Example:
               STOWAGE_HOME=/tmp/stowage stowage keys list --json
-              stowage keys renew movie-1 --token eyJhbGciOi...
+              stowage keys renew movie-1 --token-file ~/.config/stowage/token
               stowage keys return movie-1
-              stowage keys fetch movie-1 --key-server https://keys.example.com --token eyJhbGciOi...
+              stowage keys fetch movie-1 --key-server https://keys.example.com --token-file token.jwt
               stowage keys sync
               stowage keys trust https://keys.example.com
               stowage keys audit --verify
@@ -95,8 +95,8 @@ struct KeysCommand: AsyncParsableCommand {
                 Each lease is renewed with the key server it came from. A renewal also re-anchors this device's time
                 and repairs a lease refused with lease_tampered.
                 Example:
-                  stowage keys renew movie-1 --token eyJhbGciOi...
-                  stowage keys renew --all --token "$TOKEN"
+                  stowage keys renew movie-1 --token-file ~/.config/stowage/token
+                  STOWAGE_TOKEN="$TOKEN" stowage keys renew --all
                 """
         )
 
@@ -106,8 +106,7 @@ struct KeysCommand: AsyncParsableCommand {
         @Flag(help: "Renew every lease that still holds keys.")
         var all = false
 
-        @Option(help: "The entitlement token (JWT).")
-        var token: String
+        @OptionGroup var tokenInput: TokenOptions
 
         @OptionGroup var output: OutputOptions
 
@@ -123,6 +122,13 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
+                guard let token = tokenInput.resolve(json: output.json) else {
+                    CommandOutput.fail(
+                        code: "secret_missing",
+                        message: "renewing needs the entitlement token: pass it with --token - (standard input), --token-file FILE or STOWAGE_TOKEN",
+                        json: output.json
+                    )
+                }
                 let renewed = try await Library.with { try await $0.renewLeases(assetId: all ? nil : asset, token: token) }
                 if output.json {
                     print(
@@ -187,7 +193,7 @@ struct KeysCommand: AsyncParsableCommand {
                 a new lease, as it would for a new download. The key server and token default to those of the asset's
                 download, else to the server of its last lease.
                 Example:
-                  stowage keys fetch movie-1 --key-server https://keys.example.com --token eyJhbGciOi...
+                  stowage keys fetch movie-1 --key-server https://keys.example.com --token-file token.jwt
                   stowage keys fetch movie-1 --json
                 """
         )
@@ -198,13 +204,14 @@ struct KeysCommand: AsyncParsableCommand {
         @Option(name: .customLong("key-server"), help: "The key server's URL (default: the download's, else the last lease's).")
         var keyServer: String?
 
-        @Option(help: "The entitlement token (JWT) (default: the download's).")
-        var token: String?
+        /// The entitlement token (default: the download's).
+        @OptionGroup var tokenInput: TokenOptions
 
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
             do {
+                let token = tokenInput.resolve(json: output.json)
                 let fetched = try await Library.with { try await $0.fetchKeys(assetId: asset, keyServerURL: keyServer, token: token) }
                 if output.json {
                     print(Library.json(fetched))

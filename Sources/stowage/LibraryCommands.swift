@@ -335,7 +335,7 @@ struct RecoverCommand: AsyncParsableCommand {
             download service or a download runs, and when SQLite finds the file whole.
             Example:
               stowage recover
-              stowage keys fetch movie-1 --key-server https://keys.example.com --token eyJhbGciOi...
+              stowage keys fetch movie-1 --key-server https://keys.example.com --token-file token.jwt
             """
     )
 
@@ -355,7 +355,7 @@ struct RecoverCommand: AsyncParsableCommand {
                 if asset.state != "complete" {
                     print("  \(asset.assetId): its download was not complete; `stowage delete \(asset.assetId)`, then download it again")
                 } else if asset.needsKeys {
-                    print("  \(asset.assetId): `stowage keys fetch \(asset.assetId) --key-server URL --token TOKEN` while online")
+                    print("  \(asset.assetId): `stowage keys fetch \(asset.assetId) --key-server URL --token-file FILE` while online")
                 } else {
                     print("  \(asset.assetId): clear, plays as it is")
                 }

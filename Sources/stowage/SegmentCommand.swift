@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KeyDelivery
 import MediaCrypto
 import StowageCrypto
 
@@ -15,8 +16,17 @@ struct SegmentCommand: ParsableCommand {
         @Option(help: "aes-128, aes-256, aes-256-ctr, sample-aes, or sample-aes-ctr (fMP4 cenc, decrypt only).")
         var method: String
 
-        @Option(help: "The content key in hex (32 digits; 64 for aes-256).")
-        var key: String
+        @Option(
+            help: ArgumentHelp(
+                "`-` reads the content key (hex: 32 digits, 64 for aes-256; or raw bytes) from standard input. A key written "
+                    + "here is refused: every user can read command lines.",
+                valueName: "-"
+            )
+        )
+        var key: String?
+
+        @Option(name: .customLong("key-file"), help: "A file of yours (mode 0600) holding the content key: hex digits or raw bytes.")
+        var keyFile: String?
 
         @Option(
             help:
@@ -48,9 +58,9 @@ struct SegmentCommand: ParsableCommand {
             abstract: "Decrypt one segment; the container (MPEG-TS or fMP4) is detected.",
             discussion: """
                 Examples:
-                  stowage segment decrypt --method aes-128 --key 000102030405060708090a0b0c0d0e0f \\
+                  stowage segment decrypt --method aes-128 --key-file movie.key \\
                     --iv 00000000000000000000000000000007 seg_0.ts clear_0.ts
-                  stowage segment decrypt --method sample-aes --key ... --init init.mp4 seg_1.m4s -
+                  openssl rand -hex 16 | stowage segment decrypt --method sample-aes --key - --init init.mp4 seg_1.m4s clear_1.m4s
                 """
         )
         @OptionGroup var options: Options
@@ -62,7 +72,7 @@ struct SegmentCommand: ParsableCommand {
             abstract: "Encrypt one clear segment; the container (MPEG-TS or fMP4) is detected.",
             discussion: """
                 Example:
-                  stowage segment encrypt --method sample-aes --key 000102030405060708090a0b0c0d0e0f \\
+                  stowage segment encrypt --method sample-aes --key-file movie.key \\
                     --iv 0a0b0c0d0e0f10111213141516171819 clear_0.ts seg_0.ts
                 """
         )
@@ -74,8 +84,14 @@ struct SegmentCommand: ParsableCommand {
         guard let method = SegmentEncryptionMethod(name: options.method) else {
             throw ValidationError("--method must be aes-128, aes-256, aes-256-ctr or sample-aes")
         }
-        guard let keyBytes = Hex.decode(options.key), keyBytes.count == method.keyLength else {
-            throw ValidationError("--key must be \(method.keyLength * 2) hex digits for \(method.rawValue)")
+        guard !(options.key == "-" && options.input == "-") else {
+            throw ValidationError("--key - and the input - both read standard input: give the key with --key-file")
+        }
+        let contentKey: SecretBytes
+        do {
+            contentKey = try SecretInput.contentKey(option: options.key, file: options.keyFile, lengths: [method.keyLength])
+        } catch {
+            CommandOutput.fail(error, json: false)
         }
         var iv: [UInt8]?
         if let text = options.iv {
@@ -91,7 +107,7 @@ struct SegmentCommand: ParsableCommand {
         let job = SegmentFileJob(
             method: method,
             direction: direction,
-            key: SecretBytes(keyBytes),
+            key: contentKey,
             iv: iv,
             keyID: keyID,
             initSection: options.initSection,

@@ -16,11 +16,23 @@ import Glibc
 @Suite("Key server fleet on PostgreSQL (stowage keyserver init/add-asset/run --database)")
 struct KeyServerFleetTests {
     /// `stowage keyserver ARGUMENTS`, to completion.
-    static func keyserver(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+    static func keyserver(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        standardInput: String? = nil
+    ) async throws -> (status: Int32, output: String) {
+        var input: URL?
+        if let standardInput {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("stdin-\(UUID().uuidString)")
+            try Data(standardInput.utf8).write(to: file)
+            input = file
+        }
+        defer { if let input { try? FileManager.default.removeItem(at: input) } }
         let result = try await ProcessRunner.run(
             try StowageExecutable.url(),
             ["keyserver"] + arguments,
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            standardInput: input,
             timeout: .seconds(60)
         )
         return (result.status, String(decoding: result.standardOutput + result.standardError, as: UTF8.self))
@@ -32,12 +44,11 @@ struct KeyServerFleetTests {
         try #require(initialized.status == 0, "\(initialized.output)")
         try generousDatabaseTimeout(KeyServerDataDirectory(path: dataDirectory, database: database))
         guard addingMovie else { return }
+        // The content key on standard input: never on a command line.
         let added = try await keyserver(
-            [
-                "add-asset", "movie-1", "--key-id", KeyServerFixture.movieKeyIDs[0], "--key", KeyServerFixture.movieKeys[0], "--data-dir",
-                dataDirectory,
-            ]
-                + ["--database", database]
+            ["add-asset", "movie-1", "--key-id", KeyServerFixture.movieKeyIDs[0], "--key", "-", "--data-dir", dataDirectory]
+                + ["--database", database],
+            standardInput: KeyServerFixture.movieKeys[0]
         )
         try #require(added.status == 0, "\(added.output)")
     }
@@ -106,11 +117,9 @@ struct KeyServerFleetTests {
             try KeyServerFixture.write(configuration, to: directory)
             // The database from the environment, as a fleet's service manager would set it.
             let added = try await Self.keyserver(
-                [
-                    "add-asset", "movie-1", "--key-id", KeyServerFixture.movieKeyIDs[0], "--key", KeyServerFixture.movieKeys[0], "--data-dir",
-                    dataDirectory,
-                ],
-                environment: ["STOWAGE_KEYSERVER_DATABASE": database]
+                ["add-asset", "movie-1", "--key-id", KeyServerFixture.movieKeyIDs[0], "--key", "-", "--data-dir", dataDirectory],
+                environment: ["STOWAGE_KEYSERVER_DATABASE": database],
+                standardInput: KeyServerFixture.movieKeys[0]
             )
             #expect(added.status == 0, "\(added.output)")
 
@@ -399,8 +408,10 @@ struct KeyServerFleetTests {
             try await Self.initialize(dataDirectory, database: database)
             let instance = try await Self.start(dataDirectory, database: database)
             try await Self.serving(instance) { http in
-                func get(_ path: String) async throws -> (status: Int, body: String) {
-                    let response = try await http.execute(HTTPClientRequest(url: instance.baseURL + path), timeout: .seconds(30))
+                func get(_ path: String, token: String? = nil) async throws -> (status: Int, body: String) {
+                    var request = HTTPClientRequest(url: instance.baseURL + path)
+                    if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+                    let response = try await http.execute(request, timeout: .seconds(30))
                     return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 16)))
                 }
                 #expect(try await get("/readyz") == (200, #"{"status":"ready"}"#))
@@ -421,8 +432,9 @@ struct KeyServerFleetTests {
                 let log = String(decoding: try instance.process.standardError(), as: UTF8.self)
                 #expect(log.contains("not ready") && log.contains(name), "\(log.suffix(2000))")
                 #expect(try await get("/healthz").status == 200)
-                let metrics = try await get("/metrics")
-                // Metrics still answer, and say the database is down.
+                let metricsToken = try String(contentsOfFile: dataDirectory + "/" + KeyServerDataDirectory.metricsTokenFile, encoding: .utf8)
+                let metrics = try await get("/metrics", token: metricsToken)
+                // Metrics still answer the operator's scraper, and say the database is down.
                 #expect(metrics.status == 200 && metrics.body.contains("stowage_keyserver_database_up 0.0"), "\(metrics)")
             }
         }

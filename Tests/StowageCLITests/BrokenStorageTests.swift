@@ -17,11 +17,9 @@ struct BrokenStorageTests {
     /// Downloads the fixture's asset with the CLI into the fixture's client directory.
     static func download(_ fixture: DownloadFixture, origin: URL, keyServer: URL) async throws {
         let download = try await ServiceCommandTests.stowage(
-            [
-                "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token",
-                try await fixture.token(),
-            ],
-            home: fixture.clientDirectory.url
+            ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString],
+            home: fixture.clientDirectory.url,
+            token: try await fixture.token()
         )
         try #require(download.status == 0, "\(String(decoding: download.standardError, as: UTF8.self))")
     }
@@ -169,8 +167,9 @@ struct BrokenStorageTests {
                 home: home
             )
             let fetch = try await ServiceCommandTests.stowage(
-                ["keys", "fetch", fixture.assetId, "--key-server", keyServer.absoluteString, "--token", try await fixture.token(), "--json"],
-                home: home
+                ["keys", "fetch", fixture.assetId, "--key-server", keyServer.absoluteString, "--json"],
+                home: home,
+                token: try await fixture.token()
             )
             try #require(fetch.status == 0, "\(String(decoding: fetch.standardOutput + fetch.standardError, as: UTF8.self))")
             let fetched = try #require(try JSONSerialization.jsonObject(with: fetch.standardOutput) as? [String: Any])
@@ -273,14 +272,15 @@ struct BrokenStorageTests {
     }
 
     /// Runs `stowage` without the power to read files its permissions refuse: as root, with CAP_DAC_OVERRIDE and
-    /// CAP_DAC_READ_SEARCH dropped (root passes permission checks otherwise); as anyone else, as it is.
-    static func stowageWithoutOverride(_ arguments: [String], home: URL) async throws -> ProcessRunner.Output {
-        guard geteuid() == 0 else { return try await ServiceCommandTests.stowage(arguments, home: home) }
+    /// CAP_DAC_READ_SEARCH dropped (root passes permission checks otherwise); as anyone else, as it is. `token` goes in
+    /// `STOWAGE_TOKEN`.
+    static func stowageWithoutOverride(_ arguments: [String], home: URL, token: String? = nil) async throws -> ProcessRunner.Output {
+        guard geteuid() == 0 else { return try await ServiceCommandTests.stowage(arguments, home: home, token: token) }
         let drop = "-dac_override,-dac_read_search"
         return try await ProcessRunner.run(
             URL(fileURLWithPath: "/usr/bin/setpriv"),
             ["--inh-caps=\(drop)", "--bounding-set=\(drop)", try TestSupport.stowageBinary.path] + arguments,
-            environment: ServiceCommandTests.environment(home: home),
+            environment: ServiceCommandTests.environment(home: home, token: token),
             timeout: .seconds(60)
         )
     }
@@ -295,11 +295,9 @@ struct BrokenStorageTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o500], ofItemAtPath: packages.path)
         defer { try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: packages.path) }
         try await fixture.withServers { origin, keyServer in
-            let arguments = [
-                "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token",
-                try await fixture.token(), "--json",
-            ]
-            let failed = try await Self.stowageWithoutOverride(arguments, home: home)
+            let arguments = ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--json"]
+            let token = try await fixture.token()
+            let failed = try await Self.stowageWithoutOverride(arguments, home: home, token: token)
             let output = String(decoding: failed.standardOutput, as: UTF8.self)
             #expect(failed.status != 0 && !failed.timedOut, "\(output)")
             let last = output.split(separator: "\n").last.map(String.init) ?? ""
@@ -309,7 +307,7 @@ struct BrokenStorageTests {
             try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: packages.path)
             let resume = try await ServiceCommandTests.stowage(["resume", fixture.assetId], home: home)
             #expect(String(decoding: resume.standardError, as: UTF8.self).contains("[download_not_found]"))
-            let again = try await ServiceCommandTests.stowage(Array(arguments.dropLast()), home: home, timeout: .seconds(120))
+            let again = try await ServiceCommandTests.stowage(Array(arguments.dropLast()), home: home, token: token, timeout: .seconds(120))
             #expect(again.status == 0, "\(String(decoding: again.standardOutput + again.standardError, as: UTF8.self))")
             try fixture.assertPackageMatchesSource(try fixture.package.readManifest(), origin: origin)
         }

@@ -17,7 +17,7 @@ struct CryptoCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("clear.ts")
         let result = try await TestSupport.runStowage([
-            "segment", "decrypt", "--method", "aes-128", "--key", Self.aesKey, "--iv", Self.aesIV,
+            "segment", "decrypt", "--method", "aes-128", "--key-file", try TestSupport.keyFile(Self.aesKey), "--iv", Self.aesIV,
             Self.media.appendingPathComponent("ts-aes128-iv/seg_1.ts").path, out.path,
         ])
         #expect(result.status == 0, "\(result.standardError)")
@@ -27,7 +27,7 @@ struct CryptoCommandTests {
     @Test func segmentDecryptSampleAESThroughPipes() async throws {
         let result = try await ProcessRunner.run(
             try TestSupport.stowageBinary,
-            ["segment", "decrypt", "--method", "sample-aes", "--key", Self.sampleKey, "--iv", Self.sampleIV, "-", "-"],
+            ["segment", "decrypt", "--method", "sample-aes", "--key-file", try TestSupport.keyFile(Self.sampleKey), "--iv", Self.sampleIV, "-", "-"],
             standardInput: Self.media.appendingPathComponent("shaka/ts-sample-aes-aac/video_2.ts")
         )
         #expect(result.status == 0)
@@ -40,7 +40,7 @@ struct CryptoCommandTests {
         let clear = Self.media.appendingPathComponent("shaka/ts-clear-ac3/audio_1.ts")
         let encrypted = directory.appendingPathComponent("enc.ts")
         let back = directory.appendingPathComponent("back.ts")
-        let common = ["--method", "sample-aes", "--key", Self.sampleKey, "--iv", Self.sampleIV]
+        let common = ["--method", "sample-aes", "--key-file", try TestSupport.keyFile(Self.sampleKey), "--iv", Self.sampleIV]
         #expect(try await TestSupport.runStowage(["segment", "encrypt"] + common + [clear.path, encrypted.path]).status == 0)
         #expect(try await TestSupport.runStowage(["segment", "decrypt"] + common + [encrypted.path, back.path]).status == 0)
         #expect(try Data(contentsOf: encrypted) != Data(contentsOf: clear))
@@ -52,7 +52,8 @@ struct CryptoCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("clear.ts")
         let result = try await TestSupport.runStowage([
-            "segment", "decrypt", "--method", "aes-128", "--key", "618e0c850d814906461491ad97089fe0", "--iv", Self.aesIV,
+            "segment", "decrypt", "--method", "aes-128", "--key-file", try TestSupport.keyFile("618e0c850d814906461491ad97089fe0"), "--iv",
+            Self.aesIV,
             Self.media.appendingPathComponent("ts-aes128-iv/seg_0.ts").path, out.path,
         ])
         #expect(result.status == 1)
@@ -69,7 +70,10 @@ struct CryptoCommandTests {
         let segment = directory.appendingPathComponent("seg_0.ts")
         let original = try Data(contentsOf: Self.media.appendingPathComponent("ts-aes128-iv/seg_0.ts"))
         try original.write(to: segment)
-        let wrongKey = ["segment", "decrypt", "--method", "aes-128", "--key", "618e0c850d814906461491ad97089fe0", "--iv", Self.aesIV]
+        let wrongKey = [
+            "segment", "decrypt", "--method", "aes-128", "--key-file", try TestSupport.keyFile("618e0c850d814906461491ad97089fe0"), "--iv",
+            Self.aesIV,
+        ]
         let inPlace = try await TestSupport.runStowage(wrongKey + [segment.path, segment.path])
         #expect(inPlace.status == 1 && inPlace.standardError.contains("[bad_padding]"), "\(inPlace.standardError)")
         #expect(try Data(contentsOf: segment) == original)
@@ -80,13 +84,13 @@ struct CryptoCommandTests {
         let toFIFO = try await TestSupport.runStowage(wrongKey + [segment.path, fifo.path])
         _ = try await reader.waitForExit(timeout: .seconds(10))
         #expect(toFIFO.status == 1 && toFIFO.standardError.contains("[bad_padding]"), "\(toFIFO.standardError)")
-        var status = stat()
-        #expect(lstat(fifo.path, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO, "the FIFO was removed or replaced")
+        #expect(FileKinds.isFIFO(fifo.path), "the FIFO was removed or replaced")
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["seg_0.ts", "sink"])
 
         // In place with the right key, the segment becomes its clear twin.
         let right = try await TestSupport.runStowage([
-            "segment", "decrypt", "--method", "aes-128", "--key", Self.aesKey, "--iv", Self.aesIV, segment.path, segment.path,
+            "segment", "decrypt", "--method", "aes-128", "--key-file", try TestSupport.keyFile(Self.aesKey), "--iv", Self.aesIV, segment.path,
+            segment.path,
         ])
         #expect(right.status == 0, "\(right.standardError)")
         #expect(try Data(contentsOf: segment) == Data(contentsOf: Self.media.appendingPathComponent("ts-clear/seg_0.ts")))
@@ -98,13 +102,13 @@ struct CryptoCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let home = directory.appendingPathComponent("home")
         let out = directory.appendingPathComponent("out.ts").path
-        let aes = ["segment", "decrypt", "--method", "aes-128", "--key", Self.aesKey]
+        let aes = ["segment", "decrypt", "--method", "aes-128", "--key-file", try TestSupport.keyFile(Self.aesKey)]
         let encrypted = Self.media.appendingPathComponent("ts-aes128-iv/seg_0.ts").path
         let cases: [(arguments: [String], code: String)] = [
             (aes + [encrypted, out], "missing_iv"),
             (
                 [
-                    "segment", "decrypt", "--method", "sample-aes", "--key", Self.sampleKey,
+                    "segment", "decrypt", "--method", "sample-aes", "--key-file", try TestSupport.keyFile(Self.sampleKey),
                     Self.media.appendingPathComponent("fmp4-clear/seg_0.m4s").path, out,
                 ],
                 "missing_init_section"

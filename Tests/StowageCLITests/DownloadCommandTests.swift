@@ -11,14 +11,22 @@ import Glibc
 
 @Suite("stowage download / resume as a user runs them")
 struct DownloadCommandTests {
-    /// Starts `stowage` with `STOWAGE_HOME` set, output discarded to files.
-    static func launch(_ arguments: [String], home: URL, log: URL, environment extra: [String: String] = [:]) throws -> ChildProcess {
+    /// Starts `stowage` with `STOWAGE_HOME` set (and `STOWAGE_TOKEN` to `token`, unset without one), output discarded to files.
+    static func launch(
+        _ arguments: [String],
+        home: URL,
+        log: URL,
+        environment extra: [String: String] = [:],
+        token: String? = nil
+    ) throws -> ChildProcess {
         var environment = ProcessInfo.processInfo.environment
         // The default media selection follows the locale: runs are the same whatever the developer's locale is, unless
         // a test sets one.
         for name in ["LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"] { environment[name] = nil }
         environment.merge(extra) { $1 }
         environment["STOWAGE_HOME"] = home.path
+        // The entitlement token as a user passes it (never on the command line), and never the developer's own.
+        environment["STOWAGE_TOKEN"] = token
         // O_APPEND: every run adds to the transcript.
         let fd = open(log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -59,12 +67,14 @@ struct DownloadCommandTests {
             var kills = 0
             var arguments = [
                 "download", fixture.sourceURL(origin), "--asset-id", fixture.assetId, "--audio", "all", "--subtitles", "all",
-                "--key-server", keyServer.absoluteString, "--token", token, "--json",
+                "--key-server", keyServer.absoluteString, "--json",
             ]
+            // The token for the download; `resume` takes none.
+            var runToken: String? = token
             var finished = false
             var completedAt: [String: Int] = [:]
             for round in 0..<12 {
-                let process = try Self.launch(arguments, home: home, log: output)
+                let process = try Self.launch(arguments, home: home, log: output, token: runToken)
                 if round < 7 {
                     // A random moment once segments are flowing (a file completed in this run), so kills land
                     // mid-transfer however slowly the machine starts processes.
@@ -98,6 +108,7 @@ struct DownloadCommandTests {
                     break
                 }
                 arguments = ["resume", fixture.assetId, "--json"]
+                runToken = nil
             }
             let transcript = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
             #expect(finished, "the download never completed:\n\(transcript.suffix(2000))")
@@ -149,22 +160,24 @@ struct LibraryCommandTests {
     @discardableResult
     static func downloadDemo(_ fixture: DownloadFixture, origin: URL, keyServer: URL, token: String) async throws -> (status: Int32, output: String) {
         let download = try await run(
-            ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
-            home: fixture.clientDirectory.url
+            ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString],
+            home: fixture.clientDirectory.url,
+            token: token
         )
         #expect(download.status == 0, "\(download.output)")
         return download
     }
 
-    /// Runs `stowage` to completion with `STOWAGE_HOME` set; returns status and standard output.
+    /// Runs `stowage` to completion with `STOWAGE_HOME` set (and `STOWAGE_TOKEN` to `token`); returns status and standard output.
     static func run(
         _ arguments: [String],
         home: URL,
         environment: [String: String] = [:],
+        token: String? = nil,
         timeout: TimeInterval = 120
     ) async throws -> (status: Int32, output: String) {
         let output = home.deletingLastPathComponent().appendingPathComponent("out-\(UUID().uuidString).txt")
-        let process = try DownloadCommandTests.launch(arguments, home: home, log: output, environment: environment)
+        let process = try DownloadCommandTests.launch(arguments, home: home, log: output, environment: environment, token: token)
         let ended = await DownloadCommandTests.wait(process, timeout: timeout)
         return (ended.status, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
     }
@@ -316,7 +329,7 @@ struct LibraryCommandTests {
             #expect(verified.status != 0, "\(verified.output)")
             #expect(verified.output.contains(#""key_unusable""#) && !verified.output.contains(#""key_missing""#), "\(verified.output)")
             #expect(verified.output.contains("cannot be opened") && verified.output.contains("stowage keys fetch demo-1"), "\(verified.output)")
-            let renew = try await Self.run(["keys", "renew", "demo-1", "--token", token], home: home)
+            let renew = try await Self.run(["keys", "renew", "demo-1"], home: home, token: token)
             #expect(renew.status == 0, "\(renew.output)")
             let again = try await Self.run(["verify", "demo-1"], home: home)
             #expect(again.status == 0, "\(again.output)")
@@ -341,7 +354,7 @@ struct LibraryCommandTests {
                     #expect(listed.output.contains("tampered") && listed.output.contains("storage end"), "\(listed.output)")
                 }
                 // A renewal from the key server stores fresh terms, state and time.
-                let renew = try await Self.run(["keys", "renew", "demo-1", "--token", token], home: home)
+                let renew = try await Self.run(["keys", "renew", "demo-1"], home: home, token: token)
                 #expect(renew.status == 0, "\(renew.output)")
                 let play = try await Self.run(["play", "demo-1", "--player", "ffmpeg-null"], home: home)
                 #expect(play.status == 0, "\(play.output)")
@@ -362,11 +375,11 @@ struct DownloadAndPlayCommandTests {
             let process = try DownloadCommandTests.launch(
                 [
                     "download", fixture.sourceURL(origin), "--asset-id", fixture.assetId, "--subtitles", "none",
-                    "--key-server", keyServer.absoluteString, "--token", try await fixture.token(), "--concurrency", "1",
-                    "--play", "--player", "ffmpeg-null", "--json",
+                    "--key-server", keyServer.absoluteString, "--concurrency", "1", "--play", "--player", "ffmpeg-null", "--json",
                 ],
                 home: fixture.clientDirectory.url,
-                log: output
+                log: output,
+                token: try await fixture.token()
             )
             let ended = await DownloadCommandTests.wait(process, timeout: 120)
             let lines = String(decoding: try Data(contentsOf: output), as: UTF8.self).split(separator: "\n").map(String.init)

@@ -19,15 +19,17 @@ struct ErrorShapeTests {
     }
 
     /// Runs the command twice (plain, then with `--json`) and checks both against the shape; returns the plain line.
+    /// `token` goes in `STOWAGE_TOKEN`.
     @discardableResult
     static func expectFailure(
         _ arguments: [String],
         code expected: String,
         home: URL,
+        token: String? = nil,
         beforeJSON reset: [String]? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Failure? {
-        let plain = try await ServiceCommandTests.stowage(arguments, home: home)
+        let plain = try await ServiceCommandTests.stowage(arguments, home: home, token: token)
         let stderr = String(decoding: plain.standardError, as: UTF8.self)
         #expect(plain.status != 0 && !plain.timedOut, "stowage \(arguments): status \(plain.status)", sourceLocation: sourceLocation)
         let lines = stderr.split(separator: "\n").map(String.init)
@@ -44,7 +46,7 @@ struct ErrorShapeTests {
         if line.contains(/\b1[6-9]\d{8}\b/) { Issue.record("stowage \(arguments) shows Unix seconds: \(line)", sourceLocation: sourceLocation) }
 
         if let reset { _ = try await ServiceCommandTests.stowage(reset, home: home) }
-        let json = try await ServiceCommandTests.stowage(arguments + ["--json"], home: home)
+        let json = try await ServiceCommandTests.stowage(arguments + ["--json"], home: home, token: token)
         #expect(json.status == plain.status, "stowage \(arguments) --json: status \(json.status)", sourceLocation: sourceLocation)
         // The whole output is one document (a report such as verify's, with its `error`), or the error is the last line
         // of a JSON-lines stream (download's events).
@@ -156,6 +158,34 @@ struct ErrorShapeTests {
         #expect(String(decoding: list.standardOutput, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "[\n\n]")
     }
 
+    @Test("a token or a content key written on the command line: refused with secret_on_command_line, the secret not repeated")
+    func secretOnCommandLine() async throws {
+        let root = try TestSupport.temporaryDirectory("secret-on-command-line")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let home = root.appendingPathComponent("home")
+        let token = "eyJhbGciOi.fake.token"
+        // Refused before anything is fetched: the URL is never asked for.
+        let download = try await Self.expectFailure(
+            ["download", "https://cdn.example/master.m3u8", "--token", token],
+            code: "secret_on_command_line",
+            home: home
+        )
+        #expect(download?.line.contains(token) == false, "\(download?.line ?? "")")
+        let renew = try await Self.expectFailure(["keys", "renew", "movie-1", "--token", "abc"], code: "secret_on_command_line", home: home)
+        #expect(renew?.line.contains("STOWAGE_TOKEN") == true, "\(renew?.line ?? "")")
+        // The key server's `add-asset` (no --json) refuses a content key written on its command line, in an initialized
+        // data directory where it would otherwise be added.
+        let dataDirectory = root.appendingPathComponent("keyserver").path
+        #expect(try await ServiceCommandTests.stowage(["keyserver", "init", "--data-dir", dataDirectory], home: home).status == 0)
+        let key = "00112233445566778899aabbccddeeff"
+        let added = try await Self.expectPlainFailure(
+            ["keyserver", "add-asset", "movie-1", "--key-id", "000102030405060708090a0b0c0d0e0f", "--key", key, "--data-dir", dataDirectory],
+            code: "secret_on_command_line",
+            home: home
+        )
+        #expect(!added.contains(key), "\(added)")
+    }
+
     @Test("a refused connection, to the origin and to the key server, and a missing asset in every command that names one")
     func refusedConnectionsAndMissingAssets() async throws {
         let fixture = try await DownloadFixture.make()
@@ -165,8 +195,9 @@ struct ErrorShapeTests {
         // Servers that were up a moment ago: their ports now refuse connections.
         let (origin, keyServer) = try await fixture.withServers { origin, keyServer in
             let download = try await ServiceCommandTests.stowage(
-                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token],
-                home: home
+                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString],
+                home: home,
+                token: token
             )
             #expect(download.status == 0, "\(String(decoding: download.standardError, as: UTF8.self))")
             return (origin, keyServer)
@@ -180,18 +211,19 @@ struct ErrorShapeTests {
             )
             #expect(failure?.line.contains("refused") == true)
         }
-        try await Self.expectFailure(["keys", "renew", fixture.assetId, "--token", token], code: "key_server_unreachable", home: home)
+        try await Self.expectFailure(["keys", "renew", fixture.assetId], code: "key_server_unreachable", home: home, token: token)
         _ = keyServer
 
         for arguments in [
             ["info", "nosuch"], ["verify", "nosuch"], ["play", "nosuch", "--player", "none"], ["pause", "nosuch"], ["resume", "nosuch"],
             ["stop", "nosuch"],
-            ["cancel", "nosuch"], ["add-media", "nosuch", "--audio", "all"], ["keys", "renew", "nosuch", "--token", token],
+            ["cancel", "nosuch"], ["add-media", "nosuch", "--audio", "all"], ["keys", "renew", "nosuch"],
         ] {
             let code =
                 arguments[0] == "keys"
                 ? "lease_not_stored" : ["info", "verify", "play"].contains(arguments[0]) ? "package_not_found" : "download_not_found"
-            try await Self.expectFailure(arguments, code: code, home: home)
+            // `keys renew` with its token, as a user passes it.
+            try await Self.expectFailure(arguments, code: code, home: home, token: arguments[0] == "keys" ? token : nil)
         }
     }
 
@@ -205,11 +237,9 @@ struct ErrorShapeTests {
         let home = fixture.clientDirectory.url
         try await fixture.withServers { origin, keyServer in
             let download = try await ServiceCommandTests.stowage(
-                [
-                    "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token",
-                    try await fixture.token(),
-                ],
-                home: home
+                ["download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString],
+                home: home,
+                token: try await fixture.token()
             )
             #expect(download.status == 0, "\(String(decoding: download.standardError, as: UTF8.self))")
         }
@@ -244,11 +274,16 @@ struct ErrorShapeTests {
         let home = fixture.clientDirectory.url
         try await fixture.withServers { origin, keyServer in
             let arguments = [
-                "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--token",
-                try await fixture.token(), "--keep-free", "100000G",
+                "download", fixture.sourceURL(origin), "--subtitles", "none", "--key-server", keyServer.absoluteString, "--keep-free", "100000G",
             ]
             // The first run leaves a paused download to resume later; it is cancelled before the run with --json.
-            let failure = try await Self.expectFailure(arguments, code: "insufficient_storage", home: home, beforeJSON: ["cancel", fixture.assetId])
+            let failure = try await Self.expectFailure(
+                arguments,
+                code: "insufficient_storage",
+                home: home,
+                token: try await fixture.token(),
+                beforeJSON: ["cancel", fixture.assetId]
+            )
             #expect(failure?.line.contains("MB") == true || failure?.line.contains("GB") == true)
             // It paused, with no segment on disk; `resume` with room to spare finishes it.
             let files = (try? FileManager.default.subpathsOfDirectory(atPath: fixture.package.url.path)) ?? []

@@ -92,8 +92,9 @@ struct ExportTests {
         try fixture.keyServer.saveConfiguration(configuration)
         try await fixture.withServers { origin, keyServer in
             let allowed = try await LibraryCommandTests.run(
-                ["download", fixture.sourceURL(origin), "--key-server", keyServer.absoluteString, "--token", token],
-                home: home
+                ["download", fixture.sourceURL(origin), "--key-server", keyServer.absoluteString],
+                home: home,
+                token: token
             )
             #expect(allowed.status == 0, "\(allowed.output)")
         }
@@ -101,8 +102,9 @@ struct ExportTests {
         try fixture.keyServer.saveConfiguration(configuration)
         try await fixture.withServers { origin, keyServer in
             let refusedAsset = try await LibraryCommandTests.run(
-                ["download", fixture.sourceURL(origin, asset: "other"), "--key-server", keyServer.absoluteString, "--token", token],
-                home: home
+                ["download", fixture.sourceURL(origin, asset: "other"), "--key-server", keyServer.absoluteString],
+                home: home,
+                token: token
             )
             #expect(refusedAsset.status == 0, "\(refusedAsset.output)")
         }
@@ -137,11 +139,9 @@ struct ExportTests {
         let token = try await fixture.token()
         let keyServerPort = try await fixture.withServers { origin, keyServer in
             let download = try await LibraryCommandTests.run(
-                [
-                    "download", fixture.sourceURL(origin), "--audio", "en", "--subtitles", "en", "--key-server", keyServer.absoluteString, "--token",
-                    token,
-                ],
-                home: home
+                ["download", fixture.sourceURL(origin), "--audio", "en", "--subtitles", "en", "--key-server", keyServer.absoluteString],
+                home: home,
+                token: token
             )
             #expect(download.status == 0, "\(download.output)")
             return keyServer.port ?? 0
@@ -175,7 +175,7 @@ struct ExportTests {
         try fixture.keyServer.saveConfiguration(configuration)
         try await fixture.withServers(keyServerPort: keyServerPort) { _, _ in
             // The renewal also repairs the edited lease (a fresh signed payload replaces it).
-            let renew = try await LibraryCommandTests.run(["keys", "renew", fixture.assetId, "--token", token], home: home)
+            let renew = try await LibraryCommandTests.run(["keys", "renew", fixture.assetId], home: home, token: token)
             #expect(renew.status == 0, "\(renew.output)")
         }
         // An export that cannot run (no ffmpeg) fails before the gate: no first play is recorded, so a rental's

@@ -33,7 +33,7 @@ struct LocalMistakesTests {
         let wrongLength = try await ErrorShapeTests.expectFailure(
             [
                 "decrypt", Self.media.appendingPathComponent("ts-aes128-iv/index.m3u8").path, "--out", root.appendingPathComponent("a").path,
-                "--key", Self.aesKey + Self.aesKey,
+                "--key-file", try TestSupport.keyFile(Self.aesKey + Self.aesKey),
             ],
             code: "wrong_key_length",
             home: home
@@ -47,7 +47,7 @@ struct LocalMistakesTests {
             to: remote
         )
         try await ErrorShapeTests.expectFailure(
-            ["decrypt", remote.path, "--out", root.appendingPathComponent("b").path, "--key", Self.aesKey],
+            ["decrypt", remote.path, "--out", root.appendingPathComponent("b").path, "--key-file", try TestSupport.keyFile(Self.aesKey)],
             code: "not_local",
             home: home
         )
@@ -59,7 +59,7 @@ struct LocalMistakesTests {
             to: unknown
         )
         try await ErrorShapeTests.expectFailure(
-            ["decrypt", unknown.path, "--out", root.appendingPathComponent("c").path, "--key", Self.aesKey],
+            ["decrypt", unknown.path, "--out", root.appendingPathComponent("c").path, "--key-file", try TestSupport.keyFile(Self.aesKey)],
             code: "unsupported_method",
             home: home
         )

@@ -33,14 +33,16 @@ struct LocaleSelectionTests {
         }
         try await fixture.withServers { origin, keyServer in
             let source = origin.appendingPathComponent("\(fixture.assetId)/forced.m3u8").absoluteString
-            let common = ["--key-server", keyServer.absoluteString, "--token", token]
+            // The token goes in STOWAGE_TOKEN, with each run's locale.
+            let common = ["--key-server", keyServer.absoluteString]
 
             // LANGUAGE lists Italian first (not offered), then French; LANG says English: French audio, no regular
             // subtitles (the audio is in the user's language), the forced French ones.
             let french = try await LibraryCommandTests.run(
                 ["download", source] + common,
                 home: home("fr"),
-                environment: ["LANGUAGE": "it:fr", "LANG": "en_US.UTF-8"]
+                environment: ["LANGUAGE": "it:fr", "LANG": "en_US.UTF-8"],
+                token: token
             )
             #expect(french.status == 0, "\(french.output)")
             #expect(
@@ -55,21 +57,36 @@ struct LocaleSelectionTests {
             #expect(frenchManifest.renditions.first { $0.id == "audio-fr" }?.selectedBecause?.hasPrefix("your language (fr") == true)
 
             // German from LC_ALL: German audio; there is no German subtitle, forced or not.
-            let german = try await LibraryCommandTests.run(["download", source] + common, home: home("de"), environment: ["LC_ALL": "de_DE.UTF-8"])
+            let german = try await LibraryCommandTests.run(
+                ["download", source] + common,
+                home: home("de"),
+                environment: ["LC_ALL": "de_DE.UTF-8"],
+                token: token
+            )
             #expect(german.status == 0, "\(german.output)")
             let germanManifest = try manifest("de")
             #expect(germanManifest.renditions.map(\.id).sorted() == ["audio-de", "video"])
 
             // Spanish, which nothing offers: the playlist's default English audio; subtitles would be Spanish (the audio
             // is not in the user's language) but there are none, and English has no forced ones: no subtitles.
-            let spanish = try await LibraryCommandTests.run(["download", source] + common, home: home("es"), environment: ["LANG": "es_ES.UTF-8"])
+            let spanish = try await LibraryCommandTests.run(
+                ["download", source] + common,
+                home: home("es"),
+                environment: ["LANG": "es_ES.UTF-8"],
+                token: token
+            )
             #expect(spanish.status == 0, "\(spanish.output)")
             #expect(spanish.output.contains("the playlist's default (DEFAULT=YES); none in your languages (es-ES)"), "\(spanish.output)")
             let spanishManifest = try manifest("es")
             #expect(spanishManifest.renditions.map(\.id).sorted() == ["audio-en", "video"])
 
             // The C locale names no language: the DEFAULT=YES audio and subtitles, as before.
-            let plain = try await LibraryCommandTests.run(["download", source] + common, home: home("c"), environment: ["LANG": "C.UTF-8"])
+            let plain = try await LibraryCommandTests.run(
+                ["download", source] + common,
+                home: home("c"),
+                environment: ["LANG": "C.UTF-8"],
+                token: token
+            )
             #expect(plain.status == 0, "\(plain.output)")
             #expect(plain.output.contains("no language set in LANGUAGE, LC_ALL, LC_MESSAGES or LANG"), "\(plain.output)")
             let plainManifest = try manifest("c")
@@ -79,7 +96,8 @@ struct LocaleSelectionTests {
             let asked = try await LibraryCommandTests.run(
                 ["download", source, "--audio", "de", "--subtitles", "none"] + common,
                 home: home("x"),
-                environment: ["LANG": "fr_FR.UTF-8"]
+                environment: ["LANG": "fr_FR.UTF-8"],
+                token: token
             )
             #expect(asked.status == 0, "\(asked.output)")
             #expect(asked.output.contains("asked for (de)"), "\(asked.output)")

@@ -53,7 +53,8 @@ struct ProxyCookieTests {
         let token = try await fixture.token()
         let source = fixture.sourceURL(origin).replacingOccurrences(of: "127.0.0.1", with: originHost)
         #expect(source.contains(originHost))
-        let common = ["--subtitles", "none", "--key-server", keyServer.absoluteString, "--token", token]
+        // The token goes in STOWAGE_TOKEN.
+        let common = ["--subtitles", "none", "--key-server", keyServer.absoluteString]
         let agent = "Mozilla/5.0 (X11; Linux x86_64) StowageTest/1"
         let referer = "https://site.stowage.test/watch/demo"
         let originTarget = "\(originHost):\(origin.port ?? 0)"
@@ -62,7 +63,8 @@ struct ProxyCookieTests {
         let download = try await LibraryCommandTests.run(
             ["download", source, "--cookies", cookies, "--user-agent", agent, "--referer", referer, "--proxy", proxy.url] + common,
             home: fixture.clientDirectory.url,
-            environment: ["NO_PROXY": "localhost,127.0.0.1"]
+            environment: ["NO_PROXY": "localhost,127.0.0.1"],
+            token: token
         )
         #expect(download.status == 0, "\(download.output)")
         let manifest = try fixture.package.readManifest()
@@ -93,7 +95,8 @@ struct ProxyCookieTests {
         let viaEnvironment = try await LibraryCommandTests.run(
             ["download", source] + common,
             home: second,
-            environment: ["HTTP_PROXY": proxy.url, "NO_PROXY": "127.0.0.1"]
+            environment: ["HTTP_PROXY": proxy.url, "NO_PROXY": "127.0.0.1"],
+            token: token
         )
         #expect(viaEnvironment.status == 0, "\(viaEnvironment.output)")
         #expect(proxy.targets.count > tunnels && proxy.targets.allSatisfy { $0 == originTarget }, "\(proxy.targets)")
@@ -107,12 +110,17 @@ struct ProxyCookieTests {
         let badProxy = try await LibraryCommandTests.run(
             ["download", source] + common,
             home: third,
-            environment: ["HTTP_PROXY": "ftp://127.0.0.1:21"]
+            environment: ["HTTP_PROXY": "ftp://127.0.0.1:21"],
+            token: token
         )
         #expect(badProxy.status != 0 && badProxy.output.contains("[invalid_proxy]") && badProxy.output.contains("HTTP_PROXY"), "\(badProxy.output)")
         let notCookies = fixture.root.appendingPathComponent("cookies.json")
         try #"{"session": "s3cr3t"}"#.write(to: notCookies, atomically: true, encoding: .utf8)
-        let badCookies = try await LibraryCommandTests.run(["download", source, "--cookies", notCookies.path] + common, home: third)
+        let badCookies = try await LibraryCommandTests.run(
+            ["download", source, "--cookies", notCookies.path] + common,
+            home: third,
+            token: token
+        )
         #expect(
             badCookies.status != 0 && badCookies.output.contains("[invalid_cookie_file]") && badCookies.output.contains("line 1"),
             "\(badCookies.output)"

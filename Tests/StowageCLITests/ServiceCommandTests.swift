@@ -8,14 +8,23 @@ import Testing
 /// `stowage service run` as a separate process, driven by the commands a user types.
 @Suite("stowage service: background downloads that survive kill -9")
 struct ServiceCommandTests {
-    static func environment(home: URL) -> [String: String] {
+    /// The test process's environment with `STOWAGE_HOME`, and `STOWAGE_TOKEN` set to `token` (unset without one: never
+    /// the developer's own).
+    static func environment(home: URL, token: String? = nil) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["STOWAGE_HOME"] = home.path
+        environment["STOWAGE_TOKEN"] = token
         return environment
     }
 
-    static func stowage(_ arguments: [String], home: URL, timeout: Duration = .seconds(60)) async throws -> ProcessRunner.Output {
-        try await ProcessRunner.run(try TestSupport.stowageBinary, arguments, environment: environment(home: home), timeout: timeout)
+    /// Runs `stowage` to completion; an entitlement token goes in `STOWAGE_TOKEN`, as a user passes it.
+    static func stowage(
+        _ arguments: [String],
+        home: URL,
+        token: String? = nil,
+        timeout: Duration = .seconds(60)
+    ) async throws -> ProcessRunner.Output {
+        try await ProcessRunner.run(try TestSupport.stowageBinary, arguments, environment: environment(home: home, token: token), timeout: timeout)
     }
 
     /// Starts the service and waits until it answers.
@@ -93,9 +102,10 @@ struct ServiceCommandTests {
             let submitted = try await Self.stowage(
                 [
                     "download", "--background", fixture.sourceURL(origin), "--asset-id", fixture.assetId, "--subtitles", "none", "--concurrency", "1",
-                    "--key-server", keyServer.absoluteString, "--token", try await fixture.token(),
+                    "--key-server", keyServer.absoluteString,
                 ],
-                home: home
+                home: home,
+                token: try await fixture.token()
             )
             #expect(submitted.status == 0, "\(String(decoding: submitted.standardError, as: UTF8.self))")
             #expect(String(decoding: submitted.standardOutput, as: UTF8.self) == "\(fixture.assetId)\n")

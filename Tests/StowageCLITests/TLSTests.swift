@@ -41,9 +41,10 @@ struct TLSTests {
             environment: [String: String] = [:]
         ) async throws -> (status: Int32, output: String) {
             try await LibraryCommandTests.run(
-                ["download", source, "--subtitles", "none", "--key-server", proxy.baseURL, "--token", token] + extra,
+                ["download", source, "--subtitles", "none", "--key-server", proxy.baseURL] + extra,
                 home: home,
-                environment: environment
+                environment: environment,
+                token: token
             )
         }
 

@@ -25,6 +25,15 @@ enum TestSupport {
         return url
     }
 
+    /// A file of this user's, mode 0600, holding `hex` (a content key as `--key-file` takes it; keys never go on a
+    /// command line), in a temporary folder of its own; its path.
+    static func keyFile(_ hex: String) throws -> String {
+        let url = try temporaryDirectory("key").appendingPathComponent("content.key")
+        try Data(hex.utf8).write(to: url)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        return url.path
+    }
+
     /// Runs an origin for the duration of `body`, then stops it.
     static func withOrigin<T: Sendable>(
         root: URL,

@@ -80,19 +80,17 @@ struct LiveRecordingTests {
             return (process, url)
         }
 
-        /// The download's arguments for the asset on `origin`.
-        func download(_ origin: URL, keyServer: URL, token: String, _ extra: [String] = []) -> [String] {
-            [
-                "download", origin.appendingPathComponent("live-1/master.m3u8").absoluteString, "--key-server", keyServer.absoluteString, "--token",
-                token,
-            ]
-                + extra
+        /// The download's arguments for the asset on `origin`; its token goes in `STOWAGE_TOKEN` (`run` and `launchRecorder`
+        /// take it), never on the command line.
+        func download(_ origin: URL, keyServer: URL, _ extra: [String] = []) -> [String] {
+            ["download", origin.appendingPathComponent("live-1/master.m3u8").absoluteString, "--key-server", keyServer.absoluteString] + extra
         }
 
-        /// Starts `stowage` with the arguments beside the test, its output appended to `log`.
-        func launchRecorder(_ arguments: [String], log: URL) throws -> ChildProcess {
+        /// Starts `stowage` with the arguments beside the test, its output appended to `log`; `token` goes in `STOWAGE_TOKEN`.
+        func launchRecorder(_ arguments: [String], log: URL, token: String? = nil) throws -> ChildProcess {
             var environment = ProcessInfo.processInfo.environment
             environment["STOWAGE_HOME"] = home.path
+            environment["STOWAGE_TOKEN"] = token
             let fd = open(log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             defer { close(fd) }
             return try ChildProcess.launch(
@@ -160,11 +158,18 @@ struct LiveRecordingTests {
         }
     }
 
-    /// Runs `stowage` with `STOWAGE_HOME` and no locale; status and both outputs together.
-    static func run(_ arguments: [String], home: URL, timeout: Duration = .seconds(120)) async throws -> (status: Int32, output: String) {
+    /// Runs `stowage` with `STOWAGE_HOME`, `STOWAGE_TOKEN` set to `token` (unset without one) and no locale; status and
+    /// both outputs together.
+    static func run(
+        _ arguments: [String],
+        home: URL,
+        token: String? = nil,
+        timeout: Duration = .seconds(120)
+    ) async throws -> (status: Int32, output: String) {
         var environment = ProcessInfo.processInfo.environment
         for name in ["LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"] { environment[name] = nil }
         environment["STOWAGE_HOME"] = home.path
+        environment["STOWAGE_TOKEN"] = token
         let result = try await ProcessRunner.run(try StowageExecutable.url(), arguments, environment: environment, timeout: timeout)
         return (result.status, String(decoding: result.standardOutput + result.standardError, as: UTF8.self))
     }
@@ -211,7 +216,7 @@ struct LiveRecordingTests {
         let live = try await Live.make(seconds: 24)
         defer { live.fixture.remove() }
         try await live.serving(["--window", "3", "--speed", "4"] + conditions) { url, keyServer, token in
-            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token), home: live.home)
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer), home: live.home, token: token)
             #expect(recorded.status == 0, "\(recorded.output)")
             #expect(recorded.output.contains("recording ended: the stream ended (EXT-X-ENDLIST)"), "\(recorded.output)")
         }
@@ -247,7 +252,7 @@ struct LiveRecordingTests {
         defer { live.fixture.remove() }
         let output = live.fixture.root.appendingPathComponent("record.log")
         try await live.serving(["--window", "3", "--speed", "4"]) { url, keyServer, token in
-            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer), log: output, token: token)
             // A test that fails part way never leaves a recorder running.
             defer { recorder.send(SIGKILL) }
             // Killed once the first segments are in place (bounded wait).
@@ -297,7 +302,7 @@ struct LiveRecordingTests {
         let output = live.fixture.root.appendingPathComponent("record.log")
         // 2x: 12 s of real time, time enough for a player to join while the stream goes on.
         try await live.serving(["--window", "3", "--speed", "2"]) { url, keyServer, token in
-            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer), log: output, token: token)
             // A test that fails part way never leaves a recorder running.
             defer { recorder.send(SIGKILL) }
             try await live.waitForVideoSegments(1)
@@ -353,7 +358,7 @@ struct LiveRecordingTests {
         // A link of 3 kB/s: a segment takes seconds, so files the recording listed are still coming after the first
         // Ctrl-C.
         try await live.serving(["--window", "3", "--speed", "4", "--loop", "--bandwidth", "3000"]) { url, keyServer, token in
-            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer), log: output, token: token)
             defer { recorder.send(SIGKILL) }
             // Recording (a Ctrl-C while the download is still being planned pauses it): its keys are obtained only
             // once it records.
@@ -400,7 +405,7 @@ struct LiveRecordingTests {
         defer { live.fixture.remove() }
         let output = live.fixture.root.appendingPathComponent("record.log")
         try await live.serving(["--window", "3", "--speed", "4", "--loop"]) { url, keyServer, token in
-            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer), log: output, token: token)
             defer { recorder.send(SIGKILL) }
             try await live.waitForVideoSegments(2)
             recorder.send(SIGKILL)
@@ -429,7 +434,7 @@ struct LiveRecordingTests {
         let live = try await Live.make(seconds: 140, rotateEvery: 1)
         defer { live.fixture.remove() }
         try await live.serving(["--window", "3", "--speed", "20", "--event"]) { url, keyServer, token in
-            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token), home: live.home)
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer), home: live.home, token: token)
             #expect(recorded.status == 0, "\(recorded.output)")
         }
         let manifest = try live.manifest()
@@ -466,7 +471,7 @@ struct LiveRecordingTests {
         try await live.serving(["--window", "2", "--speed", "4", "--event"]) { url, keyServer, token in
             // 1.2 s late: a sliding window of 2 would have lost the first segments by now.
             try await Task.sleep(for: .milliseconds(1200))
-            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token), home: live.home)
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer), home: live.home, token: token)
             #expect(recorded.status == 0, "\(recorded.output)")
         }
         let manifest = try live.manifest()
@@ -495,7 +500,7 @@ struct LiveRecordingTests {
             var address = try #require(URLComponents(url: firstURL, resolvingAgainstBaseURL: false))
             address.port = relay.port
             let url = try #require(address.url)
-            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer), log: output, token: token)
             // A test that fails part way never leaves a recorder running.
             defer { recorder.send(SIGKILL) }
             try await live.waitForVideoSegments(8)
@@ -529,7 +534,7 @@ struct LiveRecordingTests {
         defer { live.fixture.remove() }
         let output = live.fixture.root.appendingPathComponent("record.log")
         try await live.serving(["--window", "3", "--speed", "4", "--loop"]) { url, keyServer, token in
-            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer, token: token), log: output)
+            let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer), log: output, token: token)
             // A test that fails part way never leaves a recorder running.
             defer { recorder.send(SIGKILL) }
             try await live.waitForVideoSegments(3)
@@ -559,8 +564,9 @@ struct LiveRecordingTests {
             let formatter = ISO8601DateFormatter()
             let until = Date().addingTimeInterval(3)
             let recorded = try await Self.run(
-                live.download(url, keyServer: keyServer, token: token, ["--until", formatter.string(from: until)]),
-                home: live.home
+                live.download(url, keyServer: keyServer, ["--until", formatter.string(from: until)]),
+                home: live.home,
+                token: token
             )
             #expect(recorded.status == 0, "\(recorded.output)")
             // A looping stream never ends: only the time given can have stopped it.
@@ -580,7 +586,7 @@ struct LiveRecordingTests {
         let live = try await Live.make(seconds: 8)
         defer { live.fixture.remove() }
         try await live.serving(["--window", "3", "--speed", "4", "--loop"]) { url, keyServer, token in
-            let recorded = try await Self.run(live.download(url, keyServer: keyServer, token: token, ["--duration", "9s"]), home: live.home)
+            let recorded = try await Self.run(live.download(url, keyServer: keyServer, ["--duration", "9s"]), home: live.home, token: token)
             #expect(recorded.status == 0, "\(recorded.output)")
             #expect(recorded.output.contains("--duration reached"), "\(recorded.output)")
         }

@@ -2,6 +2,7 @@ public import Foundation
 import GRDB
 public import KeyDelivery
 import StowageCore
+import StowageCrypto
 
 /// The state of a download task, as iOS and Media3 name them.
 public enum DownloadState: String, Sendable, Codable, Hashable, CaseIterable {
@@ -144,15 +145,29 @@ public struct CompletedFile: Sendable, Hashable {
 
 /// Download tasks and completed files in `stowage.sqlite` (tables `download_tasks`, `download_files`, owned by this
 /// module). Every state change is committed here before it is acted on, so a killed process resumes where it stopped.
+///
+/// A task's secrets (its entitlement token, `--header` values and cookies) are never stored in the clear: they are
+/// sealed under the key store's key-encryption key (``KeyDelivery/DataSealer``) in the `secrets` column, bound to the
+/// asset, and the `request` JSON holds everything else.
 public final class DownloadStore: Sendable {
     private let pool: DatabasePool
     private let path: String
+    /// Gives the sealer for the tasks' secrets; nil: tasks with secrets cannot be stored, and stored ones read back
+    /// without them.
+    private let sealer: (@Sendable () throws -> DataSealer)?
 
     /// Opens (and creates) the tables in the database at `databaseURL`.
-    public init(databaseURL: URL) throws(DownloadError) {
+    ///
+    /// - Parameter sealer: gives the sealer of the tasks' secrets (the key store's), called when one is stored or read.
+    public init(databaseURL: URL, sealer: (@Sendable () throws -> DataSealer)? = nil) throws(DownloadError) {
         var configuration = Configuration()
         configuration.label = "DownloadStore"
         configuration.busyMode = .timeout(TimeInterval(StateDatabase.busyTimeoutSeconds))
+        configuration.prepareDatabase { db in
+            // A replaced request (its sealed secrets) is overwritten, not left in free pages.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+        }
+        self.sealer = sealer
         path = databaseURL.path
         do {
             try FileManager.default.createDirectory(at: databaseURL.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -190,6 +205,10 @@ public final class DownloadStore: Sendable {
                     if try !db.columns(in: "download_tasks").contains(where: { $0.name == "priority" }) {
                         try db.execute(sql: "ALTER TABLE download_tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
                     }
+                    // Added when tokens and headers were sealed at rest.
+                    if try !db.columns(in: "download_tasks").contains(where: { $0.name == "secrets" }) {
+                        try db.execute(sql: "ALTER TABLE download_tasks ADD COLUMN secrets BLOB")
+                    }
                 }
             }
         } catch {
@@ -205,26 +224,45 @@ public final class DownloadStore: Sendable {
     }
 
     func insert(_ request: DownloadRequest, session: String, priority: Int = 0, at now: Int64) throws(DownloadError) {
-        let json = String(decoding: try encode(request), as: UTF8.self)
+        let (json, secrets) = try encode(request)
         try write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO download_tasks (asset_id, session, request, state, priority, created_at, updated_at)
-                    VALUES (?, ?, ?, 'queued', ?, ?, ?)
+                    INSERT INTO download_tasks (asset_id, session, request, secrets, state, priority, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)
                     """,
-                arguments: [request.assetId, session, json, priority, now, now]
+                arguments: [request.assetId, session, json, secrets.map { Data($0) }, priority, now, now]
             )
         }
     }
 
     func updateRequest(_ request: DownloadRequest, at now: Int64) throws(DownloadError) {
-        let json = String(decoding: try encode(request), as: UTF8.self)
+        let (json, secrets) = try encode(request)
         try write { db in
             try db.execute(
-                sql: "UPDATE download_tasks SET request = ?, updated_at = ? WHERE asset_id = ?",
-                arguments: [json, now, request.assetId]
+                sql: "UPDATE download_tasks SET request = ?, secrets = ?, updated_at = ? WHERE asset_id = ?",
+                arguments: [json, secrets.map { Data($0) }, now, request.assetId]
             )
         }
+    }
+
+    /// Seals the secrets of tasks stored in the clear by a Stowage from before they were sealed. Returns how many tasks
+    /// it changed.
+    @discardableResult
+    public func sealClearSecrets() throws(DownloadError) -> Int {
+        guard sealer != nil else { return 0 }
+        let clear = try tasks().filter { $0.requestDamage == nil && RequestSecrets(of: $0.request) != nil }
+        for task in clear {
+            let (json, secrets) = try encode(task.request)
+            try write { db in
+                try db.execute(
+                    sql: "UPDATE download_tasks SET request = ?, secrets = ? WHERE asset_id = ? AND secrets IS NULL",
+                    arguments: [json, secrets.map { Data($0) }, task.assetId]
+                )
+            }
+        }
+        if !clear.isEmpty { _ = try? pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") } }
+        return clear.count
     }
 
     /// Applies `action` to the task's stored state in one transaction, through ``DownloadStateMachine``.
@@ -337,7 +375,7 @@ public final class DownloadStore: Sendable {
     /// The task of `assetId`, if any.
     public func task(_ assetId: String) throws(DownloadError) -> DownloadTaskRecord? {
         try read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM download_tasks WHERE asset_id = ?", arguments: [assetId]).map(Self.record)
+            try Row.fetchOne(db, sql: "SELECT * FROM download_tasks WHERE asset_id = ?", arguments: [assetId]).map(record)
         }
     }
 
@@ -350,7 +388,7 @@ public final class DownloadStore: Sendable {
                 } else {
                     try Row.fetchAll(db, sql: "SELECT * FROM download_tasks ORDER BY created_at, asset_id")
                 }
-            return try rows.map(Self.record)
+            return try rows.map(record)
         }
     }
 
@@ -365,16 +403,25 @@ public final class DownloadStore: Sendable {
 
     /// - Throws: GRDB's `RowDecodingError` when a column holds a value of another type (written by hand): the file is
     /// damaged (``StateDatabase/isDamaged(_:)``). A request that is not JSON is not: the record says so.
-    private static func record(_ row: Row) throws -> DownloadTaskRecord {
+    private func record(_ row: Row) throws -> DownloadTaskRecord {
         let json: String = (try? row.decode(forColumn: "request")) ?? ""
         // A row that does not decode still lists (one damaged task must not hide the others); running it is refused.
-        let request: DownloadRequest
+        var request: DownloadRequest
         var damage: String?
         do {
             request = try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8))
         } catch {
             request = DownloadRequest(url: "", assetId: try row.decode(forColumn: "asset_id"))
             damage = "\(error)"
+        }
+        if damage == nil, let sealed = (try? row.decode(forColumn: "secrets") as Data?).flatMap({ $0 }) {
+            // Secrets that do not open (another machine, an altered row) are left out: the key server then asks for a
+            // token, which `stowage keys fetch --token-file` gives again.
+            if let sealer = try? sealer?(), let opened = try? sealer.open([UInt8](sealed), context: Self.secretsContext(request.assetId)),
+                let secrets = try? JSONDecoder().decode(RequestSecrets.self, from: opened.withUnsafeBytes { Data($0) })
+            {
+                secrets.apply(to: &request)
+            }
         }
         return DownloadTaskRecord(
             assetId: try row.decode(forColumn: "asset_id"),
@@ -391,13 +438,27 @@ public final class DownloadStore: Sendable {
         )
     }
 
-    private func encode(_ request: DownloadRequest) throws(DownloadError) -> Data {
+    /// The request's JSON without its secrets, and the secrets sealed (nil when it has none).
+    private func encode(_ request: DownloadRequest) throws(DownloadError) -> (json: String, secrets: [UInt8]?) {
+        var clear = request
+        let secrets = RequestSecrets(of: request)
+        RequestSecrets.strip(&clear)
         do {
-            return try JSONEncoder().encode(request)
+            let json = String(decoding: try JSONEncoder().encode(clear), as: UTF8.self)
+            guard let secrets else { return (json, nil) }
+            guard let sealer else {
+                throw DownloadError.database("the download of \(request.assetId) has a token or headers, and nothing to seal them with")
+            }
+            let sealed = try sealer().seal(SecretBytes(Array(try JSONEncoder().encode(secrets))), context: Self.secretsContext(request.assetId))
+            return (json, sealed)
+        } catch let error as DownloadError {
+            throw error
         } catch {
-            throw .database(String(describing: error))
+            throw .database((error as? any StowageError)?.message ?? String(describing: error))
         }
     }
+
+    private static func secretsContext(_ assetId: String) -> String { "download secrets of \(assetId)" }
 
     private func write(_ body: (Database) throws -> Void) throws(DownloadError) {
         do {
@@ -413,5 +474,32 @@ public final class DownloadStore: Sendable {
         } catch {
             throw Self.failure(error, path: path)
         }
+    }
+}
+
+/// The parts of a ``DownloadRequest`` that are credentials: sealed apart from the rest (``DownloadStore``).
+struct RequestSecrets: Codable, Hashable {
+    var token: String?
+    var headers: [[String]]
+    var cookies: [BrowserHeaders.Cookie]
+
+    /// The request's secrets, nil when it has none.
+    init?(of request: DownloadRequest) {
+        guard request.token != nil || !request.headers.isEmpty || !request.browser.cookies.isEmpty else { return nil }
+        token = request.token
+        headers = request.headers
+        cookies = request.browser.cookies
+    }
+
+    static func strip(_ request: inout DownloadRequest) {
+        request.token = nil
+        request.headers = []
+        request.browser.cookies = []
+    }
+
+    func apply(to request: inout DownloadRequest) {
+        request.token = token
+        request.headers = headers
+        request.browser.cookies = cookies
     }
 }

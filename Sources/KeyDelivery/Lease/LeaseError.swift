@@ -164,7 +164,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             leaseId: nil,
             time: nil,
             message: "No lease on this device covers asset \(assetId). Get its keys while online: "
-                + "`stowage keys fetch \(assetId) --key-server URL --token TOKEN`."
+                + "`stowage keys fetch \(assetId) --key-server URL --token-file FILE`."
         )
     }
 

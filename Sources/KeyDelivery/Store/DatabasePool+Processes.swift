@@ -107,7 +107,7 @@ public enum StateDatabase {
         let directory = (path as NSString).deletingLastPathComponent
         return "The state database \(path) is damaged (SQLite: \(reason)), so the leases, keys and download records in it "
             + "cannot be read. The packages in \(directory)/packages are untouched. Run `stowage recover` to set the damaged "
-            + "file aside and start a new one, then, while online, `stowage keys fetch ASSET --key-server URL --token TOKEN` "
+            + "file aside and start a new one, then, while online, `stowage keys fetch ASSET --key-server URL --token-file FILE` "
             + "for each asset `stowage list` shows."
     }
 }

@@ -13,6 +13,7 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         case identityKeyNotFound = "identity_key_not_found"
         case identityKeyExpired = "identity_key_expired"
         case identityKeyDamaged = "identity_key_damaged"
+        case sealedDataDamaged = "sealed_data_damaged"
         case invalidKeyLength = "invalid_key_length"
         case databaseFailure = "database_failure"
         case databaseDamaged = "database_damaged"
@@ -91,6 +92,11 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The sealed key does not open although the key-encryption key is right: its row was altered.
     public static func identityKeyDamaged(uri: String) -> Self {
         .init(.identityKeyDamaged, "The stored key for \(uri) is damaged or was altered; download it again while online.")
+    }
+
+    /// A sealed value (``DataSealer``) does not open although the key-encryption key is right.
+    public static func sealedDataDamaged(context: String) -> Self {
+        .init(.sealedDataDamaged, "The sealed \(context) is damaged or was altered; give it again (for a download: the token and headers).")
     }
 
     /// A content key of another length than 16 or 32 bytes.

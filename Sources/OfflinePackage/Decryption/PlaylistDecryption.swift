@@ -471,7 +471,7 @@ public enum PlaylistDecryptionError: Error, Sendable, CustomStringConvertible {
         case .invalidPlaylist(let error): "the playlist is invalid: \(error)"
         case .notAMediaPlaylist(let path): "\(path) is a multivariant playlist; give one of its media playlists"
         case .notLocal(let uri): "\(uri) is not a local file; `stowage decrypt` works on a playlist and segments on disk"
-        case .missingKey(let uri): "no key for \(uri): pass --key HEX or --key-file FILE, or put the key file where the URI points"
+        case .missingKey(let uri): "no key for \(uri): pass --key-file FILE or --key - (standard input), or put the key file where the URI points"
         case .keyLength(let uri, let expected, let found):
             "the key for \(InlineKeyURI.isInline(uri) ? "the playlist's inline (data:) key" : uri) has \(found) bytes; this method needs \(expected)"
         case .inlineKey(let message): message

@@ -12,9 +12,10 @@ struct KeysCommandTests {
         var error: String
     }
 
-    static func stowage(_ arguments: [String], home: URL) async throws -> Run {
+    static func stowage(_ arguments: [String], home: URL, token: String? = nil) async throws -> Run {
         var environment = ProcessInfo.processInfo.environment
         environment["STOWAGE_HOME"] = home.path
+        environment["STOWAGE_TOKEN"] = token
         let result = try await ProcessRunner.run(try StowageExecutable.url(), arguments, environment: environment)
         return Run(
             status: result.status,
@@ -55,7 +56,7 @@ struct KeysCommandTests {
             #expect(rows.first?.playbackTimeLeft == Int64(172_800))
             #expect(rows.first?.pendingRelease == false)
 
-            let renew = try await Self.stowage(["keys", "renew", "movie-1", "--token", token], home: home)
+            let renew = try await Self.stowage(["keys", "renew", "movie-1"], home: home, token: token)
             #expect(renew.status == 0, "\(renew.error)")
             #expect(renew.output.contains("renewed movie-1"))
 

@@ -1,0 +1,96 @@
+import Foundation
+import StowageCrypto
+import Testing
+
+@testable import KeyDelivery
+
+/// Where a token or a content key may come from: standard input, a file nobody else can read, or the environment;
+/// never the command line (docs/SECURITY.md, "Another local user").
+struct SecretInputTests {
+    static let token = "eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl"
+
+    /// A file of this user's with `contents` and `mode`, in a folder of its own.
+    static func file(_ contents: String, mode: Int = 0o600) throws -> String {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("secret-input-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let url = folder.appendingPathComponent("secret")
+        try Data(contents.utf8).write(to: url)
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: url.path)
+        return url.path
+    }
+
+    static func code(_ body: () throws -> Any?) -> String? {
+        do {
+            _ = try body()
+            return nil
+        } catch let error as SecretInputError {
+            return error.code
+        } catch let error as PrivateFileError {
+            return error.code
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test func aTokenComesFromStandardInputAFileOrTheEnvironment() throws {
+        #expect(try SecretInput.token(option: "-", file: nil, environment: [:]) { Array("\(Self.token)\n".utf8) } == Self.token)
+        #expect(try SecretInput.token(option: nil, file: try Self.file("  \(Self.token)  \n"), environment: [:]) == Self.token)
+        #expect(try SecretInput.token(option: nil, file: nil, environment: ["STOWAGE_TOKEN": Self.token]) == Self.token)
+        #expect(try SecretInput.token(option: nil, file: nil, environment: [:]) == nil)
+        #expect(try SecretInput.token(option: nil, file: nil, environment: ["STOWAGE_TOKEN": ""]) == nil)
+    }
+
+    @Test func aTokenIsRefusedOnTheCommandLineAndFromTwoPlacesOrNowhere() throws {
+        #expect(Self.code { try SecretInput.token(option: Self.token, file: nil, environment: [:]) } == "secret_on_command_line")
+        let both = Self.code { try SecretInput.token(option: "-", file: nil, environment: ["STOWAGE_TOKEN": Self.token]) { [] } }
+        #expect(both == "secret_sources_conflict")
+        #expect(Self.code { try SecretInput.token(option: "-", file: nil, environment: [:]) { Array("\n \n".utf8) } } == "secret_unreadable")
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("no-such-token-\(UUID().uuidString)").path
+        #expect(Self.code { try SecretInput.token(option: nil, file: missing, environment: [:]) } == "secret_unreadable")
+        // A file others can read may have been read: refused, as ssh refuses a loose key.
+        #expect(
+            Self.code { try SecretInput.token(option: nil, file: try Self.file(Self.token, mode: 0o644), environment: [:]) } == "insecure_permissions"
+        )
+        // The refusal never repeats the secret.
+        do {
+            _ = try SecretInput.token(option: Self.token, file: nil, environment: [:])
+        } catch let error as SecretInputError {
+            #expect(!error.message.contains(Self.token))
+        }
+    }
+
+    @Test func aContentKeyComesFromStandardInputOrAFile() throws {
+        let hex = "00112233445566778899aabbccddeeff"
+        let expected = try #require(Hex.decode(hex))
+        func bytes(_ key: SecretBytes) -> [UInt8] { key.withUnsafeBytes { [UInt8]($0) } }
+        #expect(bytes(try SecretInput.contentKey(option: "-", file: nil) { Array("\(hex)\n".utf8) }) == expected)
+        #expect(bytes(try SecretInput.contentKey(option: nil, file: try Self.file(hex))) == expected)
+        #expect(bytes(try SecretInput.contentKey(option: "-", file: nil) { expected }) == expected)
+        let long = try SecretInput.contentKey(option: "-", file: nil, lengths: [16, 32]) { Array((hex + hex).utf8) }
+        #expect(long.count == 32)
+
+        #expect(Self.code { try SecretInput.contentKey(option: hex, file: nil) } == "secret_on_command_line")
+        #expect(Self.code { try SecretInput.contentKey(option: "-", file: try Self.file(hex)) } == "secret_sources_conflict")
+        #expect(Self.code { try SecretInput.contentKey(option: nil, file: nil) } == "secret_missing")
+        #expect(Self.code { try SecretInput.contentKey(option: "-", file: nil) { Array("0011".utf8) } } == "invalid_content_key")
+        #expect(Self.code { try SecretInput.contentKey(option: "-", file: nil) { Array((hex + hex).utf8) } } == "invalid_content_key")
+    }
+
+    /// A value sealed for one purpose opens for it only, and not once altered.
+    @Test func sealedDataOpensOnlyForItsContextAndUnaltered() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("data-sealer-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try KeyStore(dataDirectory: directory, machineID: MachineID("0123456789abcdef0123456789abcdef"), clock: TestClock(now: 1_000))
+        let sealer = try store.dataSealer()
+        let sealed = try sealer.seal(SecretBytes(Array(Self.token.utf8)), context: "download secrets of movie-1")
+        #expect(!String(decoding: sealed, as: UTF8.self).contains(Self.token))
+        let opened = try sealer.open(sealed, context: "download secrets of movie-1")
+        #expect(opened.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == Self.token)
+        var altered = sealed
+        altered[14] ^= 1
+        for (bytes, context) in [(sealed, "download secrets of movie-2"), (altered, "download secrets of movie-1"), ([1, 2, 3], "x")] {
+            let error = #expect(throws: KeyStoreError.self) { try sealer.open(bytes, context: context) }
+            #expect(error?.code == "sealed_data_damaged")
+        }
+    }
+}
