@@ -214,7 +214,8 @@ struct AttackTests {
             try await Self.wait(until: started.addingTimeInterval(7))
             let held = try await underShim(at: started.addingTimeInterval(2), [stowage, "play", fixture.assetId, "--player", "ffmpeg-null"])
             #expect(held.status != 0, "played after the window under a clock held back: \(held.output)")
-            #expect(["[lease_expired]", "[playback_window_expired]", "[clock_untrustworthy]"].contains { held.error.contains($0) }, "\(held.error)")
+            // The kernel's clock decides that the lease ended, before any comparison of clocks.
+            #expect(["[lease_expired]", "[playback_window_expired]"].contains { held.error.contains($0) }, "\(held.error)")
         }
     }
 

@@ -111,9 +111,6 @@ public struct PlaybackGate: Sendable {
         }
         let requirement = LeaseRequirement(manifest: manifest, facts: facts)
         let needsLease = requirement.needsLease
-        if let disagreement = KernelTime.disagreement() {
-            throw .clockUntrustworthy(assetId: assetId, detail: disagreement)
-        }
         let now = clock.now
         let keys: [String: SecretBytes]
         var lease: LeaseEvaluation?
@@ -140,6 +137,12 @@ public struct PlaybackGate: Sendable {
                 throw .keysPending(assetId: assetId, downloadRunning: download.isRunning())
             }
             throw error
+        }
+        // Everything else allows playback: a process whose clock disagrees with the kernel's (a time shim preloaded into
+        // it) is refused now, before a first play is recorded. The lease rules above read the kernel's clock, so a
+        // lease that ended says so first.
+        if let disagreement = KernelTime.disagreement() {
+            throw .clockUntrustworthy(assetId: assetId, detail: disagreement)
         }
         if needsLease {
             let granted = try evaluate(requirement, assetId: assetId, at: now, recordingFirstPlay: true)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the lease's attack suite on its own (docs/SECURITY.md): AttackTests performs each attack through the command
+# line and the files (sqlite3, rm, cp, faketime, a second key server, runuser as another user, curl), AttackServerTests
+# against the key server, and IssuanceConformanceTests runs every lease kind against every rule on SQLite and
+# PostgreSQL. Needs what scripts/test.sh needs (it installs what is missing); the tests that act as another Unix user
+# run only as root (they say so when skipped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure-deps.sh
+source scripts/postgres.sh
+stowage_ensure_deps
+
+echo "==> swift build --build-tests"
+swift build --build-tests
+
+stowage_start_postgres
+echo "==> the attack suite"
+swift test --skip-build --filter 'AttackTests|AttackServerTests|IssuanceConformanceTests'
