@@ -80,6 +80,8 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         case clockUntrustworthy = "clock_untrustworthy"
         /// A process of another user asked for the playback URL.
         case entryOtherUser = "playback_url_other_user"
+        /// The process runs in a user namespace of its own, where the data directory can be mounted over.
+        case confined = "user_namespace_refused"
     }
 
     /// The kind of refusal.
@@ -311,6 +313,16 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
             assetId: assetId,
             message: "Asset \(assetId) cannot play: \(detail). Run Stowage without LD_PRELOAD or a time shim (faketime), with the "
                 + "machine's own clock."
+        )
+    }
+
+    /// The process runs where the data directory can be mounted over (a user namespace of its own).
+    public static func confined(assetId: String, detail: String) -> Self {
+        .init(
+            .confined,
+            assetId: assetId,
+            message: "Asset \(assetId) cannot play here: \(detail). Run `stowage play` from a shell of the machine's own user "
+                + "namespace, outside unshare, rootless containers and sandboxes."
         )
     }
 

@@ -50,17 +50,21 @@ struct TLSOptions: ParsableArguments {
 struct ProxyOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "The proxy every request goes through: http://[USER:PASSWORD@]HOST:PORT, socks5://HOST:PORT, or '' for none.",
+            "The proxy every request goes through: http://HOST:PORT, socks5://HOST:PORT, or '' for none (a password goes in HTTPS_PROXY).",
             discussion: "Defaults to HTTPS_PROXY (https URLs), HTTP_PROXY (http URLs) or ALL_PROXY; NO_PROXY names hosts reached directly.",
             valueName: "url"
         )
     )
     var proxy: String?
 
-    /// The proxies these options and the environment give.
+    /// The proxies these options and the environment give. A password is never taken from the command line, where
+    /// every user can read it: it belongs in HTTPS_PROXY (the environment is the user's alone).
     func settings() throws -> ProxySettings {
         let environment = ProcessInfo.processInfo.environment
         guard let proxy else { return try .fromEnvironment(environment) }
+        if let components = URLComponents(string: proxy), components.password != nil {
+            throw SecretInputError.proxyPasswordOnCommandLine
+        }
         return try ProxySettings(proxy: proxy, noProxy: environment["no_proxy"] ?? environment["NO_PROXY"])
     }
 }

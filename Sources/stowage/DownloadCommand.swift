@@ -125,8 +125,17 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "Segments downloaded at once.")
     var concurrency = 4
 
-    @Option(name: .customLong("header"), help: "An extra request header 'Name: value' (repeatable); sent only to the playlist's host.")
+    @Option(
+        name: .customLong("header"),
+        help: ArgumentHelp(
+            "An extra request header 'Name: value' (repeatable); sent only to the playlist's origin. Credentials "
+                + "(Authorization, Cookie) go in --header-file, never on the command line."
+        )
+    )
     var headers: [String] = []
+
+    @Option(name: .customLong("header-file"), help: "A file of yours (mode 0600) of request headers, one 'Name: value' per line.")
+    var headerFile: String?
 
     @Option(name: .customLong("header-host"), help: "Another host the --header values may be sent to (repeatable).")
     var headerHosts: [String] = []
@@ -202,11 +211,11 @@ struct DownloadCommand: AsyncParsableCommand {
         if let attach { await ServiceDriver.attach(assetId: attach, json: output.json) }
         let variant: MediaSelectionOptions.Variant =
             minBitrate == nil && maxBitrate == nil ? .highest : .bitrate(minimum: minBitrate, maximum: maxBitrate)
-        let pairs = headers.map { header -> (String, String) in
-            let parts = header.split(separator: ":", maxSplits: 1)
-            return (
-                String(parts[0]).trimmingCharacters(in: .whitespaces), String(parts.count > 1 ? parts[1] : "").trimmingCharacters(in: .whitespaces)
-            )
+        let pairs: [(String, String)]
+        do {
+            pairs = try SecretInput.headers(commandLine: headers, file: headerFile)
+        } catch {
+            CommandOutput.fail(error, json: output.json)
         }
         let browserHeaders: BrowserHeaders
         do {

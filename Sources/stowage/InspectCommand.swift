@@ -2,6 +2,7 @@ import ArgumentParser
 import AssetDownload
 import Foundation
 import HLS
+import KeyDelivery
 import StowageLibrary
 
 /// `stowage inspect PLAYLIST_PATH_OR_URL [--deep] [--json]`
@@ -41,18 +42,21 @@ struct InspectCommand: AsyncParsableCommand {
 
     @OptionGroup var browser: BrowserOptions
 
-    @Option(name: .customLong("header"), help: "An extra HTTP request header, 'Name: value' (repeatable).")
+    @Option(
+        name: .customLong("header"),
+        help: "An extra HTTP request header, 'Name: value' (repeatable). Credentials (Authorization, Cookie) go in --header-file."
+    )
     var headers: [String] = []
 
+    @Option(name: .customLong("header-file"), help: "A file of yours (mode 0600) of request headers, one 'Name: value' per line.")
+    var headerFile: String?
+
     func run() async throws {
-        let headerPairs = try headers.map { header -> (String, String) in
-            guard let colon = header.firstIndex(of: ":") else {
-                throw ValidationError("--header must look like 'Name: value', got '\(header)'")
-            }
-            return (
-                String(header[..<colon]).trimmingCharacters(in: .whitespaces),
-                String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
-            )
+        let headerPairs: [(String, String)]
+        do {
+            headerPairs = try SecretInput.headers(commandLine: headers, file: headerFile)
+        } catch {
+            CommandOutput.fail(error, json: json)
         }
         let result: Result<PlaylistInspection, any Error>
         do {

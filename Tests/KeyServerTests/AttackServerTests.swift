@@ -1,6 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import KeyDelivery
 import KeyServer
+import NIOCore
+import NIOHTTP1
 import StowageCrypto
 import Testing
 
@@ -86,5 +89,35 @@ struct AttackServerTests {
             #expect(try await client.renew(leaseID, renewal, token: token).errorCode == "clock_skew")
             #expect(try await client.release(leaseID, release).errorCode == "clock_skew")
         }
+    }
+
+    /// One entitlement token is one identity stream however its `Authorization` header is spelled: the stream is named
+    /// by the token the server verified, not by the header's bytes.
+    @Test("one token, its header spelled three ways, is one identity stream")
+    func oneTokenOneStream() async throws {
+        let fixture = try await KeyServerFixture.make { configuration in
+            configuration.policies["default"]?.identityAllowed = true
+            configuration.policies["default"]?.maxStreams = 1
+        }
+        defer { fixture.remove() }
+        let token = try await fixture.token("carol")
+        let other = try await fixture.token("carol", ttl: 86_400)
+        let path = "/v1/identity/movie-1/\(KeyServerFixture.movieKeyIDs[0])"
+        try await fixture.withLiveServer { client async throws in
+            #expect(try await Self.status(client, path, authorization: "Bearer \(token)") == 200)
+            #expect(try await Self.status(client, path, authorization: "bearer \(token)") == 200)
+            #expect(try await Self.status(client, path, authorization: "Bearer   \(token)") == 200)
+            // Another token of the account is another stream: over maxStreams.
+            #expect(try await Self.status(client, path, authorization: "Bearer \(other)") == 403)
+        }
+    }
+
+    /// The status of `GET path` with `authorization` written as given.
+    static func status(_ client: LiveClient, _ path: String, authorization: String) async throws -> Int {
+        var request = HTTPClientRequest(url: client.baseURL + path)
+        request.headers.add(name: "Authorization", value: authorization)
+        let response = try await client.http.execute(request, timeout: .seconds(30))
+        _ = try await response.body.collect(upTo: 1 << 16)
+        return Int(response.status.code)
     }
 }

@@ -4,6 +4,7 @@ import KeyServer
 import OfflinePackage
 import OriginServer
 import StowageCore
+import StowageCrypto
 import StowageTestSupport
 import Testing
 
@@ -219,6 +220,41 @@ struct AttackTests {
         }
     }
 
+    // MARK: Red team: the data directory mounted over
+
+    /// In a user namespace of one's own, an overlay mounted over the data directory keeps every write away from the
+    /// real files (and every change time as it was), so each session would start from the same state: playback refuses
+    /// to run there.
+    @Test("play in a user namespace with an overlay over the data directory: refused")
+    func overlayInAUserNamespace() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServers { origin, keyServer in
+            try await Self.download(fixture, origin: origin, keyServer: keyServer)
+        }
+        let home = fixture.clientDirectory.url.path
+        let upper = fixture.root.appendingPathComponent("upper").path
+        let work = fixture.root.appendingPathComponent("work").path
+        let script = """
+            set -e
+            mkdir -p \(upper) \(work)
+            mount -t overlay overlay -o lowerdir=\(home),upperdir=\(upper),workdir=\(work) \(home)
+            echo mounted
+            exec "\(try TestSupport.stowageBinary.path)" play \(fixture.assetId) --player ffmpeg-null --offline
+            """
+        let result = try await ProcessRunner.run(
+            program: "unshare",
+            ["-r", "-m", "sh", "-c", script],
+            environment: ServiceCommandTests.environment(home: fixture.clientDirectory.url)
+        )
+        let output = String(decoding: result.standardOutput, as: UTF8.self)
+        let error = String(decoding: result.standardError, as: UTF8.self)
+        #expect(output.contains("mounted"), "the overlay was not mounted: \(error)")
+        #expect(result.status != 0 && error.contains("[user_namespace_refused]"), "\(error)")
+        // Outside, in the machine's own namespace, the same package plays.
+        #expect(try await Self.stowage(["play", fixture.assetId, "--player", "ffmpeg-null", "--offline"], fixture).status == 0)
+    }
+
     // MARK: Finding 7: a second key server's clock
 
     /// A lease held by a latch (its time record deleted with sqlite3) stays held when a second key server the user
@@ -254,6 +290,72 @@ struct AttackTests {
             let renewed = try await Self.stowage(["keys", "renew", first.assetId], first, token: try await first.token())
             #expect(renewed.status == 0, "\(renewed.error)")
             #expect(try await Self.stowage(["play", first.assetId, "--player", "ffmpeg-null", "--offline"], first).status == 0)
+        }
+    }
+
+    // MARK: Red team: a lease from a key server of one's own
+
+    /// The real lease's rows set aside, a lease for the same asset and key ID fetched from a key server the user runs
+    /// (its key random, its windows endless), the real rows put back: the asset plays under the user's lease, so only
+    /// that lease's keys may be played, never the real lease's (whose window and rental it would step around). And a
+    /// lease from another key server is not stored beside one that still holds keys.
+    @Test("a lease from a key server of one's own never plays another lease's keys")
+    func ownKeyServerLease() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let own = try await DownloadFixture.make(assetId: "unrelated")
+        defer { own.remove() }
+        try Self.policy(own) { policy in
+            policy.playbackDuration = nil
+            policy.storageDuration = 3_650 * 86_400
+        }
+        try await fixture.withServers { origin, keyServer in
+            try await Self.download(fixture, origin: origin, keyServer: keyServer)
+            let keyID = try await Self.sqlite(fixture, "SELECT json_extract(key_ids, '$[0]') FROM key_leases;")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            try #require(keyID.count == 32)
+            try await own.keyServer.addAsset(id: fixture.assetId, keyID: keyID, key: SecretBytes(try SecureRandom.bytes(count: 16)))
+            try await own.withServers { _, ownKeyServer in
+                let fetch = ["keys", "fetch", fixture.assetId, "--key-server", ownKeyServer.absoluteString]
+                // With only the real lease's payload set aside (its row still there): refused.
+                let payloads = try await Self.dump(fixture, "key_lease_payloads")
+                try await Self.sqlite(fixture, "DELETE FROM key_lease_payloads;")
+                let beside = try await Self.stowage(fetch, fixture, token: try await own.token())
+                #expect(beside.status != 0 && beside.error.contains("[lease_from_another_key_server]"), "\(beside.error)")
+                try await Self.sqlite(fixture, payloads)
+                // With the real lease's rows set aside while the other is fetched, then put back.
+                let saved = try await Self.dump(fixture, "key_leases") + Self.dump(fixture, "key_lease_payloads")
+                try await Self.sqlite(fixture, "DELETE FROM key_lease_payloads; DELETE FROM key_leases;")
+                let fetched = try await Self.stowage(fetch, fixture, token: try await own.token())
+                try #require(fetched.status == 0, "\(fetched.error)")
+                try await Self.sqlite(fixture, saved)
+            }
+            // Whatever plays, it is not the real content.
+            let play = try ProcessRunner.start(
+                try TestSupport.stowageBinary,
+                ["play", fixture.assetId, "--player", "none", "--offline"],
+                environment: ServiceCommandTests.environment(home: fixture.clientDirectory.url)
+            )
+            defer { play.kill() }
+            var entry: URL?
+            for _ in 0..<200 where entry == nil && play.isRunning {
+                entry = String(decoding: try play.standardOutput(), as: UTF8.self).split(separator: "\n")
+                    .first { $0.hasPrefix("playing http://127.0.0.1:") }.flatMap { URL(string: String($0.dropFirst("playing ".count))) }
+                if entry == nil { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            guard let entry else { return }  // refused outright: nothing served
+            let master = String(decoding: try await ProcessRunner.run(program: "curl", ["-s", entry.absoluteString]).standardOutput, as: UTF8.self)
+            let variant = try #require(master.split(separator: "\n").first { !$0.hasPrefix("#") && $0.contains("video") })
+            let variantURL = try #require(URL(string: String(variant), relativeTo: entry))
+            let media = String(
+                decoding: try await ProcessRunner.run(program: "curl", ["-s", variantURL.absoluteString]).standardOutput,
+                as: UTF8.self
+            )
+            let segment = try #require(media.split(separator: "\n").first { !$0.hasPrefix("#") })
+            let segmentURL = try #require(URL(string: String(segment), relativeTo: variantURL))
+            let served = try await ProcessRunner.run(program: "curl", ["-s", segmentURL.absoluteString]).standardOutput
+            let clear = try Data(contentsOf: DownloadFixture.demoFixture.deletingLastPathComponent().appendingPathComponent("video/360p/seg_0.ts"))
+            #expect(!served.isEmpty && served != clear, "the real content was served under a lease of the user's own key server")
         }
     }
 
@@ -313,6 +415,11 @@ struct AttackTests {
             )
             #expect(refused.status != 0 && refused.error.contains("[secret_on_command_line]"), "\(refused.error)")
             #expect(!refused.error.contains(token))
+            // The same for a credential header, and a proxy's password.
+            for extra in [["--header", "Authorization: Bearer \(token)"], ["--proxy", "http://user:\(token)@127.0.0.1:3128"]] {
+                let other = try await Self.stowage(["download", fixture.sourceURL(origin)] + extra, fixture, token: token)
+                #expect(other.status != 0 && other.error.contains("[secret_on_command_line]") && !other.error.contains(token), "\(other.error)")
+            }
 
             // From standard input, in a download slow enough to look at while it runs.
             let input = fixture.root.appendingPathComponent("token-input")

@@ -93,6 +93,48 @@ public enum SecretInput {
         return SecretBytes(bytes)
     }
 
+    /// Request headers whose values are credentials: never taken from the command line.
+    public static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+
+    /// Extra request headers: `--header 'Name: value'` from the command line (never a credential header:
+    /// ``credentialHeaders``), then those of `--header-file FILE` (the user's own, mode 0600: one `Name: value` per
+    /// line; blank lines and lines starting with `#` are skipped).
+    ///
+    /// - Throws: ``SecretInputError`` `secret_on_command_line` for a credential header given on the command line,
+    ///   `invalid_header` for a line that is not `Name: value`, `secret_unreadable`; ``PrivateFileError`` for a file
+    ///   others can read.
+    public static func headers(commandLine: [String], file: String?) throws -> [(String, String)] {
+        var headers: [(String, String)] = []
+        for text in commandLine {
+            let header = try parseHeader(text, source: "--header")
+            if credentialHeaders.contains(header.0.lowercased()) {
+                throw SecretInputError.onCommandLine(option: "--header '\(header.0): ...'", alternatives: "--header-file FILE")
+            }
+            headers.append(header)
+        }
+        guard let file else { return headers }
+        guard let bytes = try PrivateFile.readSecret(file, maximumCount: maximumSize) else {
+            throw SecretInputError.unreadable(source: file, reason: "it does not exist")
+        }
+        let text = bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        for line in text.split(whereSeparator: \.isNewline) {
+            let trimmed = String(line).trimmingWhitespace
+            guard !trimmed.isEmpty, !trimmed.hasPrefix("#") else { continue }
+            headers.append(try parseHeader(trimmed, source: file))
+        }
+        return headers
+    }
+
+    private static func parseHeader(_ text: String, source: String) throws -> (String, String) {
+        guard let colon = text.firstIndex(of: ":") else { throw SecretInputError.invalidHeader(source: source) }
+        let name = String(text[..<colon]).trimmingWhitespace
+        let value = String(text[text.index(after: colon)...]).trimmingWhitespace
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
+            throw SecretInputError.invalidHeader(source: source)
+        }
+        return (name, value)
+    }
+
     /// Standard input read to its end (at most 64 KiB).
     public static func standardInput() throws -> [UInt8] {
         var bytes: [UInt8] = []
@@ -154,6 +196,21 @@ public struct SecretInputError: StowageError, Hashable {
     /// No source given where one is needed.
     static func missing(option: String) -> Self {
         .init(code: "secret_missing", message: "no secret was given; pass it with \(option)")
+    }
+
+    /// A proxy URL with a password, given on the command line.
+    public static let proxyPasswordOnCommandLine = SecretInputError(
+        code: "secret_on_command_line",
+        message: "--proxy was given a URL with a password, where every user of this machine can read it (/proc/PID/cmdline); "
+            + "put the proxy URL in the HTTPS_PROXY (or HTTP_PROXY, ALL_PROXY) environment variable instead"
+    )
+
+    /// A header that is not `Name: value`.
+    static func invalidHeader(source: String) -> Self {
+        .init(
+            code: "invalid_header",
+            message: "a header from \(source) is not of the form 'Name: value'; write one per line, e.g. 'Authorization: Bearer ...'"
+        )
     }
 
     /// The content key is not of a length the command takes.

@@ -11,6 +11,9 @@ public struct LeaseEvaluation: Sendable, Hashable {
     public let evaluatedAt: Int64
     /// Why the lease is refused; nil when it is valid.
     public let error: LeaseError?
+    /// When valid: the leases the asset plays under (together they hold the keys asked for). Content keys are taken
+    /// from these leases only, so a lease that allows playback is the lease whose keys are played.
+    public internal(set) var playingLeaseIds: [String] = []
 
     /// An evaluation of `lease` at `now`.
     public init(lease: LeaseRecord, at now: Int64, error: LeaseError?) {

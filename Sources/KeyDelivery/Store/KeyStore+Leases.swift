@@ -60,6 +60,13 @@ extension KeyStore {
                     throw KeyStoreError.leaseAlreadyStored(terms.leaseId)
                 }
             } else {
+                // An asset's keys come from one key server: a lease from another, stored beside one that still holds
+                // keys, could authorize playback of the first one's keys.
+                if let other = try Self.authenticatedLeases(assetId: terms.assetId, db, state: state, secrets: secrets, pinsPath: pinsPath)
+                    .first(where: { $0.keyServer != keyServer && ($0.state.holdsKeyMaterial || $0.hasKeyMaterial) })
+                {
+                    throw KeyStoreError.leaseFromAnotherKeyServer(assetId: terms.assetId, keyServer: keyServer, held: other.keyServer)
+                }
                 var lifecycle = LeaseLifecycle(acquired: terms)
                 _ = try lifecycle.persist()
                 try Self.insert(lifecycle.record, payload: verified, keyServer: keyServer, db, at: now)
@@ -272,7 +279,8 @@ extension KeyStore {
         if uncovered.isEmpty {
             // No key to judge: report the lease that says most about the asset.
             let valid = preferred(candidates.filter { $0.evaluation.isValid }).first
-            let evaluation = valid?.evaluation ?? likeliestRefusal(candidates)?.evaluation ?? .noLease(assetId: assetId, at: now)
+            var evaluation = valid?.evaluation ?? likeliestRefusal(candidates)?.evaluation ?? .noLease(assetId: assetId, at: now)
+            if let valid { evaluation.playingLeaseIds = [valid.stored.leaseId] }
             return LeaseSelection(used: valid.map { [$0] } ?? [], evaluation: evaluation)
         }
         var used: [LeaseCandidate] = []
@@ -311,13 +319,18 @@ extension KeyStore {
         }
     }
 
-    /// The evaluation of the lease among `used` that ends first (a refusal first, should one be there).
+    /// The evaluation of the lease among `used` that ends first (a refusal first, should one be there), naming every
+    /// lease of `used` as the ones the asset plays under.
     private static func strictest(_ used: [LeaseCandidate], assetId: String, at now: Int64) -> LeaseEvaluation {
         if let refused = used.first(where: { !$0.evaluation.isValid }) { return refused.evaluation }
-        return used.min { a, b in
-            a.stored.record.expiresAt(ifFirstPlayedAt: a.evaluation.evaluatedAt)
-                < b.stored.record.expiresAt(ifFirstPlayedAt: b.evaluation.evaluatedAt)
-        }?.evaluation ?? .noLease(assetId: assetId, at: now)
+        guard
+            var evaluation = used.min(by: { a, b in
+                a.stored.record.expiresAt(ifFirstPlayedAt: a.evaluation.evaluatedAt)
+                    < b.stored.record.expiresAt(ifFirstPlayedAt: b.evaluation.evaluatedAt)
+            })?.evaluation
+        else { return .noLease(assetId: assetId, at: now) }
+        evaluation.playingLeaseIds = used.map(\.stored.leaseId)
+        return evaluation
     }
 
     // MARK: - Ending leases

@@ -14,6 +14,7 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
         case identityKeyExpired = "identity_key_expired"
         case identityKeyDamaged = "identity_key_damaged"
         case sealedDataDamaged = "sealed_data_damaged"
+        case leaseFromAnotherKeyServer = "lease_from_another_key_server"
         case invalidKeyLength = "invalid_key_length"
         case databaseFailure = "database_failure"
         case databaseDamaged = "database_damaged"
@@ -92,6 +93,15 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The sealed key does not open although the key-encryption key is right: its row was altered.
     public static func identityKeyDamaged(uri: String) -> Self {
         .init(.identityKeyDamaged, "The stored key for \(uri) is damaged or was altered; download it again while online.")
+    }
+
+    /// A lease of `assetId` from `keyServer` while leases from `held` still hold the asset's keys.
+    public static func leaseFromAnotherKeyServer(assetId: String, keyServer: String, held: String) -> Self {
+        .init(
+            .leaseFromAnotherKeyServer,
+            "Asset \(assetId) holds keys from the key server \(held); a lease from \(keyServer) is not stored beside them. Return "
+                + "the asset's keys first (`stowage keys return \(assetId)`), or ask \(held)."
+        )
     }
 
     /// A sealed value (``DataSealer``) does not open although the key-encryption key is right.

@@ -279,8 +279,10 @@ struct KeyService: Sendable {
             try admit("account:" + claims.account)
             guard claims.allows(assetID) else { throw KeyServerError(.notEntitled, "the entitlement token does not list asset \(assetID)") }
             let (asset, policy) = try await assetAndPolicy(assetID)
-            // The stream is named by the token, so one player re-fetching keys stays one stream.
-            let token = authorization.map { Hex.encode(SHA256Hasher.hash(Array($0.utf8)).prefix(16)) } ?? "none"
+            // The stream is named by the token itself (as verified: without the scheme's spelling or spacing), so one
+            // player re-fetching keys stays one stream, and one token is one stream however its header is written.
+            let bearer = authorization.map { String($0.dropFirst(7)).trimmingCharacters(in: .whitespaces) } ?? ""
+            let token = Hex.encode(SHA256Hasher.hash(Array(bearer.utf8)).prefix(16))
             let stream = IssuedLease(
                 id: UUID().uuidString.lowercased(),
                 account: claims.account,

@@ -27,6 +27,15 @@ public struct PackageKeyring: Sendable {
     /// - Throws: ``PackageKeyError`` naming the first key that is not held (no lease holding it, or no stored
     ///   identity key, or one that has expired).
     public func keys(for manifest: PackageManifest, at now: Int64) throws(PackageKeyError) -> [String: SecretBytes] {
+        try keys(for: manifest, fromLeases: nil, at: now)
+    }
+
+    /// ``keys(for:at:)`` with skd keys taken only from the leases `leaseIds` (nil: every lease that holds keys): the
+    /// leases the lease rules let the asset play under (``LeaseEvaluation/playingLeaseIds``), so that no other lease's
+    /// keys are played under their authorization.
+    public func keys(for manifest: PackageManifest, fromLeases leaseIds: Set<String>?, at now: Int64) throws(PackageKeyError)
+        -> [String: SecretBytes]
+    {
         var found: [String: SecretBytes] = [:]
         let skd = manifest.keys.filter { $0.kind == .skd }
         let allLeases: [StoredLease]
@@ -38,7 +47,9 @@ public struct PackageKeyring: Sendable {
             throw .storeUnavailable((error as? any StowageError)?.message ?? String(describing: error))
         }
         if !skd.isEmpty || !allLeases.isEmpty {
-            let leases = allLeases.filter { $0.state.holdsKeyMaterial && $0.hasKeyMaterial }
+            let leases = allLeases.filter { lease in
+                lease.state.holdsKeyMaterial && lease.hasKeyMaterial && (leaseIds?.contains(lease.leaseId) ?? true)
+            }
             // Newest first, so a renewed or re-acquired lease wins. A lease that cannot be opened (its payload does not
             // verify, the pins are damaged, the store fails) is skipped, and named if a key is then missing: it is not
             // the same as holding no lease, and downloading again would not mend it.

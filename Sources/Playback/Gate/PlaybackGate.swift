@@ -114,13 +114,17 @@ public struct PlaybackGate: Sendable {
         let now = clock.now
         let keys: [String: SecretBytes]
         var lease: LeaseEvaluation?
+        var playing: Set<String>?
         do throws(PlaybackError) {
             if needsLease {
                 // Evaluate first without recording anything: a package that cannot play must not start a playback window.
-                try Self.require(try evaluate(requirement, assetId: assetId, at: now, recordingFirstPlay: false), assetId: assetId)
+                let evaluation = try evaluate(requirement, assetId: assetId, at: now, recordingFirstPlay: false)
+                try Self.require(evaluation, assetId: assetId)
+                playing = Set(evaluation.playingLeaseIds)
             }
             do {
-                keys = try keyring.keys(for: manifest, at: now)
+                // The keys of the leases that allow playback, and of no other lease.
+                keys = try keyring.keys(for: manifest, fromLeases: playing, at: now)
             } catch {
                 throw Self.mapKeyError(error, assetId: assetId)
             }
@@ -144,9 +148,16 @@ public struct PlaybackGate: Sendable {
         if let disagreement = KernelTime.disagreement() {
             throw .clockUntrustworthy(assetId: assetId, detail: disagreement)
         }
+        if needsLease, let confinement = UserNamespace.confinement() {
+            throw .confined(assetId: assetId, detail: confinement)
+        }
         if needsLease {
             let granted = try evaluate(requirement, assetId: assetId, at: now, recordingFirstPlay: true)
             try Self.require(granted, assetId: assetId)
+            // Another process changed the leases between the two looks: the keys taken may not be the granted ones.
+            guard Set(granted.playingLeaseIds) == playing else {
+                throw .keyStoreUnavailable(assetId: assetId, detail: "the asset's leases changed while playback started; try again")
+            }
             lease = granted
         }
         return PlaybackAuthorization(

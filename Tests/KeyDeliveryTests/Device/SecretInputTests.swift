@@ -93,4 +93,40 @@ struct SecretInputTests {
             #expect(error?.code == "sealed_data_damaged")
         }
     }
+
+    /// Credential headers are never taken from the command line; a header file (the user's own) gives them.
+    @Test func headersFromTheCommandLineAndAFile() throws {
+        #expect(try SecretInput.headers(commandLine: ["X-Client: stowage"], file: nil).map { "\($0.0)=\($0.1)" } == ["X-Client=stowage"])
+        for credential in ["Authorization: Bearer abc", "cookie: session=1", "Proxy-Authorization: Basic eA=="] {
+            #expect(Self.code { try SecretInput.headers(commandLine: [credential], file: nil) } == "secret_on_command_line")
+        }
+        let file = try Self.file("# the CDN's session\nAuthorization: Bearer abc\n\nCookie:  a=b \n")
+        let read = try SecretInput.headers(commandLine: ["X-Client: stowage"], file: file)
+        #expect(read.map { "\($0.0)=\($0.1)" } == ["X-Client=stowage", "Authorization=Bearer abc", "Cookie=a=b"])
+        #expect(Self.code { try SecretInput.headers(commandLine: ["no colon"], file: nil) } == "invalid_header")
+        #expect(Self.code { try SecretInput.headers(commandLine: [], file: try Self.file("Bad Name: x")) } == "invalid_header")
+        #expect(Self.code { try SecretInput.headers(commandLine: [], file: try Self.file("Cookie: a", mode: 0o640)) } == "insecure_permissions")
+    }
+
+    /// The user's headers go to the playlist's own origin and the hosts named for them, never in the clear when the
+    /// playlist came over https, and not to another port of the playlist's host.
+    @Test func headersGoToThePlaylistsOriginOnly() throws {
+        let https = ScopedHeaders(
+            [("Authorization", "Bearer abc")],
+            playlistURL: URL(string: "https://cdn.example.com/a/master.m3u8"),
+            extraHosts: ["keys.example.com"]
+        )
+        for (url, sent) in [
+            ("https://cdn.example.com/a/seg.ts", true), ("https://CDN.example.com:443/b", true), ("http://cdn.example.com/a/seg.ts", false),
+            ("https://cdn.example.com:8443/a/seg.ts", false), ("https://keys.example.com:8443/k", true), ("http://keys.example.com/k", false),
+            ("https://evil.example.com/a", false), ("file:///etc/passwd", false),
+        ] {
+            let headers = https.for(try #require(URL(string: url)))
+            #expect(headers.contains { $0.0 == "Authorization" } == sent, "\(url)")
+        }
+        let plain = ScopedHeaders([("Cookie", "a=b")], playlistURL: URL(string: "http://127.0.0.1:8080/master.m3u8"))
+        #expect(plain.allows(try #require(URL(string: "http://127.0.0.1:8080/seg.ts"))))
+        #expect(!plain.allows(try #require(URL(string: "http://127.0.0.1:8081/seg.ts"))))
+        #expect(!plain.allows(try #require(URL(string: "http://localhost:8080/seg.ts"))))
+    }
 }
