@@ -33,7 +33,11 @@ public struct PackageKeyring: Sendable {
     /// ``keys(for:at:)`` with skd keys taken only from the leases `leaseIds` (nil: every lease that holds keys): the
     /// leases the lease rules let the asset play under (``LeaseEvaluation/playingLeaseIds``), so that no other lease's
     /// keys are played under their authorization.
-    public func keys(for manifest: PackageManifest, fromLeases leaseIds: Set<String>?, at now: Int64) throws(PackageKeyError)
+    public func keys(
+        for manifest: PackageManifest,
+        fromLeases leaseIds: Set<String>?,
+        at now: Int64
+    ) throws(PackageKeyError)
         -> [String: SecretBytes]
     {
         var found: [String: SecretBytes] = [:]
