@@ -76,7 +76,7 @@ extension OfflineLibrary {
     }
 
     /// Renews the leases of `assetId` (every lease holding keys when nil), each with the key server it came from. A
-    /// renewal also re-anchors time and repairs a lease refused with `lease_tampered`.
+    /// renewal also clears that lease's latches and repairs a lease refused with `lease_tampered`.
     ///
     /// - Returns: the renewed leases.
     /// - Throws: ``KeyDelivery/KeySessionError`` `lease_not_stored` when there is none; the key server's refusals.

@@ -21,17 +21,8 @@ struct DecryptCommand: ParsableCommand {
     @Argument(help: "A media playlist on disk.")
     var playlist: String
 
-    @Option(
-        help: ArgumentHelp(
-            "`-` reads the key for every EXT-X-KEY (hex, or raw bytes) from standard input. A key written here is refused: "
-                + "every user can read command lines.",
-            valueName: "-"
-        )
-    )
-    var key: String?
-
-    @Option(help: "A file of yours (mode 0600) holding the key: raw bytes, or hex text.")
-    var keyFile: String?
+    /// The key for every EXT-X-KEY (16 or 32 bytes).
+    @OptionGroup var key: KeyOptions
 
     @Option(help: "The output directory (created if needed).")
     var out: String
@@ -43,14 +34,7 @@ struct DecryptCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        var secret: SecretBytes?
-        if key != nil || keyFile != nil {
-            do {
-                secret = try SecretInput.contentKey(option: key, file: keyFile, lengths: [16, 32])
-            } catch {
-                CommandOutput.fail(error, json: json)
-            }
-        }
+        let secret = key.isGiven ? key.resolve(lengths: [16, 32], json: json) : nil
         let report: PlaylistDecryption.Report
         do {
             report = try PlaylistDecryption(key: secret, durable: sync).decrypt(

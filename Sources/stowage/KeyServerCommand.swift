@@ -89,17 +89,8 @@ struct KeyServerCommand: AsyncParsableCommand {
         @Option(help: "The key ID: 32 hex digits (as in skd://ASSET_ID/KEY_ID).")
         var keyId: String
 
-        @Option(
-            help: ArgumentHelp(
-                "`-` reads the 16-byte content key (32 hex digits, or 16 raw bytes) from standard input. A key written here "
-                    + "is refused: every user can read command lines.",
-                valueName: "-"
-            )
-        )
-        var key: String?
-
-        @Option(name: .customLong("key-file"), help: "A file of yours (mode 0600) holding the content key: 32 hex digits or 16 raw bytes.")
-        var keyFile: String?
+        /// The 16-byte content key.
+        @OptionGroup var contentKey: KeyOptions
 
         @Option(help: "A policy name from config.json; the default policy when left out.")
         var policy: String?
@@ -107,14 +98,9 @@ struct KeyServerCommand: AsyncParsableCommand {
         @OptionGroup var location: Location
 
         func run() async throws {
-            let contentKey: SecretBytes
+            let key = contentKey.resolve(lengths: [16], json: false)
             do {
-                contentKey = try SecretInput.contentKey(option: key, file: keyFile)
-            } catch {
-                CommandOutput.fail(error, json: false)
-            }
-            do {
-                try await location.directory.addAsset(id: assetID, keyID: keyId.lowercased(), key: contentKey, policy: policy)
+                try await location.directory.addAsset(id: assetID, keyID: keyId.lowercased(), key: key, policy: policy)
                 print("added key \(keyId.lowercased()) to asset \(assetID)")
             } catch {
                 KeyServerCommand.fail(error)

@@ -92,8 +92,8 @@ struct KeysCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Renew the leases of an asset (or all leases) with the key server.",
             discussion: """
-                Each lease is renewed with the key server it came from. A renewal also re-anchors this device's time
-                and repairs a lease refused with lease_tampered.
+                Each lease is renewed with the key server it came from. A renewal also clears that lease's latches (a
+                clock once set back, a tampered time record) and repairs a lease refused with lease_tampered.
                 Example:
                   stowage keys renew movie-1 --token-file ~/.config/stowage/token
                   STOWAGE_TOKEN="$TOKEN" stowage keys renew --all

@@ -16,17 +16,8 @@ struct SegmentCommand: ParsableCommand {
         @Option(help: "aes-128, aes-256, aes-256-ctr, sample-aes, or sample-aes-ctr (fMP4 cenc, decrypt only).")
         var method: String
 
-        @Option(
-            help: ArgumentHelp(
-                "`-` reads the content key (hex: 32 digits, 64 for aes-256; or raw bytes) from standard input. A key written "
-                    + "here is refused: every user can read command lines.",
-                valueName: "-"
-            )
-        )
-        var key: String?
-
-        @Option(name: .customLong("key-file"), help: "A file of yours (mode 0600) holding the content key: hex digits or raw bytes.")
-        var keyFile: String?
+        /// The content key: 16 bytes, 32 for aes-256.
+        @OptionGroup var key: KeyOptions
 
         @Option(
             help:
@@ -84,15 +75,10 @@ struct SegmentCommand: ParsableCommand {
         guard let method = SegmentEncryptionMethod(name: options.method) else {
             throw ValidationError("--method must be aes-128, aes-256, aes-256-ctr or sample-aes")
         }
-        guard !(options.key == "-" && options.input == "-") else {
+        guard !(options.key.readsStandardInput && options.input == "-") else {
             throw ValidationError("--key - and the input - both read standard input: give the key with --key-file")
         }
-        let contentKey: SecretBytes
-        do {
-            contentKey = try SecretInput.contentKey(option: options.key, file: options.keyFile, lengths: [method.keyLength])
-        } catch {
-            CommandOutput.fail(error, json: false)
-        }
+        let contentKey = options.key.resolve(lengths: [method.keyLength], json: false)
         var iv: [UInt8]?
         if let text = options.iv {
             let digits = text.hasPrefix("0x") || text.hasPrefix("0X") ? String(text.dropFirst(2)) : text

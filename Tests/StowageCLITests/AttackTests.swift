@@ -95,6 +95,22 @@ struct AttackTests {
         return line
     }
 
+    /// Starts `stowage play ASSET --player none --offline` and waits for the URL it prints (nil when it refused).
+    static func startPlay(_ fixture: DownloadFixture) async throws -> (RunningProcess, URL?) {
+        let play = try ProcessRunner.start(
+            try TestSupport.stowageBinary,
+            ["play", fixture.assetId, "--player", "none", "--offline"],
+            environment: ServiceCommandTests.environment(home: fixture.clientDirectory.url)
+        )
+        for _ in 0..<200 where play.isRunning {
+            let line = String(decoding: try play.standardOutput(), as: UTF8.self).split(separator: "\n")
+                .first { $0.hasPrefix("playing http://127.0.0.1:") }
+            if let line { return (play, URL(string: String(line.dropFirst("playing ".count)))) }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return (play, nil)
+    }
+
     static var anchorURL: (DownloadFixture) -> URL { { $0.clientDirectory.url.appendingPathComponent("key-store.anchor") } }
 
     /// Waits until `deadline` (wall clock): the lease windows here are real seconds, as a user lives them.
@@ -331,19 +347,9 @@ struct AttackTests {
                 try await Self.sqlite(fixture, saved)
             }
             // Whatever plays, it is not the real content.
-            let play = try ProcessRunner.start(
-                try TestSupport.stowageBinary,
-                ["play", fixture.assetId, "--player", "none", "--offline"],
-                environment: ServiceCommandTests.environment(home: fixture.clientDirectory.url)
-            )
+            let (play, playing) = try await Self.startPlay(fixture)
             defer { play.kill() }
-            var entry: URL?
-            for _ in 0..<200 where entry == nil && play.isRunning {
-                entry = String(decoding: try play.standardOutput(), as: UTF8.self).split(separator: "\n")
-                    .first { $0.hasPrefix("playing http://127.0.0.1:") }.flatMap { URL(string: String($0.dropFirst("playing ".count))) }
-                if entry == nil { try await Task.sleep(for: .milliseconds(50)) }
-            }
-            guard let entry else { return }  // refused outright: nothing served
+            guard let entry = playing else { return }  // refused outright: nothing served
             let master = String(decoding: try await ProcessRunner.run(program: "curl", ["-s", entry.absoluteString]).standardOutput, as: UTF8.self)
             let variant = try #require(master.split(separator: "\n").first { !$0.hasPrefix("#") && $0.contains("video") })
             let variantURL = try #require(URL(string: String(variant), relativeTo: entry))
@@ -472,20 +478,10 @@ struct AttackTests {
         defer { fixture.remove() }
         try await fixture.withServers { origin, keyServer in
             try await Self.download(fixture, origin: origin, keyServer: keyServer)
-            let play = try ProcessRunner.start(
-                try TestSupport.stowageBinary,
-                ["play", fixture.assetId, "--player", "none", "--offline"],
-                environment: ServiceCommandTests.environment(home: fixture.clientDirectory.url)
-            )
+            let (play, url) = try await Self.startPlay(fixture)
             defer { play.kill() }
-            var url: String?
-            for _ in 0..<200 where url == nil && play.isRunning {
-                url = String(decoding: try play.standardOutput(), as: UTF8.self).split(separator: "\n")
-                    .first { $0.hasPrefix("playing http://127.0.0.1:") }.map { String($0.dropFirst("playing ".count)) }
-                if url == nil { try await Task.sleep(for: .milliseconds(50)) }
-            }
             let stderr = String(decoding: (try? play.standardError()) ?? Data(), as: UTF8.self)
-            let entry = try #require(url, "play printed no URL: \(stderr)")
+            let entry = try #require(url, "play printed no URL: \(stderr)").absoluteString
             let stolen = try await ProcessRunner.run(
                 program: "runuser",
                 ["-u", "nobody", "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", entry]

@@ -77,7 +77,7 @@ public struct AuditEventKind: RawRepresentable, Codable, Sendable, Hashable, Cus
     public static let stateTampered = Self(rawValue: "state_tampered")
     /// The key server learned when playback started (a report sent at sync or with a renewal).
     public static let firstPlayReported = Self(rawValue: "first_play_reported")
-    /// A renewal re-anchored time to the server's.
+    /// A renewal vouched for its lease again: the lease's latches cleared (the detail says which).
     public static let timeReanchored = Self(rawValue: "time_reanchored")
     /// A key was sealed and stored for a key URI.
     public static let identityKeyStored = Self(rawValue: "identity_key_stored")

@@ -70,20 +70,23 @@ package enum PrivateFile {
     /// Reads a small owner-only file (a sealed state file, the pins file) of at most `limit` bytes; nil if it does not
     /// exist. Refuses what ``readSecret(_:count:)`` refuses: another owner, group or other access, a link.
     package static func readSmall(_ path: String, limit: Int) throws(PrivateFileError) -> [UInt8]? {
-        try readSmallWithChangeTime(path, limit: limit)?.bytes
+        try readSmall(path, limit: limit) { _ in () }?.bytes
     }
 
-    /// ``readSmall(_:limit:)``, with the file's change time (`st_ctime`, nanoseconds) read from the kernel on the same
-    /// descriptor (``KernelTime/changeTimeNanoseconds(of:)``): when the file was last written, renamed or linked into
-    /// place.
-    package static func readSmallWithChangeTime(_ path: String, limit: Int) throws(PrivateFileError) -> (bytes: [UInt8], changedAt: Int64?)? {
+    /// ``readSmall(_:limit:)``, with what `inspect` learns from the open descriptor of the very file read (its change
+    /// time from the kernel, say), so the two cannot be of different files.
+    package static func readSmall<Inspection>(
+        _ path: String,
+        limit: Int,
+        inspecting inspect: (Int32) -> Inspection
+    ) throws(PrivateFileError) -> (bytes: [UInt8], inspection: Inspection)? {
         guard let (descriptor, size) = try openOwnerOnly(path) else { return nil }
         defer { close(descriptor) }
         guard size <= limit else { throw .malformedFile(path: path, reason: "it is larger than \(limit) bytes") }
         var bytes = [UInt8](repeating: 0, count: size)
         try bytes.withUnsafeMutableBytes { buffer in Result { () throws(PrivateFileError) in try readFully(descriptor, into: buffer, path: path) } }
             .get()
-        return (bytes, KernelTime.changeTimeNanoseconds(of: descriptor))
+        return (bytes, inspect(descriptor))
     }
 
     /// Opens `path` for reading, refusing a link, anything but a regular file, another owner and any access by group or

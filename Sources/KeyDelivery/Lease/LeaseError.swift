@@ -108,8 +108,8 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
     public static func clockRollbackDetected(_ lease: LeaseRecord?, now: Int64, mark: Int64, latched: Bool = false) -> Self {
         let what =
             latched
-            ? "The system clock was set back earlier (this device has seen \(HumanTime.date(mark))) and time has not been "
-                + "re-anchored since."
+            ? "The system clock was set back earlier (this device has seen \(HumanTime.date(mark))) and this lease has not "
+                + "been renewed since."
             : "The system clock (\(HumanTime.date(now))) is behind a time this device has already seen (\(HumanTime.date(mark))), "
                 + "so it was set back."
         return .init(
@@ -117,7 +117,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease?.assetId,
             leaseId: lease?.leaseId,
             time: mark,
-            message: what + " Correct the clock and renew a lease while online to re-anchor time."
+            message: what + " Correct the clock, then renew the lease while online (`stowage keys renew ASSET`)."
         )
     }
 

@@ -125,7 +125,8 @@ public struct DualExpiryPolicy: LeasePolicy {
 }
 
 /// Refuses playback while the clock reads more than `leeway` seconds below the time high-water mark, and after a
-/// rollback was once detected until a renewal re-anchors time (shared/KEY-PROTOCOL.md, "Client-side lease rules").
+/// rollback was found since the lease was stored or renewed, until that lease is renewed (the protocol's re-anchoring,
+/// per lease: docs/SECURITY.md, "Time").
 public struct ClockRollbackPolicy: LeasePolicy {
     public let highWaterMark: TimeHighWaterMark
 

@@ -1,9 +1,10 @@
-/// The clock-rollback defence (shared/KEY-PROTOCOL.md, "Client-side lease rules"), as a pure state machine.
+/// The clock-rollback defence (the key protocol's "Client-side lease rules"), as a pure value: the time record a lease is
+/// judged against.
 ///
-/// The mark is the largest of every `serverTime` received and every local time observed. A local time more than
-/// `leeway` (300 s) below the mark means the clock was set back: that is latched in ``rollbackDetectedAt`` and
-/// playback stays refused, even if the clock is moved forward again, until ``reanchor(serverTime:localTime:)`` runs
-/// after a successful renewal.
+/// The ``KeyStore`` builds one per lease (docs/SECURITY.md, "Time"): its mark is the larger of the device's mark (the
+/// largest local time observed, which only rises) and the `serverTime` of the lease's own payload, and its latches are
+/// set while a rollback or tampering found since the lease was stored or renewed holds it. ``isRolledBack(at:)`` is what
+/// the lease rules ask. The mutating methods are the same rules for a record kept on its own.
 ///
 /// ```swift
 /// var mark = TimeHighWaterMark()

@@ -167,7 +167,7 @@ public struct KeySession: Sendable {
     }
 
     /// `POST /v1/leases/ID/renew`: verifies the new payload with the key pinned for the lease's key server and stores
-    /// it in place of the old one, which re-anchors the time high-water mark. The first play, if any, travels with the
+    /// it in place of the old one, which clears that lease's latches (and no other's). The first play, if any, travels with the
     /// request so the server learns when the playback window started.
     ///
     /// Never pins on first use: a lease was stored under a pinned key, and a pin that is gone must not be replaced by
@@ -200,10 +200,10 @@ public struct KeySession: Sendable {
         return record
     }
 
-    /// Refuses an answer whose `serverTime` is further ahead of this device's clock than the protocol's leeway: storing it
-    /// would raise the time high-water mark past the clock, and every lease would then be refused as if the clock had
-    /// been set back (`clock_rollback_detected`), the new one included. A clock that is ahead is no such trap: leases
-    /// end early by the device's clock, and setting it right later is a rollback a renewal re-anchors.
+    /// Refuses an answer whose `serverTime` is further ahead of this device's clock than the protocol's leeway: the lease
+    /// is judged against its payload's `serverTime`, so it would be refused at once as if the clock had been set back
+    /// (`clock_rollback_detected`). A clock that is ahead is no such trap: leases end early by the device's clock, and
+    /// setting it right later is a rollback each lease's renewal clears.
     static func checkClock(now: Int64, serverTime: Int64) throws {
         guard serverTime - now > KeyProtocol.clockLeeway else { return }
         throw KeySessionError(

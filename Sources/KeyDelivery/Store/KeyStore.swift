@@ -213,8 +213,10 @@ public final class KeyStore: Sendable {
 
     // MARK: - Time
 
-    /// The device's time high-water mark and latches: both copies (the database row and the sealed anchor) merged.
-    /// Reading records nothing; a copy found missing here is latched by the next operation that writes.
+    /// The device's time high-water mark (both copies, the database row and the sealed anchor, merged: it only rises),
+    /// with when a rollback and tampering were last found. Those hold every lease stored before them until each is
+    /// renewed; each lease is judged with its own record (docs/SECURITY.md, "Time"). Reading records nothing; a copy
+    /// found missing here is latched by the next operation that writes.
     public func timeHighWaterMark() throws -> TimeHighWaterMark {
         let secrets = try secrets()
         let path = anchorPath

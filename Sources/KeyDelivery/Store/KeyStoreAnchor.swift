@@ -119,7 +119,8 @@ struct KeyStoreAnchor: Codable, Hashable, Sendable {
     }
 
     static func read(at path: String, sealer: LocalKeySealer) throws -> Reading {
-        guard let (bytes, changedAt) = try PrivateFile.readSmallWithChangeTime(path, limit: maximumFileSize) else { return .missing }
+        guard let (bytes, changedAt) = try PrivateFile.readSmall(path, limit: maximumFileSize, inspecting: KernelTime.changeTimeNanoseconds(of:))
+        else { return .missing }
         guard bytes.count >= 28 else { return .unreadable }
         let sealed = LocalKeySealer.Sealed(
             nonce: Array(bytes.prefix(12)),

@@ -175,32 +175,51 @@ struct KeySessionTests {
         }
     }
 
-    /// A device whose clock is hours off the key server's is refused by the server (`clock_skew`, a request that far
-    /// from the server's time could be a replay) before anything is stored, and told by how much.
-    @Test func aClockHoursBehindTheServersIsToldBeforeAnythingIsStored() async throws {
-        let fixture = try await KeySessionFixture.make()
+    /// Runs `body` against a key server that allows `maxClockSkew`, with sessions whose device clock is the given number
+    /// of seconds off the server's, all on one key store.
+    static func withSkewedClocks(
+        maxClockSkew: Int64,
+        _ body: (_ session: (Int64) -> KeySession, _ store: KeyStore) async throws -> Void
+    ) async throws {
+        let fixture = try await KeySessionFixture.make(maxClockSkew: maxClockSkew)
         defer { fixture.remove() }
         let token = try await fixture.token()
         try await fixture.withLiveServer { url in
             try await withHTTPClient { http in
                 let (store, device) = try fixture.openClient()
-                let slow = TestClock(now: fixture.clock.now - 3 * 3_600)
-                let behind = KeySession(clock: slow, http: http, store: store, device: device, serverURL: url, token: token)
-                let error = await #expect(throws: KeySessionError.self) {
-                    try await behind.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
-                }
-                #expect(error?.code == "clock_skew")
-                #expect(error?.message.contains("3 h behind") == true, "\(error?.message ?? "")")
-                #expect(try store.leases().isEmpty)
-
-                let fast = TestClock(now: fixture.clock.now + 3 * 3_600)
-                let ahead = KeySession(clock: fast, http: http, store: store, device: device, serverURL: url, token: token)
-                let aheadError = await #expect(throws: KeySessionError.self) {
-                    try await ahead.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
-                }
-                #expect(aheadError?.code == "clock_skew" && aheadError?.message.contains("3 h ahead") == true)
-                #expect(try store.leases().isEmpty)
+                try await body(
+                    { offset in
+                        KeySession(
+                            clock: TestClock(now: fixture.clock.now + offset),
+                            http: http,
+                            store: store,
+                            device: device,
+                            serverURL: url,
+                            token: token
+                        )
+                    },
+                    store
+                )
             }
+        }
+    }
+
+    /// What acquiring the movie's keys throws, if anything.
+    static func acquisitionError(_ session: KeySession) async -> KeySessionError? {
+        await #expect(throws: KeySessionError.self) {
+            try await session.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+        }
+    }
+
+    /// A device whose clock is hours off the key server's is refused by the server (`clock_skew`, a request that far
+    /// from the server's time could be a replay) before anything is stored, and told by how much.
+    @Test func aClockHoursBehindTheServersIsToldBeforeAnythingIsStored() async throws {
+        try await Self.withSkewedClocks(maxClockSkew: 300) { session, store async throws in
+            let behind = await Self.acquisitionError(session(-3 * 3_600))
+            #expect(behind?.code == "clock_skew" && behind?.message.contains("3 h behind") == true, "\(behind?.message ?? "")")
+            let ahead = await Self.acquisitionError(session(3 * 3_600))
+            #expect(ahead?.code == "clock_skew" && ahead?.message.contains("3 h ahead") == true, "\(ahead?.message ?? "")")
+            #expect(try store.leases().isEmpty)
         }
     }
 
@@ -208,27 +227,14 @@ struct KeySessionTests {
     /// before anything is stored: a stored lease would be judged against its payload's serverTime and refused at once as
     /// a rolled-back clock. Hours ahead is no such trap.
     @Test func aClockHoursBehindALenientServersIsToldBeforeAnythingIsStored() async throws {
-        let fixture = try await KeySessionFixture.make(maxClockSkew: 43_200)
-        defer { fixture.remove() }
-        let token = try await fixture.token()
-        try await fixture.withLiveServer { url in
-            try await withHTTPClient { http in
-                let (store, device) = try fixture.openClient()
-                let slow = TestClock(now: fixture.clock.now - 3 * 3_600)
-                let behind = KeySession(clock: slow, http: http, store: store, device: device, serverURL: url, token: token)
-                let error = await #expect(throws: KeySessionError.self) {
-                    try await behind.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
-                }
-                // A key server that allows 12 hours of skew answers; the payload's serverTime gives the device's clock away.
-                #expect(error?.code == "clock_behind")
-                #expect(error?.message.contains("3 h") == true, "\(error?.message ?? "")")
-                #expect(try store.leases().isEmpty)
-
-                let fast = TestClock(now: fixture.clock.now + 3 * 3_600)
-                let ahead = KeySession(clock: fast, http: http, store: store, device: device, serverURL: url, token: token)
-                _ = try await ahead.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
-                #expect(try store.authorizePlayback(assetId: "movie-1", at: fast.now).isValid)
-            }
+        try await Self.withSkewedClocks(maxClockSkew: 43_200) { session, store in
+            // A key server that allows 12 hours of skew answers; the payload's serverTime gives the device's clock away.
+            let behind = await Self.acquisitionError(session(-3 * 3_600))
+            #expect(behind?.code == "clock_behind" && behind?.message.contains("3 h") == true, "\(behind?.message ?? "")")
+            #expect(try store.leases().isEmpty)
+            let ahead = session(3 * 3_600)
+            _ = try await ahead.acquire(assetId: "movie-1", keyIds: KeySessionFixture.movieKeyIDs, lease: .persistent)
+            #expect(try store.authorizePlayback(assetId: "movie-1", at: ahead.clock.now).isValid)
         }
     }
 
