@@ -33,6 +33,9 @@ struct ClientState {
     private let markAsStored: TimeHighWaterMark?
     /// What the time record says of the anchor file as last written: its generation and change time.
     private let anchorAsRecorded: RecordedAnchor?
+    /// The anchor file as found, when the record must catch up with it: one generation ahead, written by a
+    /// transaction whose commit then failed.
+    private var anchorToRecord: RecordedAnchor?
     private let anchorOnDisk: KeyStoreAnchor?
     private var anchorChanged = false
 
@@ -67,11 +70,14 @@ struct ClientState {
             }
         }
         var onDisk: KeyStoreAnchor?
+        var catchUp: RecordedAnchor?
         switch try KeyStoreAnchor.read(at: anchorPath, sealer: secrets.sealer) {
         case .anchor(let anchor, let changedAt):
             onDisk = anchor
             if let replaced = anchor.replacement(changedAt: changedAt, recorded: recorded.map { ($0.generation, $0.changedAt) }) {
                 problems.append(replaced)
+            } else if let recorded, let changedAt, anchor.generation == recorded.generation + 1 {
+                catchUp = RecordedAnchor(generation: anchor.generation, changedAt: changedAt)
             }
         case .unreadable: problems.append("\(KeyStoreAnchor.fileName) does not open with this store's key")
         case .missing:
@@ -95,6 +101,7 @@ struct ClientState {
             anchorAsRecorded: recorded,
             anchorOnDisk: onDisk
         )
+        state.anchorToRecord = catchUp
         if let tampering = state.tampering {
             let at = now ?? merged.mark ?? 0
             state.anchor.tamperCount += 1
@@ -244,7 +251,7 @@ struct ClientState {
         case (nil, _?), (_?, nil): markMoved = true
         case (let old?, let new?): markMoved = new < old || new - old >= Self.anchorLag
         }
-        var recorded = anchorAsRecorded
+        var recorded = anchorToRecord ?? anchorAsRecorded
         if anchorChanged || anchorOnDisk == nil || markMoved {
             anchor.highWaterMark = mark.mark
             anchor.rollbackDetectedAt = mark.rollbackDetectedAt
