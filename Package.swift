@@ -1,5 +1,5 @@
 // swift-tools-version:6.2
-// Stowage: take protected HLS video offline on Linux. Module map: ../shared/DESIGN.md (and docs/).
+// Stowage: take protected HLS video offline on Linux. Module map: docs/design.md; what each module holds: docs/modules.md.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [

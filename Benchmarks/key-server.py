@@ -55,7 +55,7 @@ class Device:
         self.agreement = X25519PrivateKey.generate()
         signing_public = self.signing.public_key().public_bytes(*RAW)
         agreement_public = self.agreement.public_key().public_bytes(*RAW)
-        # KEY-PROTOCOL.md, "Device identity".
+        # docs/key-protocol.md, "Device identity".
         self.id = hashlib.sha256(signing_public + agreement_public).digest()[:16].hex()
         self.info = {"id": self.id, "signingKey": b64(signing_public), "agreementKey": b64(agreement_public)}
         self.token = hs256_token(secret, audience, f"bench-account-{index}", [asset], 3600)

@@ -5,7 +5,7 @@ public import StowageCore
 import Glibc
 #endif
 
-/// Where Stowage keeps its state (DESIGN.md, "State on disk"): `$STOWAGE_HOME`, else `$XDG_DATA_HOME/stowage`,
+/// Where Stowage keeps its state (docs/design.md, "State on disk"): `$STOWAGE_HOME`, else `$XDG_DATA_HOME/stowage`,
 /// else `~/.local/share/stowage`, created with mode 0700.
 public struct DataDirectory: Sendable, Hashable {
     /// The directory's location.

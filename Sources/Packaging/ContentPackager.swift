@@ -63,7 +63,7 @@ public struct ContentPackager {
         public var keyIDs: [String]
     }
 
-    /// KEYFORMAT of the written key tags (docs: KEY-PROTOCOL.md, "Key URIs in playlists").
+    /// KEYFORMAT of the written key tags (docs/key-protocol.md, "Key URIs in playlists").
     public static let keyFormat = "com.stowage.skd"
     /// SESSION-DATA DATA-ID advertising the key server URL.
     public static let keyServerDataID = "com.stowage.key-server"

@@ -4,7 +4,7 @@ import KeyServer
 import StowageCrypto
 import Testing
 
-/// No content key is ever written in the clear (DESIGN.md, "State on disk"): after a server has issued, renewed, served
+/// No content key is ever written in the clear (docs/design.md, "State on disk"): after a server has issued, renewed, served
 /// and released keys, no file of its data directory (the SQLite database with its WAL, the keys, config.json) holds a
 /// content key as raw bytes, hex or base64.
 struct ContentKeyAtRestTests {

@@ -4,7 +4,7 @@ import KeyServer
 import StowageCrypto
 import Testing
 
-/// Every error code of shared/KEY-PROTOCOL.md, "Errors", triggered for real against the live server, with the status
+/// Every error code of docs/key-protocol.md, "Errors", triggered for real against the live server, with the status
 /// the protocol pairs with it and the protocol's error body.
 struct KeyServerErrorCodeTests {
     @Test func everyErrorCodeIsReachable() async throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The command-line target is a face of the library (DESIGN.md; issue 12): it parses arguments, calls
+/// The command-line target is a face of the library (docs/design.md; issue 12): it parses arguments, calls
 /// `StowageLibrary` (and the servers), and renders. Storage, file loops and networking live in the modules, where a
 /// Swift program reaches them too.
 struct CommandLineTargetTests {

@@ -1,6 +1,6 @@
 public import StowageCrypto
 
-/// Wraps a content key to one device for one lease, and unwraps it on that device (shared/KEY-PROTOCOL.md,
+/// Wraps a content key to one device for one lease, and unwraps it on that device (docs/key-protocol.md,
 /// "POST /v1/keys", key wrapping).
 ///
 /// For each key the server makes a fresh X25519 key pair and computes
@@ -142,7 +142,7 @@ public enum KeyWrapping {
 }
 
 extension LeasePayload {
-    /// Every content key of the payload, keyed by key ID, unwrapped with `device`'s X25519 key (shared/KEY-PROTOCOL.md,
+    /// Every content key of the payload, keyed by key ID, unwrapped with `device`'s X25519 key (docs/key-protocol.md,
     /// "Key wrapping"). Verify the payload's signature before calling this.
     ///
     /// - Throws: ``KeyWrappingError`` for a key that is malformed or not wrapped to this device.

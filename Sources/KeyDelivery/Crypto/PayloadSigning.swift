@@ -2,7 +2,7 @@ import Foundation
 public import StowageCrypto
 
 /// Signs lease payloads (key server) and verifies them (client): the `{"payload", "signature"}` pair of
-/// shared/KEY-PROTOCOL.md, "POST /v1/keys".
+/// docs/key-protocol.md, "POST /v1/keys".
 ///
 /// The signature covers the exact payload bytes, so the client verifies the bytes it received, before decoding them,
 /// and stores the pair exactly as received; it never re-encodes a payload.

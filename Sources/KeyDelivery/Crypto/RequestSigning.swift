@@ -1,7 +1,7 @@
 public import StowageCrypto
 
 /// The device proof on every POST: `Stowage-Device-Signature: BASE64`, the Ed25519 signature of the exact request
-/// body bytes with the device's signing key (shared/KEY-PROTOCOL.md, "Authentication").
+/// body bytes with the device's signing key (docs/key-protocol.md, "Authentication").
 ///
 /// Sign the bytes that are sent, and verify the bytes that arrived, never a re-encoding of them.
 ///

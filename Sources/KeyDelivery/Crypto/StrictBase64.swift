@@ -1,6 +1,6 @@
 /// The protocol's base64: the standard alphabet with padding (RFC 4648 section 4), decoded strictly.
 ///
-/// Every binary value on the wire (keys, nonces, signatures, payloads) uses it (shared/KEY-PROTOCOL.md, "Conventions").
+/// Every binary value on the wire (keys, nonces, signatures, payloads) uses it (docs/key-protocol.md, "Conventions").
 /// Decoding accepts only the canonical form: no whitespace, no URL-safe alphabet, the length a multiple of 4, `=` only
 /// as the final padding, and the unused bits of the last character zero (RFC 4648 section 3.5), so every byte string
 /// has exactly one accepted text and a signature or a nonce cannot be re-encoded into a second spelling.

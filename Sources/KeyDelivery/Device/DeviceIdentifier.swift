@@ -1,7 +1,7 @@
 import StowageCrypto
 
 /// The protocol's device ID: the first 16 bytes of SHA-256(signingPublicKey || agreementPublicKey), as 32
-/// lowercase hex digits (shared/KEY-PROTOCOL.md, "Device identity").
+/// lowercase hex digits (docs/key-protocol.md, "Device identity").
 public enum DeviceIdentifier {
     /// - Parameters:
     ///   - signingKey: the 32-byte Ed25519 public key.

@@ -1,7 +1,7 @@
 public import Foundation
 public import StowageCrypto
 
-/// This device's two key pairs and the ID derived from them (shared/KEY-PROTOCOL.md, "Device identity").
+/// This device's two key pairs and the ID derived from them (docs/key-protocol.md, "Device identity").
 ///
 /// Created on first use in the data directory, as raw 32-byte private keys in two files of mode 0600 inside a
 /// directory of mode 0700: `device-signing.key` (Ed25519 seed) and `device-agreement.key` (X25519). Later loads

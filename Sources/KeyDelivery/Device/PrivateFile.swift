@@ -7,7 +7,7 @@ import Darwin
 #endif
 
 /// Files only their owner may read, in a directory only its owner may enter: the device's private keys and the
-/// key store's secret (shared/KEY-PROTOCOL.md, "Device identity"; DESIGN.md, "State on disk").
+/// key store's secret (docs/key-protocol.md, "Device identity"; docs/design.md, "State on disk").
 ///
 /// Reading refuses a file open to group or others, or owned by another user, the way ssh refuses a loose private
 /// key: a key that others could have copied is not a secret any more. Creating never replaces an existing file

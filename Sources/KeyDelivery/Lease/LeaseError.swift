@@ -11,7 +11,7 @@ public import StowageCore
 /// if let error = evaluation.error, error.reason == .clockRollbackDetected { ... }
 /// ```
 public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The kind of refusal. The Swift names match DESIGN.md's codes; ``code`` gives the snake_case form.
+    /// The kind of refusal. The Swift names are the codes in camel case; ``code`` gives the stable snake_case form.
     public enum Reason: String, Sendable, Hashable, CaseIterable {
         /// The lease ended (its key material was erased after a window closed).
         case leaseExpired = "lease_expired"

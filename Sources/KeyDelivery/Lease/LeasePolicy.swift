@@ -68,7 +68,7 @@ public struct LeaseIntegrityPolicy: LeasePolicy {
     }
 }
 
-/// `now >= issuedAt - leeway` (shared/KEY-PROTOCOL.md, "Client-side lease rules": leeway 300 s).
+/// `now >= issuedAt - leeway` (docs/key-protocol.md, "Client-side lease rules": leeway 300 s).
 public struct IssuedAtPolicy: LeasePolicy {
     public let leeway: Int64
 

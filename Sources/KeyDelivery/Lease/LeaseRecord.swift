@@ -22,7 +22,7 @@ public enum LeaseState: String, Sendable, Codable, Hashable, CaseIterable {
     }
 }
 
-/// The terms the key server granted, as in the signed payload (shared/KEY-PROTOCOL.md, `POST /v1/keys`).
+/// The terms the key server granted, as in the signed payload (docs/key-protocol.md, `POST /v1/keys`).
 public struct LeaseTerms: Sendable, Hashable, Codable {
     public var leaseId: String
     public var assetId: String

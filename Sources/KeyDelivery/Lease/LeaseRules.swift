@@ -1,6 +1,6 @@
 /// The lease rules evaluated together, in order; the first refusal wins.
 ///
-/// ``standard(highWaterMark:)`` is the protocol's set (shared/KEY-PROTOCOL.md, "Client-side lease rules"): the
+/// ``standard(highWaterMark:)`` is the protocol's set (docs/key-protocol.md, "Client-side lease rules"): the
 /// lease has not ended, the clock was not set back, `now >= issuedAt - 300`, `now < storageExpiresAt`, and, once
 /// playback has started, `now < firstPlayedAt + playbackDuration`.
 ///

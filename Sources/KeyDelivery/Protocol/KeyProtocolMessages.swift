@@ -1,4 +1,4 @@
-/// The JSON messages of the Stowage Key Delivery Protocol, version 1 (shared/KEY-PROTOCOL.md).
+/// The JSON messages of the Stowage Key Delivery Protocol, version 1 (docs/key-protocol.md).
 ///
 /// Binary values are standard base64 with padding, key IDs 32 lowercase hex digits, times whole seconds since the
 /// Unix epoch. Field names are the protocol's and must not change.

@@ -5,7 +5,7 @@ import NIOHTTP1
 import StowageCore
 public import StowageCrypto
 
-/// The client side of shared/KEY-PROTOCOL.md: asks the key server for keys, verifies every answer with the key pinned
+/// The client side of docs/key-protocol.md: asks the key server for keys, verifies every answer with the key pinned
 /// for that server's URL, and keeps persistent leases in the ``KeyStore``. Content keys are only ever returned as
 /// ``SecretBytes``.
 ///

@@ -1,7 +1,7 @@
 public import Foundation
 public import HLS
 
-/// Which keys a client must obtain for the EXT-X-KEY / EXT-X-SESSION-KEY entries of an asset (shared/KEY-PROTOCOL.md,
+/// Which keys a client must obtain for the EXT-X-KEY / EXT-X-SESSION-KEY entries of an asset (docs/key-protocol.md,
 /// "Key URIs in playlists"). Pure: nothing is fetched.
 ///
 /// Entries come as key line sets: the lines that apply together, one per KEYFORMAT. From each set, `com.stowage.skd`

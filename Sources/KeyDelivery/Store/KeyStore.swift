@@ -7,7 +7,7 @@ import StowageCrypto
 /// directory.
 ///
 /// Every operation is one SQLite transaction (`BEGIN IMMEDIATE`, so two processes serialize) that also appends its
-/// audit entries and records the local time it was given (shared/KEY-PROTOCOL.md, "Client-side lease rules": every
+/// audit entries and records the local time it was given (docs/key-protocol.md, "Client-side lease rules": every
 /// local time observed raises the high-water mark). Operations take `now` from the caller's ``Clock``.
 ///
 /// Integrity (docs/SECURITY.md): every decision derives a lease's terms from its stored signed payload, verified each

@@ -1,7 +1,7 @@
 import GRDB
 
-/// The key store's tables in the shared `stowage.sqlite`, all prefixed `key_`, with their own migrations (DESIGN.md:
-/// "each module owns its tables and migrations"). GRDB's migrator records applied identifiers in the shared
+/// The key store's tables in the shared `stowage.sqlite`, all prefixed `key_`, with their own migrations (docs/design.md,
+/// "State on disk": each module owns its tables and their migrations). GRDB's migrator records applied identifiers in the shared
 /// `grdb_migrations` table and ignores other modules' identifiers, so each module can run its own migrator.
 enum KeyStoreSchema {
     static var migrator: DatabaseMigrator {

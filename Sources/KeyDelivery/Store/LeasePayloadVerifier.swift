@@ -1,6 +1,6 @@
 /// Checks a signed payload from the key server and decodes it: the one thing the key store needs from the payload
-/// signing code, which lives in `KeyDelivery/Crypto` (shared/KEY-PROTOCOL.md, `POST /v1/keys`: "The client verifies
-/// `signature` with the key server's public signing key ... before it uses or stores anything").
+/// signing code, which lives in `KeyDelivery/Crypto` (docs/key-protocol.md, `POST /v1/keys`: the client verifies
+/// the signature with the key server's public signing key before it uses or stores anything).
 ///
 /// Implementations verify the Ed25519 signature over the base64-decoded `payload` bytes with the pinned server key,
 /// then decode those bytes as a ``LeasePayload``. They may check more (the request nonce echo, the device ID).

@@ -1,7 +1,7 @@
 import StowageCrypto
 
 /// Seals keys kept on this device with AES-256-GCM under a key-encryption key bound to the data directory and the
-/// machine (DESIGN.md, "State on disk").
+/// machine (docs/design.md, "State on disk").
 ///
 /// `kek = HKDF-SHA256(ikm: the 32-byte secret in key-store.secret, salt: UTF-8 machine ID, info: "stowage-key-store-v1
 /// kek", length: 32)`. Both inputs are needed: the secret file alone (a copied directory) or the machine alone

@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The machine's ID, one of the two inputs of the key store's key-encryption key (DESIGN.md, "State on disk"), so
+/// The machine's ID, one of the two inputs of the key store's key-encryption key (docs/design.md, "State on disk"), so
 /// that a data directory copied to another machine does not open there.
 ///
 /// ``system()`` reads systemd's `/etc/machine-id` (falling back to D-Bus's `/var/lib/dbus/machine-id`); tests pass

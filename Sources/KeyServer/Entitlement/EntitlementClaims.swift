@@ -1,7 +1,7 @@
 import Foundation
 import JWTKit
 
-/// The claims of an entitlement token (shared/KEY-PROTOCOL.md, "Authentication", with the checks of
+/// The claims of an entitlement token (docs/key-protocol.md, "Authentication", with the checks of
 /// docs/key-server.md): the account (`sub`), the assets it may play (or `["*"]` where the server allows it), the expiry
 /// (`exp`), the issue time (`iat`) and the key server it was minted for (`aud`).
 ///

@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import StowageCrypto
 
-/// The protocol's endpoints (shared/KEY-PROTOCOL.md) on a Hummingbird router; each handler reads the request, calls
+/// The protocol's endpoints (docs/key-protocol.md) on a Hummingbird router; each handler reads the request, calls
 /// ``KeyService`` and writes its answer or its protocol error.
 enum KeyServerRoutes {
     static let signatureHeader = HTTPFields.Element.Name(KeyProtocol.deviceSignatureHeader)!

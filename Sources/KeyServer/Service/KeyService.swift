@@ -5,7 +5,7 @@ import StowageCore
 import StowageCrypto
 
 /// The protocol's operations, free of HTTP: each takes the request as received (body bytes, signature header, bearer
-/// token, source address) and returns the answer or throws a ``KeyServerError`` (shared/KEY-PROTOCOL.md and
+/// token, source address) and returns the answer or throws a ``KeyServerError`` (docs/key-protocol.md and
 /// docs/key-protocol-extensions.md).
 ///
 /// Every success writes its audit record in the same transaction as the lease it changes; refusals are counted in the
@@ -428,7 +428,7 @@ struct KeyService: Sendable {
             guard matches(known) else { throw mismatch }
             return known
         }
-        // KEY-PROTOCOL.md, "Device identity": the ID is the first 16 bytes of SHA-256(signingKey || agreementKey).
+        // docs/key-protocol.md, "Device identity": the ID is the first 16 bytes of SHA-256(signingKey || agreementKey).
         guard DeviceIdentifier.make(signingKey: signingKey, agreementKey: agreementKey) == id else {
             throw KeyServerError(.deviceKeyMismatch, "device ID \(id) is not derived from these public keys")
         }

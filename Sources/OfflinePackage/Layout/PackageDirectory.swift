@@ -5,7 +5,7 @@ public import StowageCore
 import Glibc
 #endif
 
-/// The folder of one offline package, `packages/ASSET_ID/` in the data directory (DESIGN.md, "State on disk").
+/// The folder of one offline package, `packages/ASSET_ID/` in the data directory (docs/design.md, "State on disk").
 ///
 /// Every path inside it is relative and made by Stowage; ``url(forRelativePath:)`` refuses any that would leave the
 /// folder, so a hostile manifest cannot make Stowage read or write elsewhere.
@@ -21,7 +21,7 @@ public struct PackageDirectory: Sendable, Hashable {
         self.url = dataDirectory.packagesURL.appendingPathComponent(assetId, isDirectory: true)
     }
 
-    /// Asset IDs are 1-128 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot (KEY-PROTOCOL.md's alphabet).
+    /// Asset IDs are 1-128 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot (docs/key-protocol.md's alphabet).
     public static func isValidAssetID(_ id: String) -> Bool {
         guard (1...128).contains(id.utf8.count), id.first != "." else { return false }
         return id.utf8.allSatisfy { byte in

@@ -3,7 +3,7 @@ public import OfflinePackage
 import StowageCore
 import StowageCrypto
 
-/// Decides whether an offline package may play now: the `stowage play` gate (DESIGN.md, data flow 3).
+/// Decides whether an offline package may play now: the `stowage play` gate (docs/design.md, data flow 3).
 ///
 /// ``authorize(assetId:)`` checks, in this order, and stops at the first refusal:
 /// 1. the package: its manifest reads, every rendition is complete with sizes and checksums known

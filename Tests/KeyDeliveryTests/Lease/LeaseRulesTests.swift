@@ -1,7 +1,7 @@
 import KeyDelivery
 import Testing
 
-/// shared/KEY-PROTOCOL.md, "Client-side lease rules", at and around every boundary.
+/// docs/key-protocol.md, "Client-side lease rules", at and around every boundary.
 struct LeaseRulesTests {
     let rules = LeaseRules.standard(highWaterMark: TimeHighWaterMark())
 

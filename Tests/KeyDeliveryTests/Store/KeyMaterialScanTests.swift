@@ -4,7 +4,7 @@ import Testing
 
 @testable import KeyDelivery
 
-/// No content key is ever written in the clear (DESIGN.md, "State on disk"): scan every byte the store wrote.
+/// No content key is ever written in the clear (docs/design.md, "State on disk"): scan every byte the store wrote.
 struct KeyMaterialScanTests {
     /// The forms a key could be written in: raw bytes, hex (both cases) and base64.
     private func needles(_ key: [UInt8]) -> [[UInt8]] {

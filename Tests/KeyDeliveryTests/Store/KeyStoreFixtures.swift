@@ -25,7 +25,7 @@ struct TemporaryDirectory {
 }
 
 /// Plays the key server's part: signs payloads with a test Ed25519 key and wraps content keys to a device exactly as
-/// shared/KEY-PROTOCOL.md says.
+/// docs/key-protocol.md says.
 struct TestKeyServer: Sendable {
     let signingKey: Ed25519.PrivateKey
     let device: DeviceIdentity
@@ -80,7 +80,7 @@ struct TestKeyServer: Sendable {
         return try VerifiedLeasePayload(signed, verifier: verifier)
     }
 
-    /// shared/KEY-PROTOCOL.md, "Key wrapping".
+    /// docs/key-protocol.md, "Key wrapping".
     private func wrap(_ key: SecretBytes, keyId: String, leaseId: String) throws -> LeasePayload.WrappedKey {
         let ephemeral = try X25519.PrivateKey.generate()
         let shared = try ephemeral.sharedSecret(with: device.agreementPublicKey)
