@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Stowage needs on a fresh Debian machine, only where it is missing: the Swift toolchain is assumed
 # (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config, ffmpeg, the sqlite3 shell, mpv, VLC,
-# PostgreSQL, nginx, gdb, faketime and curl.
+# PostgreSQL, nginx, gdb, faketime, curl and strace.
 # Sourced by scripts/test.sh and scripts/demo.sh; safe to run twice.
 set -euo pipefail
 
@@ -24,9 +24,11 @@ stowage_ensure_deps() {
     [ -x /usr/sbin/nginx ] || missing+=(nginx)
     # scripts/test-watchdog.py prints every thread's stack of a test run that hangs.
     command -v gdb >/dev/null 2>&1 || missing+=(gdb)
-    # The attack suite (scripts/attack.sh): a time shim preloaded into stowage, and curl as another user's client.
+    # The attack suite (scripts/attack.sh): a time shim preloaded into stowage, curl as another user's client, and
+    # strace making stowage's system calls fail.
     command -v faketime >/dev/null 2>&1 || missing+=(faketime)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
+    command -v strace >/dev/null 2>&1 || missing+=(strace)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "==> installing ${missing[*]} (apt)"
         local sudo=""

@@ -20,7 +20,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
         case playbackWindowExpired = "playback_window_expired"
         /// `now >= storageExpiresAt`.
         case storageWindowExpired = "storage_window_expired"
-        /// The clock is more than 300 s behind the time high-water mark, or was once and no renewal has re-anchored it.
+        /// The clock is more than 300 s behind the time high-water mark, or was set back since the lease was last renewed.
         case clockRollbackDetected = "clock_rollback_detected"
         /// `now < issuedAt - 300`.
         case notYetValid = "not_yet_valid"
@@ -117,7 +117,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             assetId: lease?.assetId,
             leaseId: lease?.leaseId,
             time: mark,
-            message: what + " Correct the clock, then renew the lease while online (`stowage keys renew ASSET`)."
+            message: what + " Correct the clock, then renew the lease while online (`stowage keys renew \(lease?.assetId ?? "ASSET")`)."
         )
     }
 
@@ -191,6 +191,20 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
             time: nil,
             message: "The \(subject) was altered outside Stowage: \(detail). Renew it while online "
                 + "(`stowage keys renew`), or delete the asset and download it again."
+        )
+    }
+
+    /// A key of `assetId` fetched from its playlist's own key URI (no lease) is held: tampering (`.leaseTampered`) or a
+    /// clock set back (`.clockRollbackDetected`) was found since it was stored, or is found now.
+    public static func identityKeyHeld(_ reason: Reason, assetId: String, detail: String) -> Self {
+        .init(
+            reason,
+            assetId: assetId,
+            leaseId: nil,
+            time: nil,
+            message: "The key of asset \(assetId) that its playlist's key URI gave is held: \(detail). Set the clock right if it "
+                + "is wrong, then fetch the key again while online (`stowage keys fetch \(assetId)`), or delete the asset and "
+                + "download it again."
         )
     }
 

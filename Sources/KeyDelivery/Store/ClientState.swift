@@ -85,7 +85,12 @@ struct ClientState {
         }
         if row == nil, onDisk != nil {
             problems.append("the time record in \(KeyStore.databaseFileName) was deleted")
-        } else if row == nil, onDisk == nil, try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM key_leases)") ?? false {
+        } else if row == nil, onDisk == nil,
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM key_leases) OR EXISTS (SELECT 1 FROM key_identity_keys WHERE expires_at IS NOT NULL)"
+            ) ?? false
+        {
             problems.append("both copies of the time record were deleted")
         }
         var anchor = onDisk ?? KeyStoreAnchor(createdAt: now)
@@ -203,9 +208,10 @@ struct ClientState {
 
     /// Enters a lease just stored, or renewed from the key server that issued it, in the ledger with the current counts:
     /// its latches clear (the only way they do) and it is vouched for from now on.
-    mutating func vouch(for leaseId: String, assetId: String) {
+    mutating func vouch(for leaseId: String, assetId: String, keyServer: String) {
         var entry = anchor.leases[leaseId] ?? KeyStoreAnchor.Lease()
         entry.assetId = assetId
+        if entry.keyServer == nil { entry.keyServer = keyServer }
         entry.rollbackCount = anchor.rollbackCount
         entry.tamperCount = anchor.tamperCount
         guard entry != anchor.leases[leaseId] else { return }

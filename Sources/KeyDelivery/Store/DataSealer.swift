@@ -13,8 +13,7 @@ public struct DataSealer: Sendable {
 
     /// `secret` sealed for `context`: a 12-byte nonce, the ciphertext and the 16-byte tag.
     public func seal(_ secret: SecretBytes, context: String) throws -> [UInt8] {
-        let sealed = try sealer.seal(secret, authenticating: Self.aad(context))
-        return sealed.nonce + sealed.ciphertext + sealed.tag
+        try sealer.seal(secret, authenticating: Self.aad(context)).combined
     }
 
     /// Opens what ``seal(_:context:)`` made for the same `context`.
@@ -22,12 +21,9 @@ public struct DataSealer: Sendable {
     /// - Throws: ``KeyStoreError`` `sealed_data_damaged` when it does not open (altered, moved, or sealed on another
     ///   machine or data directory).
     public func open(_ sealed: [UInt8], context: String) throws -> SecretBytes {
-        guard sealed.count >= 28 else { throw KeyStoreError.sealedDataDamaged(context: context) }
+        guard let parts = LocalKeySealer.Sealed(combined: sealed) else { throw KeyStoreError.sealedDataDamaged(context: context) }
         do {
-            return try sealer.open(
-                .init(nonce: Array(sealed.prefix(12)), ciphertext: Array(sealed.dropFirst(12).dropLast(16)), tag: Array(sealed.suffix(16))),
-                authenticating: Self.aad(context)
-            )
+            return try sealer.open(parts, authenticating: Self.aad(context))
         } catch {
             throw KeyStoreError.sealedDataDamaged(context: context)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import StowageCore
 public import StowageCrypto
 
 extension KeyStore {
@@ -21,9 +22,10 @@ extension KeyStore {
         guard key.count == 16 || key.count == 32 else { throw KeyStoreError.invalidKeyLength(uri: uri, count: key.count) }
         let sealer = try sealer()
         try writeState(at: now) { db, state in
-            // The latch counts of now, after this transaction's own look at the clock: a rollback or tampering found
-            // later holds the key (``identityKey(uri:at:)``) until it is fetched again.
-            let counts = "\(state.anchor.rollbackCount),\(state.anchor.tamperCount)"
+            // The latch counts of now, after this transaction's own look at the clock, and the anchor they count in: a
+            // rollback or tampering found later, or an anchor made anew, holds the key (``identityKey(uri:at:)``) until
+            // it is fetched again.
+            let counts = Latches(state.anchor).text
             let sealed = try sealer.seal(key, authenticating: Self.identityKeyAAD(uri: uri, assetId: assetId, expiresAt: expiresAt, counts: counts))
             try db.execute(
                 sql: """
@@ -53,15 +55,31 @@ extension KeyStore {
         guard let stored = try sealedIdentityKey(uri: uri) else { throw KeyStoreError.identityKeyNotFound(uri: uri) }
         if let expiresAt = stored.expiresAt {
             // A key with a local lifetime is judged against the device's mark, which only rises, and held by a rollback
-            // or tampering found since it was stored.
-            let anchor = ClientState.ledger(secrets: try secrets(), anchorPath: anchorPath)
-            let mark = try timeHighWaterMark().mark
-            let (rollbacks, tamperings) = Self.counts(stored.latchCounts)
-            if tamperings < anchor.tamperCount {
-                throw LeaseError.leaseTampered(nil, detail: "this device's record of time was deleted, altered or restored since the key was stored")
+            // or tampering found since it was stored (or now), or by an anchor other than the one it was stored under.
+            let secrets = try secrets()
+            let path = anchorPath
+            let state = try read { db in try ClientState.load(db, secrets: secrets, anchorPath: path, now: nil) }
+            let recorded = Latches(text: stored.latchCounts)
+            if recorded.tamperCount < state.anchor.tamperCount {
+                throw LeaseError.identityKeyHeld(
+                    .leaseTampered,
+                    assetId: stored.assetId,
+                    detail: "this device's record of time was deleted, altered or restored since the key was stored"
+                )
             }
-            if let mark, now < mark.addingClamped(-KeyProtocol.clockLeeway) || rollbacks < anchor.rollbackCount {
-                throw LeaseError.clockRollbackDetected(nil, now: now, mark: mark, latched: rollbacks < anchor.rollbackCount)
+            if let anchor = recorded.anchorCreatedAt, anchor != Latches(state.anchor).anchorCreatedAt {
+                throw LeaseError.identityKeyHeld(
+                    .leaseTampered,
+                    assetId: stored.assetId,
+                    detail: "this device's record of time was made anew since the key was stored (\(KeyStoreAnchor.fileName) was deleted)"
+                )
+            }
+            if let mark = state.mark.mark, now < mark.addingClamped(-KeyProtocol.clockLeeway) || recorded.rollbackCount < state.anchor.rollbackCount {
+                throw LeaseError.identityKeyHeld(
+                    .clockRollbackDetected,
+                    assetId: stored.assetId,
+                    detail: "the system clock was set back (this device has seen \(HumanTime.date(mark)))"
+                )
             }
             guard now < expiresAt else { throw KeyStoreError.identityKeyExpired(uri: uri, expiresAt: expiresAt) }
         }
@@ -76,10 +94,30 @@ extension KeyStore {
         }
     }
 
-    /// The rollback and tamper counts a key was stored with (`"R,T"`; none: stored before they were kept, so 0).
-    private static func counts(_ text: String?) -> (Int, Int) {
-        let parts = (text ?? "").split(separator: ",").compactMap { Int($0) }
-        return parts.count == 2 ? (parts[0], parts[1]) : (0, 0)
+    /// The anchor's rollback and tamper counts a key was stored with, and the anchor's creation time, which tells one
+    /// anchor from one made anew: `"R,T,C"` in `latch_counts`, bound to the sealed key. Keys stored before the anchor
+    /// was recorded have `"R,T"`, and those from before the counts were kept nothing (0 and 0).
+    struct Latches {
+        var rollbackCount = 0
+        var tamperCount = 0
+        /// nil: not recorded (an older key).
+        var anchorCreatedAt: String?
+
+        init(_ anchor: KeyStoreAnchor) {
+            rollbackCount = anchor.rollbackCount
+            tamperCount = anchor.tamperCount
+            anchorCreatedAt = anchor.createdAt.map { String($0) } ?? "none"
+        }
+
+        init(text: String?) {
+            let parts = (text ?? "").split(separator: ",").map(String.init)
+            guard parts.count >= 2, let rollbacks = Int(parts[0]), let tamperings = Int(parts[1]) else { return }
+            rollbackCount = rollbacks
+            tamperCount = tamperings
+            anchorCreatedAt = parts.count > 2 ? parts[2] : nil
+        }
+
+        var text: String { "\(rollbackCount),\(tamperCount),\(anchorCreatedAt ?? "none")" }
     }
 
     /// The sealed row of `uri` as stored.

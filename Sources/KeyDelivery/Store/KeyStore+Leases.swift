@@ -70,7 +70,7 @@ extension KeyStore {
                 var lifecycle = LeaseLifecycle(acquired: terms)
                 _ = try lifecycle.persist()
                 try Self.insert(lifecycle.record, payload: verified, keyServer: keyServer, db, at: now)
-                state.vouch(for: terms.leaseId, assetId: terms.assetId)
+                state.vouch(for: terms.leaseId, assetId: terms.assetId, keyServer: keyServer)
                 try Self.seal(terms.leaseId, db, secrets: secrets)
                 try AuditJournal.append(
                     db,
@@ -112,8 +112,20 @@ extension KeyStore {
         let pins = try ServerKeyPins.read(at: pinsPath, secrets: secrets)
         return try writeState(at: now) { db, state in
             guard let row = try Self.fetchRow(terms.leaseId, db) else { throw KeyStoreError.unknownLease(terms.leaseId) }
-            try Self.checkSignature(verified, keyServer: row.keyServer, pins: pins)
             let ledger = state.ledgerEntry(terms.leaseId)
+            // Only the key server that issued the lease renews it: the ledger names it; an entry from before it did is
+            // held to the server whose pinned key verifies the payload stored now.
+            let issuer = ledger?.keyServer ?? row.keyServer
+            if ledger?.keyServer == nil, let stored = row.payload, let key = pins.key(for: row.keyServer),
+                (try? Self.verifiedPayload(stored, key: key)) == nil
+            {
+                throw LeaseError.leaseTampered(
+                    nil,
+                    assetId: row.terms.assetId,
+                    detail: "its stored payload is not signed by the key pinned for \(row.keyServer), so that server cannot renew it"
+                )
+            }
+            try Self.checkSignature(verified, keyServer: issuer, pins: pins)
             var record = LeaseRecord(
                 terms: row.terms,
                 state: ledger?.endedAt != nil && row.state.holdsKeyMaterial ? .expired : row.state,
@@ -125,12 +137,13 @@ extension KeyStore {
             try db.execute(
                 sql: """
                     UPDATE key_leases SET key_ids = ?, issued_at = ?, storage_expires_at = ?, playback_duration = ?,
-                        renewable_until = ?, renewed_at = ?, renewal_count = renewal_count + 1, state = ?, first_played_at = ?
+                        renewable_until = ?, renewed_at = ?, renewal_count = renewal_count + 1, state = ?, first_played_at = ?,
+                        key_server = ?
                     WHERE lease_id = ?
                     """,
                 arguments: [
                     try Self.keyIdsJSON(terms.keyIds), terms.issuedAt, terms.storageExpiresAt, terms.playbackDuration,
-                    terms.renewableUntil, now, lifecycle.record.state.rawValue, lifecycle.record.firstPlayedAt, terms.leaseId,
+                    terms.renewableUntil, now, lifecycle.record.state.rawValue, lifecycle.record.firstPlayedAt, issuer, terms.leaseId,
                 ]
             )
             try db.execute(
@@ -143,7 +156,7 @@ extension KeyStore {
             )
             let latches = state.anchor.latches(terms.leaseId)
             let vouched = state.ledgerEntry(terms.leaseId) != nil
-            state.vouch(for: terms.leaseId, assetId: terms.assetId)
+            state.vouch(for: terms.leaseId, assetId: terms.assetId, keyServer: issuer)
             if let first = lifecycle.record.firstPlayedAt { state.recordFirstPlay(terms.leaseId, at: first) }
             try Self.seal(terms.leaseId, db, secrets: secrets)
             var detail = Self.termsDetail(terms, serverTime: verified.payload.serverTime)
@@ -871,6 +884,11 @@ extension KeyStore {
                     + "after the ledger was made anew"
             )
         }
+        // The ledger's key server is the one that issued the lease: renewals and releases go there, whatever the row says.
+        let keyServer = entry?.keyServer ?? row.keyServer
+        if keyServer != row.keyServer {
+            problems.append("its key server was changed in \(KeyStore.databaseFileName) from \(keyServer) to \(row.keyServer)")
+        }
         var serverTime: Int64?
         if !secrets.isAuthentic(row.stateMAC, for: stateFields(row)) {
             problems.append("its state in \(KeyStore.databaseFileName) (state, first play, end or payload) does not match its code")
@@ -881,17 +899,17 @@ extension KeyStore {
             case .failure(let error):
                 problems.append("the pinned key server keys cannot be read (\((error as? KeyStoreError)?.message ?? "\(error)"))")
             case .success(let pins):
-                if let key = pins.key(for: row.keyServer) {
+                if let key = pins.key(for: keyServer) {
                     do {
                         let payload = try verifiedPayload(signed, key: key)
                         terms = LeaseTerms(payload.lease)
                         serverTime = payload.serverTime
                         problems += disagreements(columns: row.terms, signed: terms)
                     } catch {
-                        problems.append("its signed payload does not verify with the key pinned for \(row.keyServer)")
+                        problems.append("its signed payload does not verify with the key pinned for \(keyServer)")
                     }
                 } else {
-                    problems.append("no signing key is pinned for its key server \(row.keyServer.isEmpty ? "(none recorded)" : row.keyServer)")
+                    problems.append("no signing key is pinned for its key server \(keyServer.isEmpty ? "(none recorded)" : keyServer)")
                 }
             }
         }
@@ -908,7 +926,7 @@ extension KeyStore {
         return StoredLease(
             record: record,
             hasKeyMaterial: row.payload != nil,
-            keyServer: row.keyServer,
+            keyServer: keyServer,
             persistedAt: row.persistedAt,
             renewedAt: row.renewedAt,
             renewalCount: row.renewalCount,

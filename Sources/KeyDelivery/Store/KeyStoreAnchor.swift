@@ -42,6 +42,9 @@ struct KeyStoreAnchor: Codable, Hashable, Sendable {
         var rollbackCount: Int?
         /// The anchor's ``KeyStoreAnchor/tamperCount`` when the lease was last stored or renewed.
         var tamperCount: Int?
+        /// The key server the lease was stored from, which alone may renew it (nil in entries written before the ledger
+        /// named it).
+        var keyServer: String?
     }
 
     static let fileName = "key-store.anchor"
@@ -121,12 +124,7 @@ struct KeyStoreAnchor: Codable, Hashable, Sendable {
     static func read(at path: String, sealer: LocalKeySealer) throws -> Reading {
         guard let (bytes, changedAt) = try PrivateFile.readSmall(path, limit: maximumFileSize, inspecting: KernelTime.changeTimeNanoseconds(of:))
         else { return .missing }
-        guard bytes.count >= 28 else { return .unreadable }
-        let sealed = LocalKeySealer.Sealed(
-            nonce: Array(bytes.prefix(12)),
-            ciphertext: Array(bytes.dropFirst(12).dropLast(16)),
-            tag: Array(bytes.suffix(16))
-        )
+        guard let sealed = LocalKeySealer.Sealed(combined: bytes) else { return .unreadable }
         guard let plaintext = try? sealer.open(sealed, authenticating: aad),
             let anchor = try? JSONDecoder().decode(KeyStoreAnchor.self, from: plaintext.withUnsafeBytes { Data($0) })
         else { return .unreadable }
@@ -138,7 +136,11 @@ struct KeyStoreAnchor: Codable, Hashable, Sendable {
     /// or one whose record was deleted, which is tampering of its own), the file's change time must be within
     /// ``restoreTolerance`` of ``writtenAt``.
     func replacement(changedAt: Int64?, recorded: (generation: Int, changedAt: Int64)?) -> String? {
-        guard let changedAt else { return nil }
+        // A change time that cannot be read (a statx made to fail, under strace or a seccomp filter) proves nothing.
+        guard let changedAt else {
+            return "the change time of \(Self.fileName) could not be read (the statx system call failed), so a copy put back "
+                + "cannot be told from the file Stowage wrote"
+        }
         let changedSeconds = changedAt / 1_000_000_000
         let fresh = writtenAt.map { changedSeconds <= $0 + Self.restoreTolerance } ?? true
         let when = "\(Self.fileName) was put in place at \(HumanTime.date(changedSeconds))"
@@ -161,7 +163,7 @@ struct KeyStoreAnchor: Codable, Hashable, Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let sealed = try sealer.seal(SecretBytes(try encoder.encode(self)), authenticating: Self.aad)
-        try PrivateFile.replaceAtomically(path, contents: sealed.nonce + sealed.ciphertext + sealed.tag)
+        try PrivateFile.replaceAtomically(path, contents: sealed.combined)
         return KernelTime.changeTimeNanoseconds(atPath: path)
     }
 }

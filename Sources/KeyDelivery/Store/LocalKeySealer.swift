@@ -12,6 +12,22 @@ struct LocalKeySealer: Sendable {
         var nonce: [UInt8]
         var ciphertext: [UInt8]
         var tag: [UInt8]
+
+        init(nonce: [UInt8], ciphertext: [UInt8], tag: [UInt8]) {
+            self.nonce = nonce
+            self.ciphertext = ciphertext
+            self.tag = tag
+        }
+
+        /// The one-piece form a file or a column keeps: the 12-byte nonce, the ciphertext, the 16-byte tag; nil when
+        /// `combined` is too short to hold a nonce and a tag.
+        init?(combined: [UInt8]) {
+            guard combined.count >= 28 else { return nil }
+            self.init(nonce: Array(combined.prefix(12)), ciphertext: Array(combined.dropFirst(12).dropLast(16)), tag: Array(combined.suffix(16)))
+        }
+
+        /// ``init(combined:)``'s form.
+        var combined: [UInt8] { nonce + ciphertext + tag }
     }
 
     static let secretByteCount = 32

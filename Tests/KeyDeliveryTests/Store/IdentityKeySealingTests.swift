@@ -87,6 +87,42 @@ struct IdentityKeySealingTests {
         #expect(throws: KeyStoreError.self) { try store.identityKey(uri: "https://keys.example/none", at: 4_000) }
     }
 
+    /// A key with a local lifetime counts the latches of the anchor it was stored under: deleting the anchor so that a
+    /// new one starts its counts again does not free a key stored after earlier tampering.
+    @Test func aKeyIsHeldWhenTheAnchorItWasStoredUnderIsMadeAnew() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 1_000))
+        let anchor = temporary.dataDirectory.appendingPathComponent(KeyStore.anchorFileName)
+        try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", expiresAt: 5_000, at: 1_000)
+        try FileManager.default.removeItem(at: anchor)
+        // Stored after the tampering was found: not held by it.
+        try store.storeIdentityKey(key, uri: "https://keys.example/k2", assetId: "movie-1", expiresAt: 5_000, at: 1_100)
+        #expect(try store.identityKey(uri: "https://keys.example/k2", at: 1_200) == key)
+        let first = #expect(throws: LeaseError.self) { try store.identityKey(uri: "https://keys.example/k1", at: 1_200) }
+        #expect(first?.code == "lease_tampered")
+
+        try FileManager.default.removeItem(at: anchor)
+        for step in ["read", "after a write"] {
+            if step != "read" { try store.observe(localTime: 1_300) }
+            let held = #expect(throws: LeaseError.self, "\(step)") { try store.identityKey(uri: "https://keys.example/k2", at: 1_300) }
+            #expect(held?.code == "lease_tampered")
+            #expect(held?.message.contains("stowage keys fetch movie-1") == true)
+        }
+    }
+
+    /// With identity keys but no lease, deleting both copies of the time record is still tampering.
+    @Test func bothTimeRecordsDeletedUnderAnIdentityKeyIsTampering() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 1_000))
+        try store.storeIdentityKey(key, uri: "https://keys.example/k1", assetId: "movie-1", expiresAt: 5_000, at: 1_000)
+        try store.executeUncheckedForTesting("DELETE FROM key_time_anchor")
+        try FileManager.default.removeItem(at: temporary.dataDirectory.appendingPathComponent(KeyStore.anchorFileName))
+        let held = #expect(throws: LeaseError.self) { try store.identityKey(uri: "https://keys.example/k1", at: 1_100) }
+        #expect(held?.code == "lease_tampered")
+    }
+
     @Test func anAlteredRowDoesNotOpen() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }

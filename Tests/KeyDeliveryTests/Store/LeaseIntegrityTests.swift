@@ -181,6 +181,32 @@ struct LeaseIntegrityTests {
         #expect(try store.authorizePlayback(assetId: "movie-1", at: 1_100_000).code == "clock_rollback_detected")
     }
 
+    /// A lease pointed with sqlite3 at a key server the user runs and has pinned, which signs renewals with endless
+    /// terms: the ledger names the server that issued the lease, so renewals still go there, the other server's answer
+    /// is refused, and a renewal from the issuer repairs the row.
+    @Test func aLeasePointedAtAnotherKeyServerIsRenewedOnlyByItsIssuer() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try storeWithLease(temporary, played: true)
+        let own = try TestKeyServer(device: server.device)
+        let ownURL = "http://127.0.0.1:9"
+        try store.pin(own.signingKey.publicKey, for: ownURL, at: 1_100_000)
+        try store.executeUncheckedForTesting("UPDATE key_leases SET key_server = '\(ownURL)'")
+        let pointed = try #require(try store.lease(id: "lease-1"))
+        #expect(pointed.keyServer == TestKeyServer.url)
+        #expect(pointed.record.tampering?.contains("key server was changed") == true, "\(pointed.record.tampering ?? "")")
+
+        let endless = try own.payload(storageExpiresAt: 9_000_000, playbackDuration: nil, renewableUntil: 9_000_000, serverTime: 1_100_100)
+        #expect(throws: (any Error).self) { try store.renew(endless, at: 1_100_100) }
+        #expect(try store.authorizePlayback(assetId: "movie-1", at: 1_100_200).code == "lease_tampered")
+
+        try store.renew(try server.payload(storageExpiresAt: 2_500_000, serverTime: 1_100_300), at: 1_100_300)
+        let repaired = try store.authorizePlayback(assetId: "movie-1", at: 1_100_400)
+        #expect(repaired.isValid, "\(repaired.code ?? "") \(repaired.error?.message ?? "")")
+        #expect(try store.lease(id: "lease-1")?.record.tampering == nil)
+        #expect(try store.authorizePlayback(assetId: "movie-1", at: Self.playbackEnd + 10).code == "playback_window_expired")
+    }
+
     @Test func anOldRowCopiedBackDoesNotLowerTheMark() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
