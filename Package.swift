@@ -275,7 +275,7 @@ let package = Package(
             name: "AssetDownloadTests",
             dependencies: [
                 "StowageTestSupport", "DownloadTestSupport",
-                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "HLS", "StowageCrypto",
+                "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "HLS", "StowageCrypto", "StowageCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

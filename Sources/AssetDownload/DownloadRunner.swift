@@ -77,6 +77,14 @@ struct DownloadRunner: Sendable {
                     + "are lost: cancel it with `stowage cancel \(assetId)` and download it again"
             )
         }
+        if let damage = record.secretsDamage {
+            // Its token, headers and cookies are lost: the origin or the key server would refuse with less helpful words.
+            throw DownloadError.keys(
+                code: damage.code,
+                message: "the token and headers sealed with the download of asset \(assetId) could not be opened (\(damage.message)); "
+                    + "cancel it with `stowage cancel \(assetId)` and download it again with its token and headers"
+            )
+        }
         if case .addMedia = mode {
             try store.transition(assetId, .addMedia, at: now)
         } else {

@@ -1,6 +1,7 @@
 import Foundation
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 
 /// What ``DownloadSession/fetchKeys(assetId:keyServerURL:token:)`` obtained.
 public struct KeyFetchResult: Sendable, Hashable, Codable {
@@ -36,7 +37,8 @@ extension DownloadSession {
         let keyStore = try KeyStore(dataDirectory: dataDirectory.url, machineID: machineID, clock: clock)
 
         var request = DownloadRequest(url: manifest.sourceURL, assetId: assetId)
-        if let record = try store.task(assetId), record.requestDamage == nil { request = record.request }
+        let record = try store.task(assetId)
+        if let record, record.requestDamage == nil { request = record.request }
         if let keyServerURL {
             request.keyServerURL = keyServerURL
         } else if request.keyServerURL == nil, let last = try keyStore.leases(assetId: assetId).last, !last.keyServer.isEmpty {
@@ -69,6 +71,13 @@ extension DownloadSession {
         }
         if !missingSkd.isEmpty, request.token?.isEmpty ?? true {
             // The key server would say invalid_token with advice for programmers; the user needs the option.
+            if let damage = record?.secretsDamage {
+                throw DownloadError.keys(
+                    code: "no_token",
+                    message: "the entitlement token stored with the download of asset \(assetId) could not be opened (\(damage.message)); "
+                        + "pass it again with --token-file FILE, --token - or STOWAGE_TOKEN"
+                )
+            }
             throw DownloadError.keys(
                 code: "no_token",
                 message: "asset \(assetId) has no entitlement token on this device (its download record has none, or is gone after "

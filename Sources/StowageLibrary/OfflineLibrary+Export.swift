@@ -150,6 +150,7 @@ extension OfflineLibrary {
             let child = try ChildProcess.launch(
                 "/usr/bin/env",
                 [ffmpeg] + arguments,
+                environment: SecretInput.childEnvironment,
                 standardOutput: .null,
                 standardError: .descriptor(errors.fileDescriptor)
             )

@@ -15,11 +15,13 @@ struct TokenSource: Sendable {
     /// - Throws: what reading the asset's download record threw (a store that cannot be read is not "no token").
     func token(for lease: StoredLease) async throws -> String? {
         if let command { return await run(command, lease) }
-        return try library.downloadRecord(assetId: lease.assetId)?.request.token
+        guard let record = try library.downloadRecord(assetId: lease.assetId) else { return nil }
+        if let damage = record.secretsDamage { throw damage }
+        return record.request.token
     }
 
     private func run(_ command: String, _ lease: StoredLease) async -> String? {
-        var environment = ProcessInfo.processInfo.environment
+        var environment = SecretInput.childEnvironment
         environment["STOWAGE_ASSET_ID"] = lease.assetId
         environment["STOWAGE_LEASE_ID"] = lease.leaseId
         environment["STOWAGE_KEY_SERVER"] = lease.keyServer

@@ -72,7 +72,7 @@ struct DownloadCommand: AsyncParsableCommand {
             Example:
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --audio en,fr --subtitles all \\
                 --key-server http://127.0.0.1:8443 --token-file ~/.config/stowage/token
-              stowage keyserver token --sub alice --asset show --data-dir /srv/keys | \
+              stowage keyserver token --sub alice --asset show --data-dir /srv/keys | \\
                 stowage download --background https://cdn.example/show/master.m3u8 --token - --priority 5
               stowage download --attach demo-1
               stowage download http://127.0.0.1:8080/master.m3u8 --asset-id demo-1 --play --player mpv
@@ -125,17 +125,7 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "Segments downloaded at once.")
     var concurrency = 4
 
-    @Option(
-        name: .customLong("header"),
-        help: ArgumentHelp(
-            "An extra request header 'Name: value' (repeatable); sent only to the playlist's origin. Credentials "
-                + "(Authorization, Cookie) go in --header-file, never on the command line."
-        )
-    )
-    var headers: [String] = []
-
-    @Option(name: .customLong("header-file"), help: "A file of yours (mode 0600) of request headers, one 'Name: value' per line.")
-    var headerFile: String?
+    @OptionGroup var header: HeaderOptions
 
     @Option(name: .customLong("header-host"), help: "Another host the --header values may be sent to (repeatable).")
     var headerHosts: [String] = []
@@ -178,7 +168,6 @@ struct DownloadCommand: AsyncParsableCommand {
         }
         guard (1...32).contains(concurrency) else { throw ValidationError("--concurrency must be 1...32") }
         _ = try recordingLimits()
-        for header in headers where !header.contains(":") { throw ValidationError("--header takes 'Name: value', got '\(header)'") }
         guard output.proxy.proxy == nil || !background else {
             throw ValidationError(
                 "--proxy applies to a download run here; the download service uses its own (`stowage service run --proxy`, or HTTPS_PROXY)"
@@ -211,12 +200,7 @@ struct DownloadCommand: AsyncParsableCommand {
         if let attach { await ServiceDriver.attach(assetId: attach, json: output.json) }
         let variant: MediaSelectionOptions.Variant =
             minBitrate == nil && maxBitrate == nil ? .highest : .bitrate(minimum: minBitrate, maximum: maxBitrate)
-        let pairs: [(String, String)]
-        do {
-            pairs = try SecretInput.headers(commandLine: headers, file: headerFile)
-        } catch {
-            CommandOutput.fail(error, json: output.json)
-        }
+        let pairs = header.resolve(json: output.json)
         let browserHeaders: BrowserHeaders
         do {
             browserHeaders = try browser.headers()
@@ -457,7 +441,7 @@ enum DownloadDriver {
                     let handle = try await library.play(assetId: task.assetId, player: play.player, online: false)
                     playback = handle
                     let url = handle.url.absoluteString
-                    FileHandle.standardOutput.write(Data(((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n").utf8))
+                    Terminal.standardOutput((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n")
                 } catch let error as any StowageError where error.code == "keys_pending" {
                     // A live recording fetches its first segments while it obtains their keys: try again at the next
                     // progress.
@@ -502,9 +486,9 @@ enum DownloadDriver {
                 + "over \(renditions) rendition(s): those segments left the live playlist before they were fetched "
                 + "(`stowage info \(task.assetId)` lists them)"
             if json {
-                FileHandle.standardOutput.write(Data((Library.line(["event": "recording_gaps", "message": message]) + "\n").utf8))
+                Terminal.standardOutput(Library.line(["event": "recording_gaps", "message": message]) + "\n")
             } else {
-                FileHandle.standardError.write(Data("warning: \(message) [recording_gap]\n".utf8))
+                Terminal.standardError("warning: \(message) [recording_gap]\n")
             }
             exit(3)
         }
@@ -531,7 +515,7 @@ final class ProgressDisplay {
 
     func show(_ update: DownloadUpdate) {
         if json {
-            FileHandle.standardOutput.write(Data((update.jsonLine() + "\n").utf8))
+            Terminal.standardOutput(update.jsonLine() + "\n")
             return
         }
         switch update.event {
@@ -579,7 +563,7 @@ final class ProgressDisplay {
             let megabytes = String(format: "%.1f", Double(update.bytes ?? 0) / 1e6)
             say("complete: \(assetId), \(update.mediaSelectionCount ?? 0) media selections, \(megabytes) MB")
         case .failed:
-            FileHandle.standardError.write(Data("error: \(update.error?.message ?? "failed") [\(update.error?.code ?? "failed")]\n".utf8))
+            Terminal.standardError("error: \(update.error?.message ?? "failed") [\(update.error?.code ?? "failed")]\n")
         }
     }
 
@@ -588,7 +572,7 @@ final class ProgressDisplay {
             FileHandle.standardError.write(Data(String(repeating: "\u{1b}[1A\u{1b}[2K", count: drawnLines).utf8))
             drawnLines = 0
         }
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        Terminal.standardError(line + "\n")
     }
 
     private func draw(_ progress: DownloadUpdate) {
@@ -599,7 +583,7 @@ final class ProgressDisplay {
         guard isTerminal else {
             if percent >= lastPlainPercent + 10 || percent == 100 {
                 lastPlainPercent = percent
-                FileHandle.standardError.write(Data("  \(percent)% \(rate)\n".utf8))
+                Terminal.standardError("  \(percent)% \(rate)\n")
             }
             return
         }
@@ -618,7 +602,7 @@ final class ProgressDisplay {
         }
         lines.append("  overall \(percent)%  \(rate)  \(eta)")
         var text = String(repeating: "\u{1b}[1A\u{1b}[2K", count: drawnLines)
-        text += lines.joined(separator: "\n") + "\n"
+        text += Terminal.safe(lines.joined(separator: "\n")) + "\n"
         drawnLines = lines.count
         FileHandle.standardError.write(Data(text.utf8))
     }

@@ -42,22 +42,10 @@ struct InspectCommand: AsyncParsableCommand {
 
     @OptionGroup var browser: BrowserOptions
 
-    @Option(
-        name: .customLong("header"),
-        help: "An extra HTTP request header, 'Name: value' (repeatable). Credentials (Authorization, Cookie) go in --header-file."
-    )
-    var headers: [String] = []
-
-    @Option(name: .customLong("header-file"), help: "A file of yours (mode 0600) of request headers, one 'Name: value' per line.")
-    var headerFile: String?
+    @OptionGroup var header: HeaderOptions
 
     func run() async throws {
-        let headerPairs: [(String, String)]
-        do {
-            headerPairs = try SecretInput.headers(commandLine: headers, file: headerFile)
-        } catch {
-            CommandOutput.fail(error, json: json)
-        }
+        let headerPairs = header.resolve(json: json)
         let result: Result<PlaylistInspection, any Error>
         do {
             result = .success(

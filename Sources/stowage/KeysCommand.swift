@@ -122,13 +122,7 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             do {
-                guard let token = tokenInput.resolve(json: output.json) else {
-                    CommandOutput.fail(
-                        code: "secret_missing",
-                        message: "renewing needs the entitlement token: pass it with --token - (standard input), --token-file FILE or STOWAGE_TOKEN",
-                        json: output.json
-                    )
-                }
+                let token = tokenInput.required(for: "renewing a lease", json: output.json)
                 let renewed = try await Library.with { try await $0.renewLeases(assetId: all ? nil : asset, token: token) }
                 if output.json {
                     print(

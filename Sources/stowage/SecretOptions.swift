@@ -21,10 +21,19 @@ struct TokenOptions: ParsableArguments {
 
     /// The token from whichever source was given, nil when none; a refusal ends the command with its code.
     func resolve(json: Bool) -> String? {
-        do {
-            return try SecretInput.token(option: token, file: tokenFile, environment: ProcessInfo.processInfo.environment)
-        } catch {
-            CommandOutput.fail(error, json: json)
+        CommandOutput.succeeding(json: json) {
+            try SecretInput.token(option: token, file: tokenFile, environment: ProcessInfo.processInfo.environment)
+        }
+    }
+
+    /// The token, which `purpose` ("renewing a lease") cannot do without: its absence ends the command with
+    /// `secret_missing`.
+    func required(for purpose: String, json: Bool) -> String {
+        CommandOutput.succeeding(json: json) {
+            guard let token = try SecretInput.token(option: token, file: tokenFile, environment: ProcessInfo.processInfo.environment) else {
+                throw SecretInputError.missing("the entitlement token", purpose: purpose, options: SecretInput.tokenAlternatives)
+            }
+            return token
         }
     }
 }
@@ -52,10 +61,27 @@ struct KeyOptions: ParsableArguments {
 
     /// The key, of one of `lengths` bytes; a refusal ends the command with its code.
     func resolve(lengths: Set<Int>, json: Bool) -> SecretBytes {
-        do {
-            return try SecretInput.contentKey(option: key, file: keyFile, lengths: lengths)
-        } catch {
-            CommandOutput.fail(error, json: json)
-        }
+        CommandOutput.succeeding(json: json) { try SecretInput.contentKey(option: key, file: keyFile, lengths: lengths) }
+    }
+}
+
+/// `--header 'Name: value'` and `--header-file FILE`, for every command that fetches playlists: credential headers
+/// (``SecretInput/isCredentialHeader(_:)``) come only from the file.
+struct HeaderOptions: ParsableArguments {
+    @Option(
+        name: .customLong("header"),
+        help: ArgumentHelp(
+            "An extra request header 'Name: value' (repeatable); sent only to the playlist's origin. Credentials "
+                + "(Authorization, Cookie, any name with auth, token, key, secret or session) go in --header-file."
+        )
+    )
+    var headers: [String] = []
+
+    @Option(name: .customLong("header-file"), help: "A file of yours (mode 0600) of request headers, one 'Name: value' per line.")
+    var headerFile: String?
+
+    /// The headers of both sources; a refusal ends the command with its code.
+    func resolve(json: Bool) -> [(String, String)] {
+        CommandOutput.succeeding(json: json) { try SecretInput.headers(commandLine: headers, file: headerFile) }
     }
 }

@@ -51,7 +51,7 @@ struct SegmentCommand: ParsableCommand {
                 Examples:
                   stowage segment decrypt --method aes-128 --key-file movie.key \\
                     --iv 00000000000000000000000000000007 seg_0.ts clear_0.ts
-                  openssl rand -hex 16 | stowage segment decrypt --method sample-aes --key - --init init.mp4 seg_1.m4s clear_1.m4s
+                  stowage segment decrypt --method sample-aes --key - --init init.mp4 seg_1.m4s clear_1.m4s < movie.key
                 """
         )
         @OptionGroup var options: Options

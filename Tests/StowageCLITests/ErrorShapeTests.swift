@@ -173,6 +173,15 @@ struct ErrorShapeTests {
         #expect(download?.line.contains(token) == false, "\(download?.line ?? "")")
         let renew = try await Self.expectFailure(["keys", "renew", "movie-1", "--token", "abc"], code: "secret_on_command_line", home: home)
         #expect(renew?.line.contains("STOWAGE_TOKEN") == true, "\(renew?.line ?? "")")
+        let missing = try await Self.expectFailure(["keys", "renew", "movie-1"], code: "secret_missing", home: home)
+        #expect(missing?.line.contains("renewing a lease needs the entitlement token") == true, "\(missing?.line ?? "")")
+        // A credential in a header of any name (an API key here) goes in --header-file.
+        let header = try await Self.expectFailure(
+            ["download", "https://cdn.example/master.m3u8", "--header", "X-Api-Key: \(token)"],
+            code: "secret_on_command_line",
+            home: home
+        )
+        #expect(header?.line.contains(token) == false && header?.line.contains("--header-file") == true, "\(header?.line ?? "")")
         // The key server's `add-asset` (no --json) refuses a content key written on its command line, in an initialized
         // data directory where it would otherwise be added.
         let dataDirectory = root.appendingPathComponent("keyserver").path

@@ -1,7 +1,7 @@
 public import Foundation
 import GRDB
 public import KeyDelivery
-import StowageCore
+public import StowageCore
 import StowageCrypto
 
 /// The state of a download task, as iOS and Media3 name them.
@@ -133,6 +133,9 @@ public struct DownloadTaskRecord: Sendable, Hashable {
     /// Why the stored request could not be read (a damaged row, or one written by a newer Stowage), when it could not:
     /// `request` then holds only the asset ID, and the task must not run on it.
     public var requestDamage: String?
+    /// Why the request's sealed secrets (token, headers, cookies) did not open, when they did not (another machine, an
+    /// altered row): `request` then has none of them, and whatever needs them says so with this.
+    public var secretsDamage: ReportedError?
 }
 
 /// A file recorded complete.
@@ -251,13 +254,20 @@ public final class DownloadStore: Sendable {
     @discardableResult
     public func sealClearSecrets() throws(DownloadError) -> Int {
         guard sealer != nil else { return 0 }
-        let clear = try tasks().filter { $0.requestDamage == nil && RequestSecrets(of: $0.request) != nil }
-        for task in clear {
-            let (json, secrets) = try encode(task.request)
+        // Read from the rows themselves: a record has its sealed secrets applied already.
+        let clear: [DownloadRequest] = try read { db in
+            try Row.fetchAll(db, sql: "SELECT request FROM download_tasks WHERE secrets IS NULL").compactMap { row in
+                let json: String = (try? row.decode(forColumn: "request")) ?? ""
+                guard let request = try? JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8)) else { return nil }
+                return RequestSecrets(of: request) == nil ? nil : request
+            }
+        }
+        for request in clear {
+            let (json, secrets) = try encode(request)
             try write { db in
                 try db.execute(
                     sql: "UPDATE download_tasks SET request = ?, secrets = ? WHERE asset_id = ? AND secrets IS NULL",
-                    arguments: [json, secrets.map { Data($0) }, task.assetId]
+                    arguments: [json, secrets.map { Data($0) }, request.assetId]
                 )
             }
         }
@@ -414,13 +424,17 @@ public final class DownloadStore: Sendable {
             request = DownloadRequest(url: "", assetId: try row.decode(forColumn: "asset_id"))
             damage = "\(error)"
         }
+        var secretsDamage: ReportedError?
         if damage == nil, let sealed = (try? row.decode(forColumn: "secrets") as Data?).flatMap({ $0 }) {
-            // Secrets that do not open (another machine, an altered row) are left out: the key server then asks for a
-            // token, which `stowage keys fetch --token-file` gives again.
-            if let sealer = try? sealer?(), let opened = try? sealer.open([UInt8](sealed), context: Self.secretsContext(request.assetId)),
-                let secrets = try? JSONDecoder().decode(RequestSecrets.self, from: opened.withUnsafeBytes { Data($0) })
-            {
-                secrets.apply(to: &request)
+            // Secrets that do not open (another machine, an altered row) are left out, and the record says why: what
+            // needs the token asks for it again.
+            do {
+                guard let sealer else { throw DownloadError.database("nothing can open the sealed secrets of \(request.assetId) here") }
+                let opened = try sealer().open([UInt8](sealed), context: Self.secretsContext(request.assetId))
+                try JSONDecoder().decode(RequestSecrets.self, from: opened.withUnsafeBytes { Data($0) }).apply(to: &request)
+            } catch {
+                let error = (error as? any StowageError) ?? DownloadError.database("\(error)")
+                secretsDamage = ReportedError(code: error.code, message: error.message)
             }
         }
         return DownloadTaskRecord(
@@ -434,7 +448,8 @@ public final class DownloadStore: Sendable {
             priority: try row.decode(forColumn: "priority"),
             createdAt: try row.decode(forColumn: "created_at"),
             updatedAt: try row.decode(forColumn: "updated_at"),
-            requestDamage: damage
+            requestDamage: damage,
+            secretsDamage: secretsDamage
         )
     }
 

@@ -106,7 +106,11 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// A sealed value (``DataSealer``) does not open although the key-encryption key is right.
     public static func sealedDataDamaged(context: String) -> Self {
-        .init(.sealedDataDamaged, "The sealed \(context) is damaged or was altered; give it again (for a download: the token and headers).")
+        .init(
+            .sealedDataDamaged,
+            "Sealed data (\(context)) does not open: it was altered, damaged, or sealed on another machine. Give it again "
+                + "(for a download: its token and headers)."
+        )
     }
 
     /// A content key of another length than 16 or 32 bytes.

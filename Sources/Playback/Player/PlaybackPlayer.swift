@@ -1,4 +1,5 @@
 public import Foundation
+import KeyDelivery
 public import StowageCore
 
 /// A local player started on the session's URL (`stowage play --player`), or ffmpeg decoding to nowhere for tests and
@@ -46,6 +47,7 @@ public enum PlaybackPlayer: String, Sendable, Hashable, CaseIterable {
         let player = try ChildProcess.launch(
             "/usr/bin/env",
             [executable] + arguments(for: url),
+            environment: SecretInput.childEnvironment,
             standardOutput: .null,
             standardError: standardError
         )

@@ -38,11 +38,14 @@ struct SecretInputTests {
         #expect(try SecretInput.token(option: nil, file: nil, environment: ["STOWAGE_TOKEN": Self.token]) == Self.token)
         #expect(try SecretInput.token(option: nil, file: nil, environment: [:]) == nil)
         #expect(try SecretInput.token(option: nil, file: nil, environment: ["STOWAGE_TOKEN": ""]) == nil)
+        // An option given on the command line overrides the environment.
+        #expect(try SecretInput.token(option: "-", file: nil, environment: ["STOWAGE_TOKEN": "other"]) { Array(Self.token.utf8) } == Self.token)
+        #expect(try SecretInput.token(option: nil, file: try Self.file(Self.token), environment: ["STOWAGE_TOKEN": "other"]) == Self.token)
     }
 
     @Test func aTokenIsRefusedOnTheCommandLineAndFromTwoPlacesOrNowhere() throws {
         #expect(Self.code { try SecretInput.token(option: Self.token, file: nil, environment: [:]) } == "secret_on_command_line")
-        let both = Self.code { try SecretInput.token(option: "-", file: nil, environment: ["STOWAGE_TOKEN": Self.token]) { [] } }
+        let both = Self.code { try SecretInput.token(option: "-", file: try Self.file(Self.token), environment: [:]) { [] } }
         #expect(both == "secret_sources_conflict")
         #expect(Self.code { try SecretInput.token(option: "-", file: nil, environment: [:]) { Array("\n \n".utf8) } } == "secret_unreadable")
         let missing = FileManager.default.temporaryDirectory.appendingPathComponent("no-such-token-\(UUID().uuidString)").path
@@ -68,12 +71,18 @@ struct SecretInputTests {
         #expect(bytes(try SecretInput.contentKey(option: "-", file: nil) { expected }) == expected)
         let long = try SecretInput.contentKey(option: "-", file: nil, lengths: [16, 32]) { Array((hex + hex).utf8) }
         #expect(long.count == 32)
+        // 32 hex digits with no newline (`printf %s`) are hex, even where a 32-byte raw key would also be taken.
+        #expect(bytes(try SecretInput.contentKey(option: nil, file: try Self.file(hex), lengths: [16, 32])) == expected)
+        let raw = [UInt8](repeating: 0xa5, count: 32)
+        #expect(bytes(try SecretInput.contentKey(option: "-", file: nil, lengths: [16, 32]) { raw }) == raw)
 
         #expect(Self.code { try SecretInput.contentKey(option: hex, file: nil) } == "secret_on_command_line")
         #expect(Self.code { try SecretInput.contentKey(option: "-", file: try Self.file(hex)) } == "secret_sources_conflict")
         #expect(Self.code { try SecretInput.contentKey(option: nil, file: nil) } == "secret_missing")
         #expect(Self.code { try SecretInput.contentKey(option: "-", file: nil) { Array("0011".utf8) } } == "invalid_content_key")
         #expect(Self.code { try SecretInput.contentKey(option: "-", file: nil) { Array((hex + hex).utf8) } } == "invalid_content_key")
+        let short = #expect(throws: SecretInputError.self) { try SecretInput.contentKey(option: "-", file: nil) { Array("0011".utf8) } }
+        #expect(short?.message.contains("4 bytes") == true && short?.message.contains("32 hex digits or 16 raw bytes") == true)
     }
 
     /// A value sealed for one purpose opens for it only, and not once altered.
@@ -97,7 +106,10 @@ struct SecretInputTests {
     /// Credential headers are never taken from the command line; a header file (the user's own) gives them.
     @Test func headersFromTheCommandLineAndAFile() throws {
         #expect(try SecretInput.headers(commandLine: ["X-Client: stowage"], file: nil).map { "\($0.0)=\($0.1)" } == ["X-Client=stowage"])
-        for credential in ["Authorization: Bearer abc", "cookie: session=1", "Proxy-Authorization: Basic eA=="] {
+        for credential in [
+            "Authorization: Bearer abc", "cookie: session=1", "Proxy-Authorization: Basic eA==", "X-Api-Key: abc", "X-Auth-Token: abc",
+            "CDN-Signature: abc",
+        ] {
             #expect(Self.code { try SecretInput.headers(commandLine: [credential], file: nil) } == "secret_on_command_line")
         }
         let file = try Self.file("# the CDN's session\nAuthorization: Bearer abc\n\nCookie:  a=b \n")
@@ -105,6 +117,10 @@ struct SecretInputTests {
         #expect(read.map { "\($0.0)=\($0.1)" } == ["X-Client=stowage", "Authorization=Bearer abc", "Cookie=a=b"])
         #expect(Self.code { try SecretInput.headers(commandLine: ["no colon"], file: nil) } == "invalid_header")
         #expect(Self.code { try SecretInput.headers(commandLine: [], file: try Self.file("Bad Name: x")) } == "invalid_header")
+        let numbered = #expect(throws: SecretInputError.self) {
+            try SecretInput.headers(commandLine: [], file: try Self.file("# one\nX-A: 1\nno colon\n"))
+        }
+        #expect(numbered?.message.contains("line 3 of") == true, "\(numbered?.message ?? "")")
         #expect(Self.code { try SecretInput.headers(commandLine: [], file: try Self.file("Cookie: a", mode: 0o640)) } == "insecure_permissions")
     }
 
