@@ -117,7 +117,7 @@ enum CommandOutput {
         if json {
             print(encodedJSON(error))
         } else {
-            FileHandle.standardError.write(Data("error: \(error.message) [\(error.code)]\n".utf8))
+            Terminal.standardError("error: \(error.message) [\(error.code)]\n")
         }
         exit(status)
     }
@@ -135,7 +135,16 @@ enum CommandOutput {
             }
             print(Library.line(Line(event: event, error: ErrorDocument(error).error)))
         } else {
-            FileHandle.standardError.write(Data("error: \(error.message) [\(error.code)]\n".utf8))
+            Terminal.standardError("error: \(error.message) [\(error.code)]\n")
+        }
+    }
+
+    /// What `body` returns; an error it throws ends the command, printed as by ``fail(_:json:status:)``.
+    static func succeeding<Value>(json: Bool, _ body: () throws -> Value) -> Value {
+        do {
+            return try body()
+        } catch {
+            fail(error, json: json)
         }
     }
 

@@ -60,7 +60,7 @@ struct DemoCommand: AsyncParsableCommand {
             }
         } catch {
             let shown = CommandOutput.presentable(error)
-            FileHandle.standardError.write(Data("demo failed: \(shown.message) [\(shown.code)]\n".utf8))
+            Terminal.standardError("demo failed: \(shown.message) [\(shown.code)]\n")
             if !keep { try? FileManager.default.removeItem(at: work) }
             throw ExitCode(1)
         }
@@ -77,5 +77,5 @@ struct DemoCommand: AsyncParsableCommand {
 /// Writes a line to standard output unbuffered, so the steps and the download display (standard error) stay in order
 /// when both go to one pipe.
 func demoPrint(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    Terminal.standardOutput(line + "\n")
 }

@@ -263,7 +263,7 @@ struct VerifyCommand: AsyncParsableCommand {
                 }
                 for problem in report.problems { print("  problem [\(problem.code.rawValue)]: \(problem.message)") }
                 for warning in report.warnings ?? [] { print("  warning [\(warning.code.rawValue)]: \(warning.message)") }
-                if let failure { FileHandle.standardError.write(Data("error: \(failure.message) [\(failure.code)]\n".utf8)) }
+                if let failure { Terminal.standardError("error: \(failure.message) [\(failure.code)]\n") }
             }
             Foundation.exit(report.exitStatus)
         } catch {

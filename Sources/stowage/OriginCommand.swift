@@ -106,7 +106,7 @@ struct OriginCommand: AsyncParsableCommand {
         )
         let service = OriginService(origin) { address in
             // Unbuffered, so a script reading our output sees the line at once.
-            FileHandle.standardOutput.write(Data("listening on \(address.baseURL.absoluteString)\n".utf8))
+            Terminal.standardOutput("listening on \(address.baseURL.absoluteString)\n")
         }
         do {
             try await CommandOutput.runUntilSignalled([service])

@@ -62,7 +62,7 @@ struct PlayCommand: AsyncParsableCommand {
 
     /// Prints one `served` event (`--json`).
     @Sendable static func printServed(_ request: PlaybackRequestEvent) {
-        FileHandle.standardOutput.write(Data((Library.line(ServedLine(request: request)) + "\n").utf8))
+        Terminal.standardOutput(Library.line(ServedLine(request: request)) + "\n")
     }
 
     func run() async throws {
@@ -94,7 +94,7 @@ struct PlayCommand: AsyncParsableCommand {
             json
             ? Library.line(PlayingLine(url: url, online: online))
             : "playing \(url)" + (online.isEmpty ? "" : "\nonline (streamed from the source): \(online.joined(separator: ", "))")
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        Terminal.standardOutput(line + "\n")
         // Ctrl-C or SIGTERM stops the session (and the player) gracefully.
         try? await CommandOutput.runUntilSignalled([PlaybackService(playback)])
         let outcome: Result<PlaybackEnd, any Error>
@@ -113,7 +113,7 @@ struct PlayCommand: AsyncParsableCommand {
         if json {
             print(Library.line(["event": "stopped", "reason": "\(end.reason)"]))
         } else {
-            FileHandle.standardError.write(Data("stopped (\(end.reason))\n".utf8))
+            Terminal.standardError("stopped (\(end.reason))\n")
         }
         if let status = end.playerExitStatus, status != 0 { throw ExitCode(status) }
     }

@@ -103,7 +103,7 @@ struct ServiceCommand: AsyncParsableCommand {
                 logger.logLevel = .notice
                 // Announced once it answers: a service refused (another one runs) says only why.
                 let service = try DownloadService.open(configuration: try options.configuration(), logger: logger) { socket in
-                    FileHandle.standardError.write(Data("download service on \(socket); Ctrl-C stops it\n".utf8))
+                    Terminal.standardError("download service on \(socket); Ctrl-C stops it\n")
                 }
                 let group = ServiceGroup(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
                 try await group.run()

@@ -38,11 +38,8 @@ enum ServiceDriver {
                 print(Library.json(download))
             } else {
                 print(download.assetId)
-                FileHandle.standardError.write(
-                    Data(
-                        "queued in the download service: \(ServiceText.line(download))\nprogress: stowage download --attach \(download.assetId)\n"
-                            .utf8
-                    )
+                Terminal.standardError(
+                    "queued in the download service: \(ServiceText.line(download))\nprogress: stowage download --attach \(download.assetId)\n"
                 )
             }
         } catch {

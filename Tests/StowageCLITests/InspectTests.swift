@@ -47,6 +47,31 @@ struct InspectTests {
         #expect(json.standardOutput.contains("\"warnings\""))
     }
 
+    /// A hostile playlist's attributes carry terminal escape sequences (retitle the window, clear the screen, fake a
+    /// message): inspect shows them as `\uXXXX`, in its summary, its errors and its JSON, and never writes them raw.
+    @Test("escape sequences in a playlist's names never reach the terminal raw")
+    func escapeSequencesAreShownNotObeyed() async throws {
+        let folder = try TestSupport.temporaryDirectory("escapes")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let attack = "\u{1b}]0;PWNED\u{07}\u{1b}[2J\u{1b}[1;31mLEASE EXTENDED\u{1b}[0m\u{9b}2J\u{202e}"
+        let playlist = folder.appendingPathComponent("master.m3u8")
+        try Data(
+            """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="\(attack)",LANGUAGE="en",URI="audio.m3u8"
+            #EXT-X-STREAM-INF:BANDWIDTH=800000.0,AUDIO="a"
+            video.m3u8
+
+            """.utf8
+        ).write(to: playlist)
+        for arguments in [["inspect", playlist.path], ["inspect", "--json", playlist.path], ["inspect", "--strict", playlist.path]] {
+            let result = try await TestSupport.runStowage(arguments)
+            let written = result.standardOutput + result.standardError
+            #expect(!written.unicodeScalars.contains { [0x1b, 0x07, 0x9b, 0x202e].contains($0.value) }, "\(arguments): \(written)")
+            if arguments.count == 2 { #expect(written.contains("\\u001b]0;PWNED\\u0007"), "\(written)") }
+        }
+    }
+
     @Test func relativeURIsResolveAgainstTheURLAfterRedirects() async throws {
         let router = Router()
         router.get("moved/master.m3u8") { _, _ -> Response in

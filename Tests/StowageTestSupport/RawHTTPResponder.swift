@@ -14,15 +14,18 @@ public final class RawHTTPResponder: Sendable {
     private let listener: LoopbackListener
     private let head: [UInt8]
     private let budget: Int
+    private let pace: Duration?
     private let counts = Mutex<(requests: Int, bytesSent: Int)>((0, 0))
 
     /// - Parameters:
     ///   - head: the status line and headers, each line ending in CRLF, without the blank line that ends the head.
     ///   - budget: the most body bytes sent on one connection.
-    public init(head: String, budget: Int = 1 << 30) throws {
+    ///   - pace: when given, the body goes one byte at a time, this long apart (a server trickling its answer).
+    public init(head: String, budget: Int = 1 << 30, pace: Duration? = nil) throws {
         listener = try LoopbackListener()
         self.head = Array((head + "\r\n").utf8)
         self.budget = budget
+        self.pace = pace
         listener.start { [self] client in
             counts.withLock { $0.requests += 1 }
             Thread.detachNewThread {
@@ -51,9 +54,10 @@ public final class RawHTTPResponder: Sendable {
         var withBlankLine = head
         withBlankLine += [13, 10]
         guard writeAll(client, withBlankLine) else { return }
-        let chunk = [UInt8](repeating: 0x47, count: 64 << 10)
+        let chunk = [UInt8](repeating: 0x47, count: pace == nil ? 64 << 10 : 1)
         var sent = 0
         while sent < budget {
+            if let pace { Thread.sleep(forTimeInterval: Double(pace.components.attoseconds) / 1e18 + Double(pace.components.seconds)) }
             let count = min(chunk.count, budget - sent)
             guard writeAll(client, Array(chunk[0..<count])) else { return }
             sent += count

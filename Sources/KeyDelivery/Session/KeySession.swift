@@ -399,10 +399,32 @@ public struct KeySession: Sendable {
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
         let status: Int
         let bytes: [UInt8]
+        let timeout = timeoutSeconds
         do {
-            let response = try await http.execute(request, timeout: .seconds(timeoutSeconds))
-            status = Int(response.status.code)
-            bytes = Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView)
+            // The whole exchange within the timeout: a server trickling its answer a byte at a time does not hold the
+            // command (the client's own timeout restarts with every byte read).
+            (status, bytes) = try await withThrowingTaskGroup(of: (Int, [UInt8]).self) { [http, request] group in
+                group.addTask {
+                    let response = try await http.execute(request, timeout: .seconds(timeout))
+                    return (Int(response.status.code), Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView))
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(timeout))
+                    throw KeySessionError.unreachable("no complete answer within \(timeout) s", answerMayBeLost: true)
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next() else { throw CancellationError() }
+                return first
+            }
+        } catch let error as KeySessionError {
+            throw error
+        } catch is NIOTooManyBytesError {
+            throw KeySessionError.unexpectedResponse(
+                server: keyServer,
+                request: "\(method.rawValue) \(path)",
+                status: 200,
+                detail: "an answer larger than \(Self.maxResponseBytes / 1_024) KiB, more than any key server sends"
+            )
         } catch {
             if NetworkErrorText.isUntrustedCertificate(error) {
                 throw KeySessionError.untrustedCertificate(base, detail: NetworkErrorText.describe(error))

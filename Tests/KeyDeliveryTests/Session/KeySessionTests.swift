@@ -356,6 +356,25 @@ struct KeySessionTests {
         }
     }
 
+    /// A key server that sends its answer's head and then trickles the body, a byte every 50 ms, never finishing: the
+    /// whole exchange is bounded by the session's timeout (the client's read timeout alone restarts with every byte).
+    @Test func anAnswerTrickledInIsCutOffAtTheSessionTimeout() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let server = try RawHTTPResponder(
+            head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000",
+            budget: 400,
+            pace: .milliseconds(50)
+        )
+        defer { server.stop() }
+        try await withHTTPClient { http in
+            let session = try fixture.session(http, url: URL(string: "http://127.0.0.1:\(server.port)")!, token: nil, timeoutSeconds: 2)
+            let error = await #expect(throws: KeySessionError.self) { try await session.checkServerKey() }
+            #expect(error?.code == "key_server_unreachable")
+            #expect(error?.message.contains("no complete answer within 2 s") == true, "\(error?.message ?? "")")
+        }
+    }
+
     @Test func protocolErrorsAreSurfacedWithTheirCodes() async throws {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
