@@ -82,6 +82,8 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         case entryOtherUser = "playback_url_other_user"
         /// The process runs in a user namespace of its own, where the data directory can be mounted over.
         case confined = "user_namespace_refused"
+        /// Another process renewed, returned or fetched the asset's leases while playback was being authorized.
+        case leasesChanged = "leases_changed"
     }
 
     /// The kind of refusal.
@@ -311,8 +313,8 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         .init(
             .clockUntrustworthy,
             assetId: assetId,
-            message: "Asset \(assetId) cannot play: \(detail). Run Stowage without LD_PRELOAD or a time shim (faketime), with the "
-                + "machine's own clock."
+            message: "Asset \(assetId) cannot play: \(detail). Leases are judged by the machine's own clock: run Stowage "
+                + "without anything that changes the time it sees (LD_PRELOAD, faketime, a container that shows its own /proc)."
         )
     }
 
@@ -332,8 +334,19 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         return .init(
             .entryOtherUser,
             assetId: assetId,
-            message: "The playback URL of asset \(assetId) was requested by \(who), not by the user running `stowage play`; it "
-                + "serves only its own user's players. Run `stowage play \(assetId)` for a new URL and play it as the same user."
+            message: "The playback URL of asset \(assetId) was requested by \(who), not by the user running `stowage play`, and "
+                + "was refused; the URL still works for a player run by that user. Another user may be reading command lines "
+                + "on this machine."
+        )
+    }
+
+    /// The asset's leases changed between the two looks playback takes at them.
+    public static func leasesChanged(assetId: String) -> Self {
+        .init(
+            .leasesChanged,
+            assetId: assetId,
+            message: "The leases of asset \(assetId) changed while playback started (another stowage command renewed, returned "
+                + "or fetched its keys); run `stowage play \(assetId)` again."
         )
     }
 

@@ -90,7 +90,7 @@ final class EntryLatch: Sendable {
         self.owner = owner
     }
 
-    /// What ``claim(by:owner:)`` decided.
+    /// What ``admit(_:)`` decided.
     enum Claim: Equatable {
         case granted
         /// The peer's socket belongs to another user than `owner` (or could not be traced): refused, and the latch is

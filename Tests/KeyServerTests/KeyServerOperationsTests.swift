@@ -85,6 +85,7 @@ struct KeyServerOperationsTests {
             // Only the operator's scraper, holding the data directory's metrics-token, reads the counters.
             let anonymous = try await Self.send(http, base + "/metrics")
             #expect(anonymous.status == 401 && !anonymous.body.contains("stowage_keyserver"), "\(anonymous.body)")
+            #expect(anonymous.body.contains(#""code":"invalid_token""#), "\(anonymous.body)")
             let guessed = try await Self.send(http, base + "/metrics", token: String(repeating: "0", count: 64))
             #expect(guessed.status == 401)
             let metricsToken = try String(contentsOfFile: fixture.directory.path(of: KeyServerDataDirectory.metricsTokenFile), encoding: .utf8)
@@ -101,6 +102,23 @@ struct KeyServerOperationsTests {
             #expect(lines.contains("stowage_keyserver_database_up 1.0"), "\(metrics.body)")
             // SQLite has no connection pool to report.
             #expect(!metrics.body.contains("database_operations_in_flight"))
+        }
+    }
+
+    /// A data directory made before the metrics token existed has no `metrics-token`: the counters are not served to
+    /// anyone, and the answer says how to turn them on.
+    @Test func metricsWithoutATokenFileAreServedToNobody() async throws {
+        let fixture = try await KeyServerFixture.make()
+        defer { fixture.remove() }
+        try FileManager.default.removeItem(atPath: fixture.directory.path(of: KeyServerDataDirectory.metricsTokenFile))
+        let server = try await KeyServerApplication(dataDirectory: fixture.directory, clock: fixture.clock.keyServerClock)
+        let reopened = KeyServerFixture(directory: fixture.directory, clock: fixture.clock, server: server)
+        try await reopened.withLiveServer { client in
+            for token in [nil, String(repeating: "0", count: 64)] {
+                let answer = try await Self.send(client.http, client.baseURL + "/metrics", token: token)
+                #expect(answer.status == 403 && answer.body.contains(#""code":"metrics_disabled""#), "\(answer.body)")
+                #expect(answer.body.contains("stowage keyserver init") && !answer.body.contains("stowage_keyserver_"))
+            }
         }
     }
 }

@@ -55,15 +55,10 @@ public enum KernelTime {
         return Int64(time.tv_sec)
     }
 
-    /// The change time (`st_ctime`) of an open file, from the `statx` system call itself; nil when it cannot be read.
-    /// The kernel sets it from its own clock whenever the file is written, renamed, linked or has its mode changed,
-    /// and no unprivileged call sets it back.
-    public static func changeTime(of descriptor: Int32) -> Int64? {
-        changeTimeNanoseconds(of: descriptor).map { $0 / 1_000_000_000 }
-    }
-
-    /// ``changeTime(of:)`` in nanoseconds since 1970, as the file system keeps it: two files put in place at different
-    /// moments do not share it.
+    /// The change time (`st_ctime`) of an open file in nanoseconds since 1970, from the `statx` system call itself; nil
+    /// when it cannot be read. The kernel sets it from its own clock whenever the file is written, renamed, linked or
+    /// has its mode changed, and no unprivileged call on an ordinary file system sets it back; two files put in place
+    /// at different moments do not share it.
     public static func changeTimeNanoseconds(of descriptor: Int32) -> Int64? {
         var time = timespec()
         guard stowage_kernel_change_time(descriptor, &time) == 0 else { return nil }
@@ -112,7 +107,8 @@ public enum KernelTime {
             + "something loaded into the process (LD_PRELOAD, libfaketime) is changing the time it sees"
     }
 
-    private static func readProc(_ path: String, limit: Int) -> String? {
+    /// A small file of `/proc`, read whole (at most `limit` bytes); nil when it cannot be opened.
+    static func readProc(_ path: String, limit: Int) -> String? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }

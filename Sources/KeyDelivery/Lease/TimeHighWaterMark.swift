@@ -4,12 +4,11 @@
 /// The ``KeyStore`` builds one per lease (docs/SECURITY.md, "Time"): its mark is the larger of the device's mark (the
 /// largest local time observed, which only rises) and the `serverTime` of the lease's own payload, and its latches are
 /// set while a rollback or tampering found since the lease was stored or renewed holds it. ``isRolledBack(at:)`` is what
-/// the lease rules ask. The mutating methods are the same rules for a record kept on its own.
+/// the lease rules ask; ``KeyStore/observe(localTime:)`` is what moves the device's mark.
 ///
 /// ```swift
-/// var mark = TimeHighWaterMark()
-/// mark.observe(serverTime: payload.serverTime)
-/// if mark.observe(localTime: clock.now) == .rollbackDetected { ... }
+/// let mark = TimeHighWaterMark(mark: 1_763_700_000)
+/// mark.isRolledBack(at: 1_763_699_000)   // true: more than 300 s below the mark
 /// ```
 public struct TimeHighWaterMark: Sendable, Hashable, Codable {
     /// What an observation of local time found.
@@ -23,12 +22,12 @@ public struct TimeHighWaterMark: Sendable, Hashable, Codable {
     }
 
     /// The highest trusted time seen so far; nil before the first observation.
-    public private(set) var mark: Int64?
+    public let mark: Int64?
     /// The local time at which a rollback was found, while it is latched; nil otherwise.
-    public private(set) var rollbackDetectedAt: Int64?
+    public let rollbackDetectedAt: Int64?
     /// The local time at which one of the two copies of the time record was found deleted or altered, while that is
-    /// latched; nil otherwise. Like a rollback, it refuses playback until a renewal re-anchors time.
-    public private(set) var tamperDetectedAt: Int64?
+    /// latched; nil otherwise. Like a rollback, it refuses playback until the lease is renewed.
+    public let tamperDetectedAt: Int64?
     /// The leeway below the mark, 300 s by the protocol.
     public let leeway: Int64
 
@@ -55,51 +54,5 @@ public struct TimeHighWaterMark: Sendable, Hashable, Codable {
         if isRollbackLatched || isTamperLatched { return true }
         guard let mark else { return false }
         return now < mark.addingClamped(-leeway)
-    }
-
-    /// Records a local clock reading: raises the mark, or latches a rollback if the reading is too far below it.
-    @discardableResult
-    public mutating func observe(localTime now: Int64) -> Observation {
-        if isRollbackLatched || isTamperLatched { return .rollbackStillLatched }
-        if let mark, now < mark.addingClamped(-leeway) {
-            rollbackDetectedAt = now
-            return .rollbackDetected
-        }
-        mark = max(mark ?? now, now)
-        return .consistent
-    }
-
-    /// Records a `serverTime` from a verified payload: raises the mark. It does not clear a latched rollback; only
-    /// ``reanchor(serverTime:localTime:)`` does.
-    public mutating func observe(serverTime: Int64) {
-        mark = max(mark ?? serverTime, serverTime)
-    }
-
-    /// Re-anchors time after a successful renewal: the mark becomes the server's time (dropping any higher mark a
-    /// clock set into the future left behind), the latch is cleared, and then `localTime` is observed, so a clock
-    /// that is still far behind the server is caught again at once.
-    @discardableResult
-    public mutating func reanchor(serverTime: Int64, localTime: Int64) -> Observation {
-        mark = serverTime
-        rollbackDetectedAt = nil
-        tamperDetectedAt = nil
-        return observe(localTime: localTime)
-    }
-
-    /// Latches tampering found at `now` (a copy of the time record deleted or altered); a latch already set is kept.
-    public mutating func latchTampering(at now: Int64) {
-        if tamperDetectedAt == nil { tamperDetectedAt = now }
-    }
-
-    /// The two copies of the record merged the restrictive way: the larger mark, and each latch if either copy has it
-    /// (the earlier time).
-    public func merged(with other: TimeHighWaterMark) -> TimeHighWaterMark {
-        func earliest(_ a: Int64?, _ b: Int64?) -> Int64? { [a, b].compactMap { $0 }.min() }
-        return TimeHighWaterMark(
-            mark: [mark, other.mark].compactMap { $0 }.max(),
-            rollbackDetectedAt: earliest(rollbackDetectedAt, other.rollbackDetectedAt),
-            tamperDetectedAt: earliest(tamperDetectedAt, other.tamperDetectedAt),
-            leeway: leeway
-        )
     }
 }

@@ -1,11 +1,3 @@
-import StowageCore
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Whether this process runs in the machine's own user namespace, where an ordinary user cannot mount anything.
 ///
 /// Inside a user namespace of one's own (`unshare -rm`, a rootless container, a sandbox), a user can mount an overlay
@@ -16,15 +8,10 @@ import Darwin
 public enum UserNamespace {
     /// A sentence saying why this process is not in the machine's own user namespace, or nil when it is.
     public static func confinement() -> String? {
-        let descriptor = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            return "its user namespace cannot be told (/proc/self/uid_map cannot be read: \(String(cString: strerror(errno))))"
+        guard let text = KernelTime.readProc("/proc/self/uid_map", limit: 4_096), !text.isEmpty else {
+            return "its user namespace cannot be told (/proc/self/uid_map cannot be read)"
         }
-        defer { close(descriptor) }
-        var bytes = [UInt8](repeating: 0, count: 4_096)
-        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 0 else { return "its user namespace cannot be told (/proc/self/uid_map is empty)" }
-        let map = String(decoding: bytes.prefix(count), as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        let map = text.split(whereSeparator: \.isWhitespace)
         guard map != ["0", "0", "4294967295"] else { return nil }
         let shown = map.joined(separator: " ")
         return "it runs in a user namespace of its own (unshare, a rootless container or a sandbox: uid map \"\(shown)\"), where "

@@ -125,6 +125,7 @@ public struct KeyServerConfiguration: Sendable, Codable, Hashable {
         guard maxTokenLifetime > 0 else { throw invalid("maxTokenLifetime must be positive") }
         guard maxRequestBytes >= 1_024 else { throw invalid("maxRequestBytes must be at least 1024") }
         guard databaseTimeout >= 1, databaseTimeout <= 3_600 else { throw invalid("databaseTimeout must be between 1 and 3600 seconds") }
+        // At most half the replay window (24 h), so a nonce is remembered for as long as its request's time passes.
         guard maxClockSkew >= 30, maxClockSkew <= 43_200 else { throw invalid("maxClockSkew must be between 30 and 43200 seconds") }
         for address in trustedProxies where !ForwardedSource.isIPAddress(address) {
             throw invalid("trustedProxies: \"\(address)\" is not an IP address (write each balancer's address, e.g. \"10.0.0.5\")")

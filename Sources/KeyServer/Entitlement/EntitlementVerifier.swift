@@ -31,16 +31,23 @@ struct EntitlementVerifier: Sendable {
         self.allowsWildcard = configuration.allowWildcardAssets
     }
 
+    /// The token of an `Authorization: Bearer TOKEN` header (the scheme in any case, white space around the token
+    /// dropped); nil for no header or another scheme.
+    static func bearerToken(_ authorization: String?) -> String? {
+        guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { return nil }
+        let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
+    }
+
     /// The verified claims of the request's bearer token.
     ///
     /// - Throws: ``KeyServerError`` `invalid_token` when the header is missing or not a bearer token, the signature or
     ///   algorithm is wrong, a claim is missing, the token has expired at `now`, names another audience, was issued in
     ///   the future, lives longer than allowed, or lists `*` where that is not allowed.
     func claims(authorization: String?, now: Int64) async throws -> EntitlementClaims {
-        guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
-            throw KeyServerError(.invalidToken, "send the entitlement token as `Authorization: Bearer TOKEN`")
+        guard let token = Self.bearerToken(authorization) else {
+            throw KeyServerError(.invalidToken, "the request carried no bearer token; send the entitlement token as `Authorization: Bearer TOKEN`")
         }
-        let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
         let claims: EntitlementClaims
         if let known = verified.claims(for: token) {
             claims = known

@@ -215,15 +215,18 @@ enum OperationsRoutes {
         // data directory's `metrics-token` as a bearer token.
         router.get("metrics") { request, _ -> Response in
             guard let metricsToken else {
-                return Self.json(
+                return Self.error(
                     .forbidden,
-                    #"{"error":{"code":"metrics_disabled","message":"this key server has no metrics-token file; run `stowage keyserver init` on its data directory to create one"}}"#
+                    code: "metrics_disabled",
+                    message: "this key server has no metrics-token file; run `stowage keyserver init` on its data directory to create one"
                 )
             }
             guard Self.bears(metricsToken, request.headers[.authorization]) else {
-                var response = Self.json(
+                var response = Self.error(
                     .unauthorized,
-                    #"{"error":{"code":"invalid_token","message":"send the data directory's metrics-token as `Authorization: Bearer TOKEN`"}}"#
+                    code: "invalid_token",
+                    message: "the request did not carry this key server's metrics token; send the data directory's metrics-token file "
+                        + "as `Authorization: Bearer TOKEN`"
                 )
                 response.headers[.wwwAuthenticate] = "Bearer"
                 return response
@@ -239,9 +242,21 @@ enum OperationsRoutes {
 
     /// Whether `authorization` is `Bearer` and `token`, compared in constant time.
     private static func bears(_ token: SecretBytes, _ authorization: String?) -> Bool {
-        guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { return false }
-        let presented = Array(authorization.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8)
-        return token.withUnsafeBytes { ConstantTime.isEqual($0, presented) }
+        guard let presented = EntitlementVerifier.bearerToken(authorization) else { return false }
+        return token.withUnsafeBytes { ConstantTime.isEqual($0, Array(presented.utf8)) }
+    }
+
+    /// The protocol's error body, `{"error": {"code": ..., "message": ...}}`.
+    private static func error(_ status: HTTPResponse.Status, code: String, message: String) -> Response {
+        struct Body: Encodable {
+            struct Detail: Encodable {
+                let code: String
+                let message: String
+            }
+            let error: Detail
+        }
+        let body = (try? JSONEncoder().encode(Body(error: .init(code: code, message: message)))) ?? Data()
+        return json(status, String(decoding: body, as: UTF8.self))
     }
 
     private static func json(_ status: HTTPResponse.Status, _ body: String) -> Response {

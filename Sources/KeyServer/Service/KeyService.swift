@@ -13,7 +13,8 @@ import StowageCrypto
 /// is verified, then buckets per account and per device once the token and the device signature are verified, so
 /// neither rotating device IDs nor spamming someone else's device ID gets around them or locks anyone out.
 struct KeyService: Sendable {
-    /// The key protocol ("Authentication"): a nonce seen in the last 24 hours is a replay.
+    /// The key protocol ("Authentication"): a nonce seen in the last 24 hours is a replay. That is at least twice the
+    /// largest `maxClockSkew` (12 hours), so a request is refused by its nonce for as long as its time passes.
     static let replayWindow: Int64 = 86_400
     /// Bounds the work one request can ask for.
     static let maxKeysPerRequest = 64
@@ -94,7 +95,7 @@ struct KeyService: Sendable {
                 lease: lease,
                 policy: policy,
                 entitlement: claims.entitlement,
-                nonce: RequestNonce(nonce, window: replayWindow),
+                nonce: RequestNonce(nonce, window: Self.replayWindow),
                 now: now
             )
             return try await save(issuance, audit: record) { settled in
@@ -143,15 +144,13 @@ struct KeyService: Sendable {
             record.assetID = stored.assetID
             let (asset, policy) = try await assetAndPolicy(stored.assetID)
             let keys = try await openKeys(of: asset, keyIDs: stored.keyIDs)
-            var proposed = stored
-            proposed.deviceID = device.id
             record.event = .renewed
             let issuance = IssuanceRequest(
                 kind: .renewal,
-                lease: proposed,
+                lease: stored,
                 policy: policy,
                 entitlement: claims.entitlement,
-                nonce: RequestNonce(nonce, window: replayWindow),
+                nonce: RequestNonce(nonce, window: Self.replayWindow),
                 now: now,
                 reportedFirstPlay: request.firstPlayedAt
             )
@@ -192,7 +191,7 @@ struct KeyService: Sendable {
                 leaseID: leaseID,
                 deviceID: device.id,
                 at: request.firstPlayedAt,
-                nonce: RequestNonce(nonce, window: replayWindow),
+                nonce: RequestNonce(nonce, window: Self.replayWindow),
                 now: now,
                 audit: record
             ) {
@@ -254,7 +253,7 @@ struct KeyService: Sendable {
                 id: leaseID,
                 at: now,
                 deletedAt: request.deletedAt,
-                nonce: RequestNonce(nonce, window: replayWindow),
+                nonce: RequestNonce(nonce, window: Self.replayWindow),
                 audit: record
             )
             guard recorded else { throw replayed }
@@ -281,7 +280,7 @@ struct KeyService: Sendable {
             let (asset, policy) = try await assetAndPolicy(assetID)
             // The stream is named by the token itself (as verified: without the scheme's spelling or spacing), so one
             // player re-fetching keys stays one stream, and one token is one stream however its header is written.
-            let bearer = authorization.map { String($0.dropFirst(7)).trimmingCharacters(in: .whitespaces) } ?? ""
+            let bearer = EntitlementVerifier.bearerToken(authorization) ?? ""
             let token = Hex.encode(SHA256Hasher.hash(Array(bearer.utf8)).prefix(16))
             let stream = IssuedLease(
                 id: UUID().uuidString.lowercased(),
@@ -314,7 +313,7 @@ struct KeyService: Sendable {
     /// next call goes on). Returns how many were deleted.
     @discardableResult
     func forgetExpiredNonces() async -> Int {
-        let horizon = clock.now - replayWindow
+        let horizon = clock.now - Self.replayWindow
         var deleted = 0
         for _ in 0..<100 {
             do {
@@ -531,9 +530,6 @@ struct KeyService: Sendable {
             )
         }
     }
-
-    /// How long a nonce is remembered: the protocol's 24 hours, and never less than twice the clock skew allowed.
-    var replayWindow: Int64 { max(Self.replayWindow, 2 * configuration.maxClockSkew) }
 }
 
 /// Server-side faults that are not the client's: they answer `500 internal` and are logged.

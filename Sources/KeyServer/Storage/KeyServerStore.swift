@@ -261,11 +261,6 @@ public struct IssuedLease: Sendable, Hashable {
         self.deletedAt = deletedAt
         self.firstPlayedAt = firstPlayedAt
     }
-
-    /// Whether the lease counts toward the account's device limit at `now`.
-    public func isActivePersistent(at now: Int64) -> Bool {
-        type == .persistent && releasedAt == nil && storageExpiresAt > now
-    }
 }
 
 /// One line of the audit log: an issuance, a renewal, a release, an identity key served, or a refusal with its code.
@@ -319,7 +314,8 @@ public struct AuditRecord: Sendable, Hashable {
 }
 
 extension IssuedLease {
-    /// Whether this new persistent lease supersedes `older` (``LeaseIssuance``, rule 5): another active persistent lease of the same account, asset and device whose key IDs this one covers.
+    /// Whether this new persistent lease supersedes `older` (``LeaseIssuance``, rule 5): another active persistent lease
+    /// of the same account, asset and device whose key IDs this one covers.
     ///
     /// A device holds one lease per key, and asks again for keys it still had a lease for only when it no longer holds
     /// that lease: its answer was lost (the server or the connection died after the lease was saved), it damaged or lost

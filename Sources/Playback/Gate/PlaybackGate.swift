@@ -156,7 +156,7 @@ public struct PlaybackGate: Sendable {
             try Self.require(granted, assetId: assetId)
             // Another process changed the leases between the two looks: the keys taken may not be the granted ones.
             guard Set(granted.playingLeaseIds) == playing else {
-                throw .keyStoreUnavailable(assetId: assetId, detail: "the asset's leases changed while playback started; try again")
+                throw .leasesChanged(assetId: assetId)
             }
             lease = granted
         }

@@ -122,8 +122,7 @@ struct LeaseRulesTests {
     }
 
     @Test func rollbackIsRefusedBeyond300SecondsBelowTheMark() {
-        var mark = TimeHighWaterMark()
-        mark.observe(serverTime: 1_500_000)
+        let mark = TimeHighWaterMark(mark: 1_500_000)
         let rules = LeaseRules.standard(highWaterMark: mark)
         let lease = makeRecord()
         #expect(rules.authorize(lease, at: 1_499_700).isValid)
