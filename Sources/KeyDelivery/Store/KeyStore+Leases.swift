@@ -113,16 +113,21 @@ extension KeyStore {
         return try writeState(at: now) { db, state in
             guard let row = try Self.fetchRow(terms.leaseId, db) else { throw KeyStoreError.unknownLease(terms.leaseId) }
             let ledger = state.ledgerEntry(terms.leaseId)
-            // Only the key server that issued the lease renews it: the ledger names it; an entry from before it did is
-            // held to the server whose pinned key verifies the payload stored now.
-            let issuer = ledger?.keyServer ?? row.keyServer
-            if ledger?.keyServer == nil, let stored = row.payload, let key = pins.key(for: row.keyServer),
-                (try? Self.verifiedPayload(stored, key: key)) == nil
-            {
+            // Only the key server that issued the lease renews it. The sealed ledger names it; without that (an entry
+            // from before the ledger named it, or a ledger made anew), the row's own key server counts only while the
+            // row is as this device wrote it (its code covers the key server and the stored payload).
+            let issuer: String
+            if let named = ledger?.keyServer {
+                issuer = named
+            } else if secrets.isAuthentic(row.stateMAC, for: Self.stateFields(row)) {
+                issuer = row.keyServer
+            } else {
                 throw LeaseError.leaseTampered(
                     nil,
                     assetId: row.terms.assetId,
-                    detail: "its stored payload is not signed by the key pinned for \(row.keyServer), so that server cannot renew it"
+                    detail: "its row in \(KeyStore.databaseFileName) was altered and this device's ledger does not name the key "
+                        + "server that issued it, so no key server may renew it; return it (`stowage keys return "
+                        + "\(row.terms.assetId)`) or delete the asset and download it again"
                 )
             }
             try Self.checkSignature(verified, keyServer: issuer, pins: pins)

@@ -207,6 +207,29 @@ struct LeaseIntegrityTests {
         #expect(try store.authorizePlayback(assetId: "movie-1", at: Self.playbackEnd + 10).code == "playback_window_expired")
     }
 
+    /// The same with the ledger deleted first (so no entry names the issuer) and the stored payload replaced by one the
+    /// user's server signed: the row no longer matches its code, so no key server may renew it.
+    @Test func withTheLedgerGoneAnEditedRowIsRenewedByNoOne() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let store = try storeWithLease(temporary, played: true)
+        let own = try TestKeyServer(device: server.device)
+        let ownURL = "http://127.0.0.1:9"
+        try store.pin(own.signingKey.publicKey, for: ownURL, at: 1_100_000)
+        try FileManager.default.removeItem(at: temporary.dataDirectory.appendingPathComponent(KeyStore.anchorFileName))
+        let forged = try own.payload(storageExpiresAt: 9_000_000, playbackDuration: nil, renewableUntil: 9_000_000, serverTime: 1_100_050).signed
+        try store.executeUncheckedForTesting(
+            """
+            UPDATE key_leases SET key_server = '\(ownURL)', first_played_at = NULL, state = 'persisted';
+            UPDATE key_lease_payloads SET payload = '\(forged.payload)', signature = '\(forged.signature)';
+            """
+        )
+        let endless = try own.payload(storageExpiresAt: 9_000_000, playbackDuration: nil, renewableUntil: 9_000_000, serverTime: 1_100_100)
+        let refused = #expect(throws: LeaseError.self) { try store.renew(endless, at: 1_100_100) }
+        #expect(refused?.code == "lease_tampered" && refused?.message.contains("no key server may renew it") == true)
+        #expect(try store.authorizePlayback(assetId: "movie-1", at: 1_100_200).code == "lease_tampered")
+    }
+
     @Test func anOldRowCopiedBackDoesNotLowerTheMark() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
