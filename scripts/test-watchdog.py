@@ -72,7 +72,9 @@ def main():
             sys.stdout.buffer.flush()
             line = raw.decode("utf-8", "replace").strip()
             started = re.match(r"◇ Test (.+) started\.$", line)
-            if started:
+            # A parameterized test prints a line when each of its cases starts but none when a case ends; its cases are
+            # named by the test's own end line, so only tests are tracked.
+            if started and not started.group(1).startswith("case passing "):
                 running[started.group(1)] = time.monotonic()
                 continue
             ended = re.match(r"[✔✘] Test (.+?) (?:with \d+ test cases? )?(?:passed|failed) after", line)

@@ -89,6 +89,8 @@ struct PlaylistShapeTests {
             let session = try fixture.session()
             let url = origin.appendingPathComponent("live/index.m3u8").absoluteString
             let task = try session.start(DownloadRequest(url: url, assetId: "live"))
+            let bound = Self.pausing(task, after: .seconds(60))
+            defer { bound.cancel() }
             var stopped = false
             var events: [DownloadEvent] = []
             for await event in task.events {
@@ -133,11 +135,17 @@ struct PlaylistShapeTests {
             let session = try fixture.session()
             let url = origin.appendingPathComponent("live/index.m3u8").absoluteString
             let task = try session.start(DownloadRequest(url: url, assetId: "live"))
+            let bound = Self.pausing(task, after: .seconds(60))
+            defer { bound.cancel() }
             var gaps: [PackageRecordingGap] = []
+            var filesDone = 0
             var stopped = false
+            // The gap and the second file are told in either order (the file after the gap may land before the gap's
+            // retries give up); the recording is stopped once both are known.
             for await event in task.events {
                 if case .recordingGap(let gap) = event { gaps.append(gap) }
-                if !stopped, !gaps.isEmpty, case .progress(let progress) = event, progress.renditions.contains(where: { $0.filesDone >= 2 }) {
+                if case .progress(let progress) = event { filesDone = max(filesDone, progress.renditions.map(\.filesDone).max() ?? 0) }
+                if !stopped, !gaps.isEmpty, filesDone >= 2 {
                     task.stopRecording()
                     stopped = true
                 }
@@ -178,6 +186,16 @@ struct PlaylistShapeTests {
     }
 
     struct FixtureFailure: Error, CustomStringConvertible { let description: String }
+
+    /// Pauses `task` once `limit` has passed: a recording a test fails to stop still ends, and the test fails on its
+    /// outcome instead of waiting for ever. Cancel the returned task when the recording has ended.
+    static func pausing(_ task: DownloadTask, after limit: Duration) -> Task<Void, Never> {
+        Task {
+            guard (try? await Task.sleep(for: limit)) != nil else { return }
+            Issue.record("the recording was still running \(limit) after it started; paused")
+            task.pause()
+        }
+    }
 
     /// The task's outcome, or a failure if it has not ended within `limit` (the task is then paused).
     static func outcome(of task: DownloadTask, within limit: Duration) async throws -> Result<PackageManifest, any Error> {

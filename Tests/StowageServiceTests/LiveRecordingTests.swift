@@ -300,8 +300,9 @@ struct LiveRecordingTests {
         let work = live.fixture.root.appendingPathComponent("played", isDirectory: true)
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         let output = live.fixture.root.appendingPathComponent("record.log")
-        // 2x: 12 s of real time, time enough for a player to join while the stream goes on.
-        try await live.serving(["--window", "3", "--speed", "2"]) { url, keyServer, token in
+        // 2x: 12 s of real time, time enough for a player to join while the stream goes on. A window of 6 segments (6 s
+        // of real time) leaves a recorder slowed by a busy machine time to fetch each segment before it leaves.
+        try await live.serving(["--window", "6", "--speed", "2"]) { url, keyServer, token in
             let recorder = try live.launchRecorder(live.download(url, keyServer: keyServer), log: output, token: token)
             // A test that fails part way never leaves a recorder running.
             defer { recorder.send(SIGKILL) }
@@ -309,11 +310,12 @@ struct LiveRecordingTests {
             let library = try OfflineLibrary(dataDirectory: live.fixture.clientDirectory)
             // The first segments land while their keys are obtained: until then the gate says keys_pending.
             var started: PlaybackHandle?
-            for _ in 0..<250 where started == nil {
+            // Asked every 100 ms, not faster: each refused attempt opens the key store the recorder is writing to.
+            for _ in 0..<100 where started == nil {
                 do {
                     started = try await library.play(assetId: "live-1", online: false)
                 } catch let error as PlaybackError where error.code == "keys_pending" {
-                    try await Task.sleep(for: .milliseconds(20))
+                    try await Task.sleep(for: .milliseconds(100))
                 }
             }
             let playback = try #require(started)

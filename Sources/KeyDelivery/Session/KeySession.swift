@@ -401,15 +401,16 @@ public struct KeySession: Sendable {
         let bytes: [UInt8]
         let timeout = timeoutSeconds
         do {
-            // The whole exchange within the timeout: a server trickling its answer a byte at a time does not hold the
-            // command (the client's own timeout restarts with every byte read).
-            (status, bytes) = try await withThrowingTaskGroup(of: (Int, [UInt8]).self) { [http, request] group in
+            // The head within the timeout (a key server that cannot be reached fails here, as itself), then the body
+            // within what is left of it: a server trickling its answer a byte at a time does not hold the command (the
+            // client's own read timeout restarts with every byte).
+            let deadline = ContinuousClock.now + .seconds(timeout)
+            let response = try await http.execute(request, timeout: .seconds(timeout))
+            status = Int(response.status.code)
+            bytes = try await withThrowingTaskGroup(of: [UInt8].self) { group in
+                group.addTask { Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView) }
                 group.addTask {
-                    let response = try await http.execute(request, timeout: .seconds(timeout))
-                    return (Int(response.status.code), Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView))
-                }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(timeout))
+                    try await Task.sleep(until: deadline, clock: .continuous)
                     throw KeySessionError.unreachable("no complete answer within \(timeout) s", answerMayBeLost: true)
                 }
                 defer { group.cancelAll() }
