@@ -84,6 +84,45 @@ struct ErrorShapeTests {
         return line
     }
 
+    /// Every command's path, leaves only, read from the argument parser's own description of the tool
+    /// (`--experimental-dump-help`), so that a command added later is checked too.
+    static func everyCommand(home: URL) async throws -> [[String]] {
+        let dump = try await ServiceCommandTests.stowage(["--experimental-dump-help"], home: home)
+        let tool = try #require(try JSONSerialization.jsonObject(with: dump.standardOutput) as? [String: Any])
+        var leaves: [[String]] = []
+        func walk(_ command: [String: Any], _ path: [String]) {
+            let subcommands = (command["subcommands"] as? [[String: Any]] ?? []).filter { ($0["commandName"] as? String) != "help" }
+            if subcommands.isEmpty { leaves.append(path) }
+            for subcommand in subcommands { walk(subcommand, path + [subcommand["commandName"] as? String ?? "?"]) }
+        }
+        walk(try #require(tool["command"] as? [String: Any]), [])
+        return leaves
+    }
+
+    @Test("an argument no command takes, and a command missing its argument: invalid_arguments, status 2, in every command")
+    func argumentErrors() async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("argument-errors-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let commands = try await Self.everyCommand(home: home)
+        #expect(commands.count >= 30 && commands.contains(["keys", "renew"]) && commands.contains(["download"]), "\(commands)")
+        for command in commands {
+            let failure = try await Self.expectFailure(command + ["--no-such-option"], code: "invalid_arguments", home: home)
+            // The parser names the first thing wrong: the option, or a missing argument the command needs first.
+            #expect(failure?.line.contains("stowage \(command.joined(separator: " ")) --help") == true, "\(failure?.line ?? "")")
+            let status = try await ServiceCommandTests.stowage(command + ["--no-such-option"], home: home).status
+            #expect(status == 2, "stowage \(command) --no-such-option: status \(status)")
+        }
+        let unknown = try await Self.expectFailure(["list", "--no-such-option"], code: "invalid_arguments", home: home)
+        #expect(unknown?.line.contains("Unknown option '--no-such-option'") == true, "\(unknown?.line ?? "")")
+        let missing = try await Self.expectFailure(["play"], code: "invalid_arguments", home: home)
+        #expect(missing?.line.contains("<asset-id>") == true, "\(missing?.line ?? "")")
+        // A value the command's own validation refuses goes the same way.
+        try await Self.expectFailure(["download", "https://cdn.example/a.m3u8", "--concurrency", "0"], code: "invalid_arguments", home: home)
+        // Help is still the argument parser's, on standard output, status 0.
+        let help = try await ServiceCommandTests.stowage(["download", "--help"], home: home)
+        #expect(help.status == 0 && String(decoding: help.standardOutput, as: UTF8.self).contains("USAGE: stowage download"))
+    }
+
     @Test("set-up mistakes: a size that is not one, a data directory too deep for a socket, packaging errors, a missing fixture")
     func setupMistakes() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("setup-errors-\(UUID().uuidString)")
