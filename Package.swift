@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "KeyServer", targets: ["KeyServer"]),
         .library(name: "Packaging", targets: ["Packaging"]),
         .library(name: "StowageLibrary", targets: ["StowageLibrary"]),
+        .library(name: "StowageDemo", targets: ["StowageDemo"]),
         .library(name: "OriginServer", targets: ["OriginServer"]),
         .library(name: "StowageService", targets: ["StowageService"]),
     ],
@@ -151,13 +152,22 @@ let package = Package(
         .target(
             name: "StowageLibrary",
             dependencies: [
-                "StowageCore", "HLS", "Packaging", "AssetDownload", "Playback", "OfflinePackage", "KeyDelivery",
-                // The demo scenario's embedded servers (DemoEnvironment).
-                "KeyServer", "OriginServer",
+                "StowageCore", "HLS", "AssetDownload", "Playback", "OfflinePackage", "KeyDelivery",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The demo: an embedded key server and origin on loopback (DemoEnvironment) and the narrated scenario
+        // `stowage demo` runs (DemoScenario). Apart from StowageLibrary, so that an app importing the facade links no
+        // server code (PackageGraphTests).
+        .target(
+            name: "StowageDemo",
+            dependencies: [
+                "StowageLibrary", "StowageCore", "AssetDownload", "KeyDelivery", "OfflinePackage", "Playback",
+                "KeyServer", "OriginServer", "Packaging",
             ],
             swiftSettings: swiftSettings
         ),
@@ -180,7 +190,7 @@ let package = Package(
             dependencies: [
                 "Packaging",
                 "StowageCore", "StowageCrypto", "HLS", "MediaCrypto", "KeyDelivery", "OfflinePackage",
-                "AssetDownload", "Playback", "KeyServer", "OriginServer", "StowageLibrary", "StowageService",
+                "AssetDownload", "Playback", "KeyServer", "OriginServer", "StowageLibrary", "StowageDemo", "StowageService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -193,7 +203,7 @@ let package = Package(
         // A Swift program using the library API, importing only StowageLibrary (built with everything else).
         .executableTarget(
             name: "StowageExample",
-            dependencies: ["StowageLibrary"],
+            dependencies: ["StowageLibrary", "StowageDemo"],
             path: "Examples/StowageExample",
             swiftSettings: swiftSettings
         ),
@@ -260,7 +270,7 @@ let package = Package(
         .testTarget(
             name: "StowageServiceTests",
             dependencies: [
-                "StowageTestSupport", "DownloadTestSupport", "StowageService", "StowageLibrary", "StowageCore",
+                "StowageTestSupport", "DownloadTestSupport", "StowageService", "StowageLibrary", "StowageDemo", "StowageCore",
                 "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "Playback", "StowageCrypto", "HLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -8,6 +8,7 @@
 // Run: STOWAGE_HOME=$(mktemp -d) swift run StowageExample [Fixtures/demo/master.m3u8]
 
 import Foundation
+import StowageDemo
 import StowageLibrary
 
 @main

@@ -3,6 +3,7 @@ import Foundation
 import OriginServer
 import Playback
 import StowageCore
+import StowageDemo
 import StowageLibrary
 
 /// `stowage demo`: the library's demo scenario, narrated.

@@ -4,6 +4,7 @@ import KeyDelivery
 import OfflinePackage
 public import Playback
 import StowageCore
+import StowageLibrary
 
 /// What the demo tells its audience, step by step; `stowage demo` prints it.
 public enum DemoEvent: Sendable {

@@ -3,6 +3,7 @@ import KeyServer
 import OriginServer
 import Packaging
 public import StowageCore
+import StowageLibrary
 
 /// An embedded key server and origin on 127.0.0.1, serving a clear HLS fixture packaged with SAMPLE-AES and fresh skd
 /// keys: everything `stowage demo` (and the example program) needs to download, verify and play a protected asset
