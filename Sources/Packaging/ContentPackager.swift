@@ -375,7 +375,8 @@ public enum ContentPackagingError: Error, Sendable, CustomStringConvertible {
     /// A stable snake_case code.
     public var code: String {
         switch self {
-        case .invalidArgument: "invalid_argument"
+        // The command line's own code: these are arguments `stowage package` was given.
+        case .invalidArgument: "invalid_arguments"
         case .unreadable: "unreadable"
         case .invalidPlaylist(_, let error): error.code
         case .alreadyProtected: "already_protected"

@@ -48,7 +48,11 @@ struct PackageCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard let method = ContentPackager.Method(rawValue: method.lowercased()) else {
-            CommandOutput.fail(code: "invalid_argument", message: "--method must be sample-aes or aes-128", json: false)
+            CommandOutput.fail(
+                ArgumentsError(message: "--method must be sample-aes or aes-128, not \"\(method)\"", command: "stowage package"),
+                json: false,
+                status: 2
+            )
         }
         let database = keyserverDatabase ?? ProcessInfo.processInfo.environment["STOWAGE_KEYSERVER_DATABASE"]
         let directory = KeyServerDataDirectory(path: keyserverDataDir, database: database?.isEmpty == false ? database : nil)

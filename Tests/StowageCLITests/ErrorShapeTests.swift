@@ -160,7 +160,7 @@ struct ErrorShapeTests {
                 "package", clear, "--asset-id", "bad id!", "--method", "sample-aes", "--out", root.appendingPathComponent("out").path,
                 "--keyserver-data-dir", keyServer,
             ],
-            code: "invalid_argument",
+            code: "invalid_arguments",
             home: home
         )
         // The key server's SQLite file overwritten: the keys cannot be registered, and the error says where and why.
