@@ -99,47 +99,49 @@ public struct SegmentFileJob: Sendable {
         }
     }
 
-    /// Where the output goes: standard output, a device or pipe written in place, or a regular file written to a
-    /// temporary sibling (`.NAME.PID.part`) that ``commit()`` renames over the path.
+    /// Where the output goes: standard output, a device or pipe written in place, or a regular file replaced through an
+    /// ``AtomicFile`` that ``commit()`` puts in place (not synced: a command's output, which the user can run again).
     private struct OutputTarget {
         let descriptor: Int32
         let path: String
-        /// The temporary sibling, for a regular file.
-        let temporary: String?
+        /// The file's replacement, for a regular file.
+        let file: AtomicFile?
 
         init(_ path: String) throws {
             self.path = path
             if path == "-" {
                 descriptor = STDOUT_FILENO
-                temporary = nil
+                file = nil
                 return
             }
             var status = stat()
             if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
                 descriptor = Glibc.open(path, O_WRONLY | O_CLOEXEC)
-                temporary = nil
-            } else {
-                let slash = path.lastIndex(of: "/")
-                let directory = slash.map { String(path[...$0]) } ?? ""
-                let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-                let sibling = "\(directory).\(name).\(getpid()).part"
-                descriptor = Glibc.open(sibling, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
-                temporary = sibling
+                file = nil
+                guard descriptor >= 0 else { throw SegmentFileError.cannotOpen(path: path, forWriting: true, errorNumber: errno) }
+                return
             }
-            guard descriptor >= 0 else { throw SegmentFileError.cannotOpen(path: path, forWriting: true, errorNumber: errno) }
+            do {
+                let replacement = try AtomicFile(replacing: path)
+                file = replacement
+                descriptor = replacement.descriptor
+            } catch {
+                throw SegmentFileError.cannotOpen(path: path, forWriting: true, errorNumber: error.errorNumber)
+            }
         }
 
         func commit() throws {
-            guard let temporary else { return }
-            guard rename(temporary, path) == 0 else { throw SegmentFileError.cannotOpen(path: path, forWriting: true, errorNumber: errno) }
+            do {
+                try file?.commit(durable: false)
+            } catch {
+                throw SegmentFileError.cannotOpen(path: path, forWriting: true, errorNumber: error.errorNumber)
+            }
         }
 
-        func discard() {
-            if let temporary { unlink(temporary) }
-        }
+        func discard() { file?.discard() }
 
         func close() {
-            if descriptor != STDOUT_FILENO { _ = Glibc.close(descriptor) }
+            if file == nil, descriptor != STDOUT_FILENO { _ = Glibc.close(descriptor) }
         }
     }
 

@@ -44,7 +44,7 @@ struct PlaylistDecryptionTests {
         }
         #expect(playlist.segments.map(\.uri) == twins.keys.sorted())
         #expect(playlist.distinctKeys.isEmpty)
-        #expect(try !FileManager.default.contentsOfDirectory(atPath: out.path).contains { $0.hasSuffix(".partial") })
+        #expect(try !FileManager.default.contentsOfDirectory(atPath: out.path).contains { $0.hasPrefix(".") && $0.hasSuffix(".tmp") })
     }
 
     /// ffmpeg's AES-128 segments with the key written into the playlist as a data: URI, base64 and percent-encoded.
@@ -160,7 +160,7 @@ struct PlaylistDecryptionTests {
         #expect(error?.code == "truncated_segment")
         #expect(error?.description.contains("seg_7.ts") == true)
         let written = try FileManager.default.contentsOfDirectory(atPath: failed.path)
-        #expect(!written.contains { $0.hasSuffix(".partial") } && !written.contains("seg_7.ts") && !written.contains("index.m3u8"))
+        #expect(!written.contains { $0.hasPrefix(".") && $0.hasSuffix(".tmp") } && !written.contains("seg_7.ts") && !written.contains("index.m3u8"))
         for name in written {
             let index = try #require(Int(name.dropFirst(4).dropLast(3)))
             #expect(

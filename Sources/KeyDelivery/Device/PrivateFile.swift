@@ -1,4 +1,5 @@
 package import StowageCrypto
+import StowageCore
 
 #if canImport(Glibc)
 import Glibc
@@ -131,68 +132,31 @@ package enum PrivateFile {
     }
 
     /// Writes `contents` to `path` with mode 0600 unless the file exists. The bytes are written and synced to a
-    /// temporary file first and then linked into place, so `path` never exists half-written.
+    /// temporary file first and then linked into place (``AtomicFile/commitIfAbsent(durable:)``), so `path` never exists
+    /// half-written.
     ///
     /// - Returns: false if `path` already existed (another process won the race); the caller reads it then.
     @discardableResult
     package static func createExclusively(_ path: String, contents: SecretBytes) throws(PrivateFileError) -> Bool {
-        let temporary = try writeTemporary(beside: path) { descriptor throws(PrivateFileError) in
+        do {
+            let file = try AtomicFile(replacing: path, permissions: 0o600, exactly: true)
             // Straight from the zeroizing buffer: no copy of the secret is made.
-            try contents.withUnsafeBytes { bytes in Result { () throws(PrivateFileError) in try writeFully(descriptor, bytes, path: path) } }.get()
-        }
-        defer { unlink(temporary) }
-        if link(temporary, path) != 0 {
-            if errno == EEXIST { return false }
-            throw .ioFailure(path: path, operation: "link", errno: errno)
-        }
-        syncDirectory(parentPath(of: path))
-        return true
-    }
-
-    /// Replaces `path` with `contents`, mode 0600, atomically: written and synced to a temporary file, renamed over the
-    /// old one, and the directory synced, so a reader sees the old file or the new one and never a mix.
-    package static func replaceAtomically(_ path: String, contents: [UInt8]) throws(PrivateFileError) {
-        let temporary = try writeTemporary(beside: path) { descriptor throws(PrivateFileError) in
-            try contents.withUnsafeBytes { bytes in Result { () throws(PrivateFileError) in try writeFully(descriptor, bytes, path: path) } }.get()
-        }
-        guard rename(temporary, path) == 0 else {
-            let code = errno
-            unlink(temporary)
-            throw .ioFailure(path: path, operation: "rename", errno: code)
-        }
-        syncDirectory(parentPath(of: path))
-    }
-
-    /// A new temporary file beside `path`, mode 0600 (set explicitly: the mode given to open is masked by the umask),
-    /// filled by `fill` and synced. Removed again if anything fails.
-    private static func writeTemporary(
-        beside path: String,
-        _ fill: (Int32) throws(PrivateFileError) -> Void
-    ) throws(PrivateFileError) -> String {
-        let temporary = "\(path).\(getpid()).\(UInt32.random(in: .min ... .max)).tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw .ioFailure(path: temporary, operation: "create", errno: errno) }
-        do throws(PrivateFileError) {
-            guard fchmod(descriptor, 0o600) == 0 else { throw .ioFailure(path: temporary, operation: "chmod", errno: errno) }
-            try fill(descriptor)
-            guard fsync(descriptor) == 0 else { throw .ioFailure(path: temporary, operation: "sync", errno: errno) }
+            try contents.withUnsafeBytes { bytes in Result { () throws(AtomicFile.Failure) in try file.write(bytes) } }.get()
+            return try file.commitIfAbsent()
         } catch {
-            close(descriptor)
-            unlink(temporary)
-            throw error
+            throw .ioFailure(path: error.path, operation: error.operation, errno: error.errorNumber)
         }
-        close(descriptor)
-        return temporary
     }
 
-    /// Writes all of `bytes`.
-    private static func writeFully(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(PrivateFileError) {
-        var offset = 0
-        while offset < bytes.count {
-            let result = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-            if result < 0, errno == EINTR { continue }
-            guard result > 0 else { throw .ioFailure(path: path, operation: "write", errno: errno) }
-            offset += result
+    /// Replaces `path` with `contents`, mode 0600, atomically (``AtomicFile``): a reader sees the old file or the new one
+    /// and never a mix.
+    package static func replaceAtomically(_ path: String, contents: [UInt8]) throws(PrivateFileError) {
+        do {
+            try contents.withUnsafeBytes { bytes in
+                Result { () throws(AtomicFile.Failure) in try AtomicFile.replace(path, with: bytes, permissions: 0o600, exactly: true) }
+            }.get()
+        } catch {
+            throw .ioFailure(path: error.path, operation: error.operation, errno: error.errorNumber)
         }
     }
 
@@ -216,12 +180,5 @@ package enum PrivateFile {
         if mkdir(path, 0o755) != 0, errno != EEXIST {
             throw .ioFailure(path: path, operation: "mkdir", errno: errno)
         }
-    }
-
-    private static func syncDirectory(_ path: String) {
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        _ = fsync(descriptor)
-        close(descriptor)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HLS
 import MediaCrypto
+import StowageCore
 
 #if canImport(Glibc)
 import Glibc
@@ -89,16 +90,19 @@ struct FileStreaming {
         }
     }
 
-    /// Writes through `produce` into a temporary file beside `output`, then (fsyncs it when `durable` and) renames it
-    /// into place.
+    /// Writes through `produce` into an ``AtomicFile`` replacing `output`, committed (and synced when `durable`) once
+    /// `produce` returns.
     /// - Returns: the number of bytes written.
     private func write(
         to output: URL,
         _ produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws -> Int {
-        let temporary = output.deletingLastPathComponent().appendingPathComponent(".\(output.lastPathComponent).partial")
-        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno))) }
+        let file: AtomicFile
+        do {
+            file = try AtomicFile(replacing: output.path)
+        } catch {
+            throw PlaylistDecryptionError.output(path: error.path, reason: error.reason)
+        }
         var written = 0
         // Output is gathered into one buffer and written a megabyte at a time: a SAMPLE-AES transport stream is
         // emitted packet by packet, and a system call per 188 bytes would cost more than the decryption.
@@ -106,15 +110,7 @@ struct FileStreaming {
         defer { pending.deallocate() }
         var pendingCount = 0
         func flush() throws {
-            var offset = 0
-            while offset < pendingCount {
-                let count = Glibc.write(descriptor, pending.baseAddress! + offset, pendingCount - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno)))
-                }
-                offset += count
-            }
+            try file.write(UnsafeRawBufferPointer(rebasing: pending[0..<pendingCount]))
             pendingCount = 0
         }
         do {
@@ -131,18 +127,13 @@ struct FileStreaming {
                 written += bytes.count
             }
             try flush()
-            guard !durable || fsync(descriptor) == 0 else {
-                throw PlaylistDecryptionError.output(path: temporary.path, reason: String(cString: strerror(errno)))
-            }
+            try file.commit(durable: durable)
+        } catch let error as AtomicFile.Failure {
+            file.discard()
+            throw PlaylistDecryptionError.output(path: error.path, reason: error.reason)
         } catch {
-            close(descriptor)
-            unlink(temporary.path)
+            file.discard()
             throw error
-        }
-        close(descriptor)
-        guard rename(temporary.path, output.path) == 0 else {
-            unlink(temporary.path)
-            throw PlaylistDecryptionError.output(path: output.path, reason: String(cString: strerror(errno)))
         }
         return written
     }

@@ -104,36 +104,16 @@ public struct PackageDirectory: Sendable, Hashable {
         }
     }
 
-    /// Writes `data` to `url` through a flushed temporary file and a rename, so readers see the old or the new file.
+    /// Writes `data` to `url` through a synced temporary file and a rename (``AtomicFile``), so readers see the old or
+    /// the new file; the folder is created when missing. A failure is thrown as the `POSIXError` of its system call.
     public static func writeAtomically(_ data: Data, to url: URL) throws {
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).tmp")
-        let fd = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        var ok = true
-        data.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    ok = false
-                    return
-                }
-                offset += written
+        do {
+            try data.withUnsafeBytes { bytes in
+                try Result { () throws(AtomicFile.Failure) in try AtomicFile.replace(url.path, with: bytes, permissions: 0o600) }.get()
             }
-        }
-        let code = errno
-        if ok { ok = fsync(fd) == 0 }
-        close(fd)
-        guard ok else {
-            unlink(temporary.path)
-            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-        }
-        guard rename(temporary.path, url.path) == 0 else {
-            let code = errno
-            unlink(temporary.path)
-            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        } catch let failure as AtomicFile.Failure {
+            throw POSIXError(POSIXErrorCode(rawValue: failure.errorNumber) ?? .EIO)
         }
     }
 
