@@ -1,5 +1,5 @@
-package import StowageCrypto
 import StowageCore
+package import StowageCrypto
 
 #if canImport(Glibc)
 import Glibc
