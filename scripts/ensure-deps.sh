@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Stowage needs on a fresh Debian machine, only where it is missing: the Swift toolchain is assumed
 # (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config, ffmpeg, the sqlite3 shell, mpv, VLC,
-# PostgreSQL, nginx, gdb, faketime, curl and strace.
+# PostgreSQL, nginx, gdb, faketime, curl, strace, python3 and man; and a machine ID where the system has none.
 # Sourced by scripts/test.sh and scripts/demo.sh; safe to run twice.
 set -euo pipefail
 
@@ -29,6 +29,10 @@ stowage_ensure_deps() {
     command -v faketime >/dev/null 2>&1 || missing+=(faketime)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     command -v strace >/dev/null 2>&1 || missing+=(strace)
+    # The test watchdog, the error-code check and the benchmarks' load generators are Python.
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    # ManualPageTests reads the generated pages with man, as a user would.
+    command -v man >/dev/null 2>&1 || missing+=(man-db)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "==> installing ${missing[*]} (apt)"
         local sudo=""
@@ -37,6 +41,24 @@ stowage_ensure_deps() {
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
     command -v swift >/dev/null 2>&1 || { echo "error: swift is not on PATH (Swift 6.2 or later is required)" >&2; exit 2; }
+    stowage_ensure_machine_id
+}
+
+# The key store is bound to the machine (its secret is derived with /etc/machine-id): a container or chroot without
+# one gets one, as systemd-machine-id-setup would make it (32 random hex digits), written once and never changed.
+stowage_ensure_machine_id() {
+    if [ -s /etc/machine-id ] || [ -s /var/lib/dbus/machine-id ]; then
+        return
+    fi
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "==> this system has no machine ID; writing /etc/machine-id"
+    if command -v systemd-machine-id-setup >/dev/null 2>&1; then
+        $sudo systemd-machine-id-setup >/dev/null
+    else
+        od -An -N16 -tx1 /dev/urandom | tr -d ' \n' | $sudo tee /etc/machine-id >/dev/null
+        echo | $sudo tee -a /etc/machine-id >/dev/null
+    fi
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
