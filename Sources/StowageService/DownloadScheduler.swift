@@ -56,6 +56,8 @@ actor DownloadScheduler {
 
     let library: OfflineLibrary
     let configuration: ServiceConfiguration
+    /// The queue's rules, as values.
+    let decisions: QueueDecisions
     private var running: [String: Running] = [:]
     private var waiting: [String: Waiting] = [:]
     private var watchers: [String: [UUID: AsyncStream<DownloadUpdate>.Continuation]] = [:]
@@ -73,6 +75,7 @@ actor DownloadScheduler {
     init(library: OfflineLibrary, configuration: ServiceConfiguration, logger: Logger) {
         self.library = library
         self.configuration = configuration
+        decisions = QueueDecisions(configuration)
         self.logger = logger
     }
 
@@ -189,7 +192,7 @@ actor DownloadScheduler {
             assetId: record.assetId,
             state: current != nil ? DownloadState.downloading.rawValue : record.state.rawValue,
             running: current != nil,
-            waiting: current == nil && (wait != nil || (blocked != nil && Self.isRunnable(record))),
+            waiting: current == nil && (wait != nil || (blocked != nil && QueueDecisions.isRunnable(.init(record)))),
             priority: record.priority,
             position: current == nil && record.state == .queued ? position : nil,
             reason: current != nil ? nil : reason,
@@ -200,20 +203,7 @@ actor DownloadScheduler {
 
     /// The tasks the queue would run, in order.
     private func queueOrder() throws -> [String] {
-        try library.pendingDownloads()
-            .filter { running[$0.assetId] == nil && Self.isRunnable($0) }
-            .sorted { ($0.priority, -$0.createdAt) > ($1.priority, -$1.createdAt) }
-            .map(\.assetId)
-    }
-
-    /// Whether the queue runs a task in this state: queued, left `downloading` by a process that died, or paused by a
-    /// condition that may pass. Failed tasks and tasks the user paused wait for `resume`.
-    static func isRunnable(_ record: DownloadTaskRecord) -> Bool {
-        switch record.state {
-        case .queued, .downloading: true
-        case .paused: record.failureCode.map(DownloadError.isTransient(code:)) ?? false
-        case .failed, .completed, .removing: false
-        }
+        QueueDecisions.order(try library.pendingDownloads().map(QueueDecisions.Entry.init), running: Set(running.keys))
     }
 
     // MARK: - Watching
@@ -277,10 +267,15 @@ actor DownloadScheduler {
             for (_, current) in running { current.task.suspend(because: blocked) }
             return
         }
-        guard running.count < configuration.maxDownloads else { return }
+        guard decisions.placesLeft(running: running.count) > 0 else { return }
         let queue: [String]
         do {
-            queue = try queueOrder()
+            queue = decisions.candidates(
+                try library.pendingDownloads().map(QueueDecisions.Entry.init),
+                running: Set(running.keys),
+                notBefore: waiting.mapValues(\.notBefore),
+                now: .now
+            )
             if queueFailure != nil { logger.notice("the download queue can be read again; downloads start as before") }
             queueFailure = nil
         } catch {
@@ -291,11 +286,7 @@ actor DownloadScheduler {
             queueFailure = text
             return
         }
-        let now = ContinuousClock.now
-        for assetId in queue where running.count < configuration.maxDownloads {
-            if let wait = waiting[assetId], wait.notBefore > now { continue }
-            start(assetId)
-        }
+        for assetId in queue where decisions.placesLeft(running: running.count) > 0 { start(assetId) }
     }
 
     private func start(_ assetId: String) {
@@ -360,10 +351,9 @@ actor DownloadScheduler {
                 // A condition that may pass: wait, then try again (never longer than the maximum delay).
                 let failures = (waiting[assetId]?.failures ?? 0) + 1
                 let reason = DownloadUpdate.Problem(code: code, message: record.failureMessage ?? code)
-                let conditionWait = code == "insufficient_storage" || code == "outside_time_window" || code == "service_stopped"
                 waiting[assetId] = Waiting(
                     reason: reason,
-                    notBefore: .now + (conditionWait ? .zero : retryDelay(afterFailures: failures)),
+                    notBefore: .now + decisions.retryDelay(afterFailures: failures, code: code),
                     failures: failures
                 )
                 final = DownloadUpdate(asset: assetId, event: .waiting)
@@ -385,21 +375,9 @@ actor DownloadScheduler {
         schedule()
     }
 
-    private func retryDelay(afterFailures failures: Int) -> Duration {
-        let initial = configuration.initialRetryDelay
-        let delay = initial * (1 << min(failures - 1, 16))
-        return min(delay, configuration.maximumRetryDelay)
-    }
-
     /// Why downloads may not run now.
     private func currentBlock() -> DownloadError? {
-        if let window = configuration.window, !window.contains(Date()) {
-            return .waiting(code: "outside_time_window", message: window.closedReason)
-        }
-        if let free = configuration.freeSpace(library.dataDirectory.url), free < configuration.keepFreeBytes {
-            return .insufficientStorage(needed: configuration.keepFreeBytes, available: free)
-        }
-        return nil
+        decisions.block(at: Date(), freeBytes: configuration.freeSpace(library.dataDirectory.url))
     }
 
     /// Stops every running download so that the next start continues it (`service_stopped`, a condition that passes).
