@@ -117,7 +117,7 @@ enum CommandOutput {
         if json {
             print(encodedJSON(error))
         } else {
-            Terminal.standardError("error: \(error.message) [\(error.code)]\n")
+            Terminal.standardError(Terminal.errorLine(error.message, code: error.code))
         }
         exit(status)
     }
@@ -135,7 +135,7 @@ enum CommandOutput {
             }
             print(Library.line(Line(event: event, error: ErrorDocument(error).error)))
         } else {
-            Terminal.standardError("error: \(error.message) [\(error.code)]\n")
+            Terminal.standardError(Terminal.errorLine(error.message, code: error.code))
         }
     }
 

@@ -563,7 +563,7 @@ final class ProgressDisplay {
             let megabytes = String(format: "%.1f", Double(update.bytes ?? 0) / 1e6)
             say("complete: \(assetId), \(update.mediaSelectionCount ?? 0) media selections, \(megabytes) MB")
         case .failed:
-            Terminal.standardError("error: \(update.error?.message ?? "failed") [\(update.error?.code ?? "failed")]\n")
+            Terminal.standardError(Terminal.errorLine(update.error?.message ?? "failed", code: update.error?.code ?? "failed"))
         }
     }
 

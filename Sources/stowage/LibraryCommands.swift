@@ -263,7 +263,7 @@ struct VerifyCommand: AsyncParsableCommand {
                 }
                 for problem in report.problems { print("  problem [\(problem.code.rawValue)]: \(problem.message)") }
                 for warning in report.warnings ?? [] { print("  warning [\(warning.code.rawValue)]: \(warning.message)") }
-                if let failure { Terminal.standardError("error: \(failure.message) [\(failure.code)]\n") }
+                if let failure { Terminal.standardError(Terminal.errorLine(failure.message, code: failure.code)) }
             }
             Foundation.exit(report.exitStatus)
         } catch {

@@ -27,6 +27,14 @@ enum Terminal {
         }
     }
 
+    /// `error: MESSAGE [CODE]` and a line feed, on one line whatever the message holds: a line feed or tab in it (from a
+    /// value the user typed, or a server's words) is shown as `\u000a` or `\u0009`, so it cannot print a second line
+    /// that reads as another error.
+    static func errorLine(_ message: String, code: String) -> String {
+        let oneLine = message.replacingOccurrences(of: "\n", with: "\\u000a").replacingOccurrences(of: "\t", with: "\\u0009")
+        return "error: \(oneLine) [\(code)]\n"
+    }
+
     /// Writes `text`, made safe, to standard error.
     static func standardError(_ text: String) {
         FileHandle.standardError.write(Data(safe(text).utf8))

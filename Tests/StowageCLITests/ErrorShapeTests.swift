@@ -118,6 +118,13 @@ struct ErrorShapeTests {
         #expect(missing?.line.contains("<asset-id>") == true, "\(missing?.line ?? "")")
         // A value the command's own validation refuses goes the same way.
         try await Self.expectFailure(["download", "https://cdn.example/a.m3u8", "--concurrency", "0"], code: "invalid_arguments", home: home)
+        // A value holding a line feed cannot print a second line that reads as another error (red team, round 4).
+        let forged = try await Self.expectFailure(
+            ["download", "https://cdn.example/a.m3u8", "--asset-id", "a\nerror: all is well [ok]"],
+            code: "invalid_asset_id",
+            home: home
+        )
+        #expect(forged?.line.contains("a\\u000aerror: all is well") == true, "\(forged?.line ?? "")")
         // Help is still the argument parser's, on standard output, status 0.
         let help = try await ServiceCommandTests.stowage(["download", "--help"], home: home)
         #expect(help.status == 0 && String(decoding: help.standardOutput, as: UTF8.self).contains("USAGE: stowage download"))
