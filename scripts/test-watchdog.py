@@ -5,7 +5,7 @@
 
 Swift Testing prints a line whenever a test starts or ends, so a suite that prints nothing for SECONDS has a test that
 never ends (docs/RELIABILITY.md: an awaited continuation that is never resumed). Then this prints the tests that
-started and did not end, kills the command's process group, and exits 124, so that CI fails at once and names the
+started and did not end, kills the command's processes (its group and every descendant), and exits 124, so that CI fails at once and names the
 test instead of waiting for its own time limit. Before the kill it prints every thread's stack of each process in the
 command's group (gdb, when installed), which is what a hang needs to be found. Otherwise it exits with the command's
 status.
@@ -20,6 +20,32 @@ import threading
 import time
 
 
+def tree(root):
+    """The process `root` leads: every process in its process group and every descendant of them, wherever its group
+    (SwiftPM starts the test binary in a group of its own, which a kill of the group alone left running)."""
+    parents = {}
+    groups = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            parents[int(entry)] = int(fields[1])
+            groups[int(entry)] = int(fields[2])
+        except (OSError, ValueError, IndexError):
+            continue
+    found = {pid for pid, group in groups.items() if group == root} | ({root} if root in parents else set())
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                changed = True
+    return sorted(found)
+
+
 def dump_stacks(group):
     """Prints the stacks of every thread of every process in process group `group`, at most 2 minutes each.
 
@@ -31,19 +57,13 @@ def dump_stacks(group):
         print("test-watchdog: gdb is not installed; no stacks", flush=True)
         return
     processes = []
-    for entry in sorted(os.listdir("/proc")):
-        if not entry.isdigit():
-            continue
+    for pid in tree(group):
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) != group:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
                 name = cmdline.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
-        processes.append((0 if "swift-package" in name or "swift-test " in name else 1, int(entry), name))
+        processes.append((0 if "swift-package" in name or "swift-test " in name else 1, pid, name))
     for _, pid, name in sorted(processes):
         print(f"\ntest-watchdog: stacks of process {pid}: {name}", flush=True)
         try:
@@ -97,7 +117,11 @@ def main():
             dump_stacks(process.pid)
             # Again after the stacks, so that a log cut to its tail still names the tests.
             report()
-            os.killpg(process.pid, signal.SIGKILL)
+            for pid in tree(process.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             process.wait()
             sys.exit(124)
     reader.join(timeout=10)

@@ -438,7 +438,7 @@ struct DownloadRunner: Sendable {
                         }
                         break
                     } catch let error as any StowageError where error.code == "rate_limited" && attempt < 6 {
-                        try await Task.sleep(for: .seconds(min(30, 1 << attempt)))
+                        try await Task.sleep(for: Backoff(initial: .seconds(2), maximum: .seconds(30)).delay(afterFailures: attempt))
                     }
                 }
             } catch let error as any StowageError where error.code == "malformed_request" && group.count > 1 {

@@ -206,7 +206,7 @@ actor LeaseUpkeepLoop {
         for lease in report.renewalFailures.keys {
             let count = (failures[lease]?.count ?? 0) + 1
             // Each failure waits twice as many upkeep intervals before the next try, at most 6 hours.
-            let wait = min(configuration.upkeepInterval * (1 << min(count - 1, 10)), .seconds(6 * 3600))
+            let wait = Backoff(initial: configuration.upkeepInterval, maximum: .seconds(6 * 3600)).delay(afterFailures: count)
             failures[lease] = (count, now + wait)
         }
         if let failure = report.storeFailure { logger.error("\(failure.message) [\(failure.code)]") }

@@ -1,5 +1,6 @@
 import AssetDownload
 import Foundation
+import StowageCore
 
 /// The download queue's decisions as values: what blocks the queue, which downloads may start and in what order, how
 /// long a paused one waits before it is tried again. No clock, no disk and no tasks of its own: ``DownloadScheduler``
@@ -109,7 +110,6 @@ struct QueueDecisions: Sendable {
     /// initial delay doubled per failure, never more than the maximum.
     func retryDelay(afterFailures failures: Int, code: String) -> Duration {
         if ["insufficient_storage", "outside_time_window", "service_stopped"].contains(code) { return .zero }
-        let delay = initialRetryDelay * (1 << min(max(failures, 1) - 1, 16))
-        return min(delay, maximumRetryDelay)
+        return Backoff(initial: initialRetryDelay, maximum: maximumRetryDelay).delay(afterFailures: failures)
     }
 }

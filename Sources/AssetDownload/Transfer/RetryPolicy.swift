@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 
 /// When and how long to wait before trying a request again: exponential backoff with jitter, a bounded number of
 /// attempts without progress, and the server's Retry-After honoured.
@@ -35,10 +36,8 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The delay before attempt `failures + 1`: `initialDelay * 2^(failures-1)` capped, times a jitter in [0.5, 1.5),
     /// or the server's Retry-After when it asks for longer (capped at 60 s).
     public func delay(afterFailures failures: Int, retryAfter: Double? = nil) -> Double {
-        let exponent = min(max(failures - 1, 0), 20)
-        let base = min(maximumDelay, initialDelay * Double(1 << exponent))
-        let jittered = base * Double.random(in: 0.5..<1.5)
-        if let retryAfter { return min(max(retryAfter, jittered), 60) }
-        return jittered
+        Backoff(initial: .seconds(initialDelay), maximum: .seconds(maximumDelay), jitter: true)
+            .delay(afterFailures: failures, retryAfter: retryAfter.map { .seconds($0) }, cap: .seconds(60))
+            .inSeconds
     }
 }

@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 public import Foundation
 import NIOCore
 import NIOHTTP1
+import StowageCore
 public import StowageCrypto
 
 /// Fetches standard key URIs (`KEYFORMAT="identity"`): a GET whose body is the raw key, as every HLS player does, and
@@ -106,11 +107,11 @@ public struct IdentityKeyFetcher: Sendable {
 
     /// GETs `uri` with retries; returns the key, checked to be one of the `allowed` lengths.
     func fetch(_ uri: String, allowed: [Int]) async throws -> SecretBytes {
-        var backoff = configuration.initialBackoffSeconds
+        let backoff = Backoff(initial: .seconds(configuration.initialBackoffSeconds), maximum: .seconds(configuration.maxBackoffSeconds))
         var attempt = 1
         while true {
             let outcome = await attemptFetch(uri)
-            var delay = backoff
+            var delay = backoff.delay(afterFailures: attempt)
             switch outcome {
             case .body(let bytes):
                 guard allowed.contains(bytes.count) else {
@@ -123,12 +124,15 @@ public struct IdentityKeyFetcher: Sendable {
                 guard status >= 500 || status == 429, attempt < configuration.maxAttempts else {
                     throw KeySessionError.identityKeyFetchFailed(uri: uri, status: status)
                 }
-                delay = Self.retryDelay(retryAfter: retryAfter, backoff: backoff, cap: configuration.maxRetryAfterSeconds)
+                delay = backoff.delay(
+                    afterFailures: attempt,
+                    retryAfter: retryAfter.map { .seconds($0) },
+                    cap: .seconds(configuration.maxRetryAfterSeconds)
+                )
             case .transport(let detail):
                 guard attempt < configuration.maxAttempts else { throw KeySessionError.identityKeyUnreachable(uri: uri, detail: detail) }
             }
-            try await Task.sleep(nanoseconds: UInt64(max(0, delay) * 1_000_000_000))
-            backoff = min(backoff * 2, configuration.maxBackoffSeconds)
+            try await Task.sleep(for: delay)
             attempt += 1
         }
     }
@@ -140,13 +144,6 @@ public struct IdentityKeyFetcher: Sendable {
     public static func fetchableURL(_ uri: String) -> URL? {
         guard let url = URL(string: uri), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else { return nil }
         return url
-    }
-
-    /// Seconds to wait before the next attempt: the server's `Retry-After` (clamped to `0...cap`) when it sent one,
-    /// else the current backoff.
-    static func retryDelay(retryAfter: Int64?, backoff: Double, cap: Int64) -> Double {
-        guard let retryAfter else { return backoff }
-        return Double(min(max(retryAfter, 0), cap))
     }
 
     enum Outcome: Sendable {

@@ -100,11 +100,14 @@ public struct KeySession: Sendable {
                 // The server may have saved a lease whose answer was lost. Asking again (a fresh nonce) is safe: the
                 // server's new lease supersedes that one for this device (releasing it and keeping its first play),
                 // so it holds no device slot and starts no second window (docs/key-protocol-extensions.md).
-                try await Task.sleep(for: .milliseconds(500 << (attempt - 1)))
+                try await Task.sleep(for: Self.keyRequestBackoff.delay(afterFailures: attempt))
                 attempt += 1
             }
         }
     }
+
+    /// The waits between those requests: 0.5 s, then 1 s.
+    static let keyRequestBackoff = Backoff(initial: .milliseconds(500), maximum: .seconds(2))
 
     /// How many times ``acquire(assetId:keyIds:lease:superseding:)`` sends a key request whose answer may have been
     /// lost (0.5 s, then 1 s apart). A server that cannot be reached at all is not asked again here: a download waits

@@ -131,13 +131,6 @@ struct IdentityKeyFetcherTests {
         }
     }
 
-    @Test func theRetryDelayIsTheServersRetryAfterClampedElseTheBackoff() {
-        #expect(IdentityKeyFetcher.retryDelay(retryAfter: 1, backoff: 0.5, cap: 30) == 1)
-        #expect(IdentityKeyFetcher.retryDelay(retryAfter: 600, backoff: 0.5, cap: 30) == 30)
-        #expect(IdentityKeyFetcher.retryDelay(retryAfter: -5, backoff: 0.5, cap: 30) == 0)
-        #expect(IdentityKeyFetcher.retryDelay(retryAfter: nil, backoff: 2, cap: 30) == 2)
-    }
-
     @Test func refusesA15ByteBody() async throws {
         try await withFetcher { fetcher, origin, base, _ in
             await origin.script("/keys/short", [.key(Array(Self.key.prefix(15)))])
