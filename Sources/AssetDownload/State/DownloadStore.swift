@@ -271,7 +271,7 @@ public final class DownloadStore: Sendable {
                 )
             }
         }
-        if !clear.isEmpty { _ = try? pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") } }
+        if !clear.isEmpty { pool.truncateWAL() }
         return clear.count
     }
 

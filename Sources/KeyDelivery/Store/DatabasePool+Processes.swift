@@ -38,6 +38,20 @@ extension DatabasePool {
         }
         preconditionFailure("the loop returns or throws")
     }
+
+    /// Moves the WAL into the database file and truncates it (`PRAGMA wal_checkpoint(TRUNCATE)`), so that erased rows
+    /// do not linger in old WAL frames; best effort. A truncating checkpoint holds the writer's lock while it waits for
+    /// readers of an older snapshot, and with the connection's own busy timeout (30 s) a reader streaming a segment
+    /// made every other process's write wait that long and fail (`database is locked` in a recording played while it
+    /// ran). It waits for readers `milliseconds` at most, then leaves the frames to the next checkpoint.
+    public func truncateWAL(waitingAtMost milliseconds: Int = 250) {
+        _ = try? writeWithoutTransaction { db in
+            let previous = try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? StateDatabase.busyTimeoutSeconds * 1_000
+            try db.execute(sql: "PRAGMA busy_timeout = \(milliseconds)")
+            defer { try? db.execute(sql: "PRAGMA busy_timeout = \(previous)") }
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+    }
 }
 
 extension DatabaseMigrator {
@@ -80,6 +94,7 @@ public enum StateDatabase {
 
     /// How long a connection to `stowage.sqlite` waits for another's lock before it fails (GRDB's busy mode).
     public static let busyTimeoutSeconds = 30
+
 
     /// A failure that trying again does not mend: damage, a read-only or unopenable file, a full disk, an I/O error.
     public static func isLasting(_ error: DatabaseError) -> Bool {

@@ -188,7 +188,7 @@ public final class KeyStore: Sendable {
     /// Moves the WAL's content into the database file and truncates the WAL, so erased material does not linger in
     /// old WAL frames. Best effort: a reader holding an old snapshot can keep frames until it is done.
     func checkpoint() {
-        _ = try? pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        pool.truncateWAL()
     }
 
     /// Runs one write transaction with the client's own state loaded (both copies of the time record merged, the
