@@ -95,7 +95,6 @@ public enum StateDatabase {
     /// How long a connection to `stowage.sqlite` waits for another's lock before it fails (GRDB's busy mode).
     public static let busyTimeoutSeconds = 30
 
-
     /// A failure that trying again does not mend: damage, a read-only or unopenable file, a full disk, an I/O error.
     public static func isLasting(_ error: DatabaseError) -> Bool {
         [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_FULL, .SQLITE_PERM, .SQLITE_IOERR]
