@@ -25,6 +25,24 @@ struct FuzzFindingTests {
         #expect(error?.description.contains("EXT-X-STREAM-INF") == true)
     }
 
+    /// scripts/fuzz-hls.sh, 2026-12-07: an unknown tag whose name begins with `EXT-X-STREAM-INF` (here followed by NUL
+    /// bytes) made the lenient parse expect a multivariant playlist once the only EXTINF (which had no URI) was gone:
+    /// written out, the media playlist read back with its TARGETDURATION and KEY dropped. The kind is read from whole
+    /// tag names.
+    @Test(arguments: ["#EXT-X-STREAM-INF\0\0X:BANDWIDTH=1", "#EXT-X-STREAM-INFO:BANDWIDTH=1", "#EXTINFO:1,"])
+    func aTagThatOnlyBeginsLikeAnotherDoesNotDecideThePlaylistsKind(lookalike: String) throws {
+        let text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n\(lookalike)\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\"\n#EXTINF:4,\n"
+        let playlist = try Self.roundTrips(text)
+        guard case .media(let media) = playlist else {
+            Issue.record("expected a media playlist")
+            return
+        }
+        #expect(media.targetDuration == 4)
+        #expect(media.trailingTags.contains { if case .key = $0 { true } else { false } })
+        let written = try PlaylistParser.parse(PlaylistWriter.write(playlist))
+        #expect(written.warnings.isEmpty, "\(written.warnings)")
+    }
+
     @Test func aCharacterThatJoinsWithACommaDoesNotHideIt() throws {
         // U+0600 followed by "," is one grapheme cluster; the attribute list is scanned by scalar.
         let playlist = try Self.roundTrips("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-KEY:URI=\"k\",METHOD=\u{0600}\n#EXTINF:1,\na.ts\n")

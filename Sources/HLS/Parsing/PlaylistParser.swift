@@ -166,8 +166,12 @@ private struct ParserState {
         var streamInf = false
         for line in lines {
             let trimmed = line.drop { $0 == " " || $0 == "\t" }
-            if trimmed.hasPrefix("#EXTINF") { extinf = true }
-            if trimmed.hasPrefix("#EXT-X-STREAM-INF") { streamInf = true }
+            // The tag's whole name (up to its colon): `#EXT-X-STREAM-INFO` or `#EXT-X-STREAM-INF\0...` is another tag,
+            // which the parse keeps as an unknown one, and must not make the playlist read as the other kind.
+            guard trimmed.hasPrefix("#EXT") else { continue }
+            let name = trimmed.dropFirst().prefix { $0 != ":" }
+            if name == "EXTINF" { extinf = true }
+            if name == "EXT-X-STREAM-INF" { streamInf = true }
         }
         return extinf == streamInf ? nil : extinf ? .media : .multivariant
     }
