@@ -123,6 +123,23 @@ public final class AtomicFile {
         try file.commit(durable: durable)
     }
 
+    /// Removes the temporary files that writers killed before their commit left in `folder`: names of the form
+    /// `.NAME.PID.RANDOM.tmp` whose process no longer runs (a live writer's are kept, and so is every other file).
+    /// - Returns: how many were removed.
+    @discardableResult
+    public static func removeLeftovers(in folder: String) -> Int {
+        var removed = 0
+        for name in DirectoryListing.names(folder) ?? [] where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+            let parts = name.dropLast(4).split(separator: ".", omittingEmptySubsequences: false)
+            // "", NAME (which may hold dots), PID, RANDOM.
+            guard parts.count >= 4, let pid = Int32(parts[parts.count - 2]), pid > 0, UInt32(parts[parts.count - 1]) != nil else { continue }
+            guard kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let path = folder.hasSuffix("/") ? folder + name : folder + "/" + name
+            if unlink(path) == 0 { removed += 1 }
+        }
+        return removed
+    }
+
     private func finish(durable: Bool) throws(Failure) {
         if durable, fsync(descriptor) != 0 {
             let code = errno

@@ -86,4 +86,25 @@ struct AtomicFileTests {
         #expect(try Self.names(in: folder) == ["busy"])
         #expect(try Self.names(in: busy) == ["inside"])
     }
+
+    /// A process ID no process has now.
+    static func deadPID() -> Int32 {
+        (2...4_000_000).reversed().lazy.map { Int32($0) }.first { kill($0, 0) != 0 && errno == ESRCH } ?? 4_000_000
+    }
+
+    @Test("leftovers of writers killed before their commit are removed; a live writer's and every other file are kept")
+    func leftovers() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let dead = Self.deadPID()
+        let names = [
+            ".key-store.anchor.\(dead).12345.tmp",  // a writer killed mid-write
+            ".manifest.json.\(dead).99.tmp",
+            ".device.key.\(getpid()).7.tmp",  // this process: a writer still at work
+            ".hidden.tmp", "x.\(dead).1.tmp", ".a.\(dead).notanumber.tmp", "manifest.json",
+        ]
+        for name in names { try Data("k".utf8).write(to: folder.appendingPathComponent(name)) }
+        #expect(AtomicFile.removeLeftovers(in: folder.path) == 2)
+        #expect(try Self.names(in: folder) == names.dropFirst(2).sorted())
+    }
 }

@@ -1,5 +1,6 @@
 public import Foundation
 import GRDB
+import StowageCore
 import StowageCrypto
 
 /// The client key store: leases and their signed payloads, sealed identity keys, the release queue, the time
@@ -64,6 +65,8 @@ public final class KeyStore: Sendable {
     ) throws {
         self.dataDirectory = dataDirectory
         try PrivateFile.prepareDirectory(dataDirectory.path)
+        // What a writer killed mid-write left (a private file's temporary copy, 0600 but never put in place).
+        AtomicFile.removeLeftovers(in: dataDirectory.path)
         let databasePath = dataDirectory.appendingPathComponent(Self.databaseFileName).path
         var configuration = Configuration()
         configuration.label = "KeyStore"

@@ -28,6 +28,22 @@ struct KeyStoreLeaseTests {
         #expect(try store.timeHighWaterMark().mark == 1_000_010)
     }
 
+    /// A private file's temporary copy left by a process killed mid-write (red team, round 4: never cleaned before)
+    /// is removed when the store opens; the live files stay.
+    @Test func aKilledWritersTemporaryFileIsRemovedWhenTheStoreOpens() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        _ = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        let before = try FileManager.default.contentsOfDirectory(atPath: temporary.dataDirectory.path).sorted()
+        // A PID no process has: the writer is gone.
+        let dead = (2...4_000_000).reversed().lazy.map { Int32($0) }.first { kill($0, 0) != 0 && errno == ESRCH } ?? 4_000_000
+        let leftover = temporary.dataDirectory.appendingPathComponent(".\(KeyStore.anchorFileName).\(dead).4242.tmp")
+        try Data(repeating: 7, count: 64).write(to: leftover)
+        _ = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
+        #expect(!FileManager.default.fileExists(atPath: leftover.path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.dataDirectory.path).sorted() == before)
+    }
+
     @Test func persistingTwiceIsIdempotentButAnotherPayloadMustBeARenewal() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
