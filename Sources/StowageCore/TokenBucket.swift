@@ -30,7 +30,7 @@ public final class TokenBucket: Sendable {
         let now = clock.now
         return state.withLock { state in
             let elapsed = state.last.duration(to: now)
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+            let seconds = elapsed.inSeconds
             state.tokens = min(capacity, state.tokens + seconds * bytesPerSecond)
             state.last = now
             state.tokens -= Double(bytes)

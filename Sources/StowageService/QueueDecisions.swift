@@ -11,29 +11,11 @@ struct QueueDecisions: Sendable {
         var assetId: String
         var state: DownloadState
         /// Why it stopped, when it did.
-        var failureCode: String?
+        var failureCode: String? = nil
         /// Higher runs first.
-        var priority: Int
+        var priority = 0
         /// Unix seconds: among equal priorities, the oldest runs first.
         var createdAt: Int64
-
-        init(assetId: String, state: DownloadState, failureCode: String? = nil, priority: Int = 0, createdAt: Int64) {
-            self.assetId = assetId
-            self.state = state
-            self.failureCode = failureCode
-            self.priority = priority
-            self.createdAt = createdAt
-        }
-
-        init(_ record: DownloadTaskRecord) {
-            self.init(
-                assetId: record.assetId,
-                state: record.state,
-                failureCode: record.failureCode,
-                priority: record.priority,
-                createdAt: record.createdAt
-            )
-        }
     }
 
     var maxDownloads: Int
@@ -41,24 +23,6 @@ struct QueueDecisions: Sendable {
     var keepFreeBytes: Int64
     var initialRetryDelay: Duration
     var maximumRetryDelay: Duration
-
-    init(maxDownloads: Int, window: TimeWindow?, keepFreeBytes: Int64, initialRetryDelay: Duration, maximumRetryDelay: Duration) {
-        self.maxDownloads = maxDownloads
-        self.window = window
-        self.keepFreeBytes = keepFreeBytes
-        self.initialRetryDelay = initialRetryDelay
-        self.maximumRetryDelay = maximumRetryDelay
-    }
-
-    init(_ configuration: ServiceConfiguration) {
-        self.init(
-            maxDownloads: configuration.maxDownloads,
-            window: configuration.window,
-            keepFreeBytes: configuration.keepFreeBytes,
-            initialRetryDelay: configuration.initialRetryDelay,
-            maximumRetryDelay: configuration.maximumRetryDelay
-        )
-    }
 
     /// Why no download may run at `date` with `freeBytes` free on the data directory's disk (nil when unknown), or nil
     /// when downloads may run: outside the time window first, then the free-space floor.
@@ -111,5 +75,30 @@ struct QueueDecisions: Sendable {
     func retryDelay(afterFailures failures: Int, code: String) -> Duration {
         if ["insufficient_storage", "outside_time_window", "service_stopped"].contains(code) { return .zero }
         return Backoff(initial: initialRetryDelay, maximum: maximumRetryDelay).delay(afterFailures: failures)
+    }
+}
+
+// Outside the declarations, so that each keeps its memberwise initializer (the tests build values with it).
+extension QueueDecisions {
+    init(_ configuration: ServiceConfiguration) {
+        self.init(
+            maxDownloads: configuration.maxDownloads,
+            window: configuration.window,
+            keepFreeBytes: configuration.keepFreeBytes,
+            initialRetryDelay: configuration.initialRetryDelay,
+            maximumRetryDelay: configuration.maximumRetryDelay
+        )
+    }
+}
+
+extension QueueDecisions.Entry {
+    init(_ record: DownloadTaskRecord) {
+        self.init(
+            assetId: record.assetId,
+            state: record.state,
+            failureCode: record.failureCode,
+            priority: record.priority,
+            createdAt: record.createdAt
+        )
     }
 }

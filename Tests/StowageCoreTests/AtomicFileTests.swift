@@ -1,5 +1,6 @@
 import Foundation
 import StowageCore
+import StowageTestSupport
 import Testing
 
 /// ``AtomicFile``: the old file or the new one, never a mix, and no temporary file left behind whatever happens.
@@ -87,16 +88,11 @@ struct AtomicFileTests {
         #expect(try Self.names(in: busy) == ["inside"])
     }
 
-    /// A process ID no process has now.
-    static func deadPID() -> Int32 {
-        (2...4_000_000).reversed().lazy.map { Int32($0) }.first { kill($0, 0) != 0 && errno == ESRCH } ?? 4_000_000
-    }
-
     @Test("leftovers of writers killed before their commit are removed; a live writer's and every other file are kept")
     func leftovers() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let dead = Self.deadPID()
+        let dead = ProcessRunner.unusedProcessID()
         let names = [
             ".key-store.anchor.\(dead).12345.tmp",  // a writer killed mid-write
             ".manifest.json.\(dead).99.tmp",

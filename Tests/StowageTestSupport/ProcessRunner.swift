@@ -63,3 +63,11 @@ public enum ProcessRunner {
         try RunningProcess(executable: executable, arguments: arguments, environment: environment, standardInput: standardInput)
     }
 }
+
+extension ProcessRunner {
+    /// A process ID no process has now (the highest free one below 4,000,000): what a writer killed earlier leaves in
+    /// the names of its temporary files.
+    public static func unusedProcessID() -> Int32 {
+        (2...4_000_000).reversed().lazy.map { Int32($0) }.first { kill($0, 0) != 0 && errno == ESRCH } ?? 4_000_000
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -57,7 +58,7 @@ public final class RawHTTPResponder: Sendable {
         let chunk = [UInt8](repeating: 0x47, count: pace == nil ? 64 << 10 : 1)
         var sent = 0
         while sent < budget {
-            if let pace { Thread.sleep(forTimeInterval: Double(pace.components.attoseconds) / 1e18 + Double(pace.components.seconds)) }
+            if let pace { Thread.sleep(forTimeInterval: pace.inSeconds) }
             let count = min(chunk.count, budget - sent)
             guard writeAll(client, Array(chunk[0..<count])) else { return }
             sent += count

@@ -152,8 +152,7 @@ struct FileFetcher: Sendable {
     }
 
     static func seconds(since instant: ContinuousClock.Instant) -> Double {
-        let elapsed = ContinuousClock.now - instant
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        (ContinuousClock.now - instant).inSeconds
     }
 
     /// One request: from what `part` already holds to the end of the file (or range).

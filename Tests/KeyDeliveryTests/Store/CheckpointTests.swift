@@ -10,7 +10,7 @@ import Testing
 /// own failed with `database is locked` (a CI run of 2026-12-07). It now waits a quarter of a second at most.
 @Suite("WAL checkpoints")
 struct CheckpointTests {
-    @Test("a truncating checkpoint beside a long reader gives up at once (2 s allowed), and truncates once the reader is gone")
+    @Test("a truncating checkpoint beside a long reader gives up without waiting for it, and truncates once the reader is gone")
     func checkpointDoesNotWaitForReaders() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("checkpoint-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -39,11 +39,10 @@ struct CheckpointTests {
         #expect(reading.withLock { $0 })
         // New frames the reader's snapshot does not see, which the checkpoint would have to wait for it to move.
         try await pool.write { db in try db.execute(sql: "DELETE FROM t") }
-        let started = ContinuousClock.now
+        // A checkpoint that waited for the reader would have emptied the WAL: it gives up instead, and the frames stay.
         pool.truncateWAL()
-        let waited = ContinuousClock.now - started
-        #expect(waited < .seconds(2), "the checkpoint held the writer's lock for \(waited)")
-        #expect(!done.withLock { $0 }, "the reader was still reading while the checkpoint ran")
+        #expect(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0 > 0)
+        #expect(!done.withLock { $0 }, "the reader was still reading when the checkpoint returned")
         for _ in 0..<1_000 where !done.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         // With the reader gone, the frames are moved and the WAL emptied.
         pool.truncateWAL()

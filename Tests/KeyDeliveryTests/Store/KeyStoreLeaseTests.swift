@@ -1,6 +1,7 @@
 import Foundation
 import KeyDelivery
 import StowageCrypto
+import StowageTestSupport
 import Testing
 
 struct KeyStoreLeaseTests {
@@ -36,7 +37,7 @@ struct KeyStoreLeaseTests {
         _ = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
         let before = try FileManager.default.contentsOfDirectory(atPath: temporary.dataDirectory.path).sorted()
         // A PID no process has: the writer is gone.
-        let dead = (2...4_000_000).reversed().lazy.map { Int32($0) }.first { kill($0, 0) != 0 && errno == ESRCH } ?? 4_000_000
+        let dead = ProcessRunner.unusedProcessID()
         let leftover = temporary.dataDirectory.appendingPathComponent(".\(KeyStore.anchorFileName).\(dead).4242.tmp")
         try Data(repeating: 7, count: 64).write(to: leftover)
         _ = try KeyStore(dataDirectory: temporary.dataDirectory, machineID: testMachineID, clock: TestClock(now: 0))
