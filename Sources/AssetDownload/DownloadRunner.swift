@@ -68,8 +68,57 @@ struct DownloadRunner: Sendable {
         }
     }
 
+    /// What the phases of one run share: the stored task, its package, and the manifest as it grows.
+    private struct RunState {
+        var record: DownloadTaskRecord
+        let package: PackageDirectory
+        /// The manifest an earlier run wrote, if any.
+        var existing: PackageManifest?
+        var manifest: PackageManifest
+        /// The recorded playlists of a recording planned by this run (a new recording writes them before its manifest).
+        var recordedFromPlan: [String: RecordedPlaylist]?
+        var recorder: RecordingPackage?
+        var recordingKeys: RecordingKeys?
+        /// What this run hashed and placed, with each file's identity then (``OfflinePackage/VerifiedFileRecords``).
+        var placed: [String: VerifiedFileRecords.Entry] = [:]
+
+        var facts: DownloadPhase.Facts {
+            DownloadPhase.Facts(
+                hasStoredPlan: existing != nil,
+                hasKeys: !manifest.keys.isEmpty,
+                keysAcquired: record.keysAcquired,
+                isLive: manifest.recording.map { !$0.hasEnded } ?? false
+            )
+        }
+    }
+
+    /// Takes the run through its phases (``DownloadPhase``), each done by one function below.
     private func download() async throws -> PackageManifest {
-        guard var record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
+        let (record, package, existing) = try begin()
+        var selection: MediaSelectionOptions?
+        if case .addMedia(let options) = mode { selection = options }
+        var phase = DownloadPhase.first(.init(hasStoredPlan: existing != nil, addsMedia: selection != nil))
+        var run = try await plan(record, package: package, existing: existing, fresh: phase == .plan(fresh: true), selection: selection)
+        for _ in 1..<DownloadPhase.mostSteps {
+            phase = phase.next(run.facts)
+            switch phase {
+            case .plan, .done: return run.manifest
+            case .keys:
+                try await acquireKeys(manifest: run.manifest, request: run.record.request)
+                try store.setKeysAcquired(assetId, true, at: now)
+                run.record.keysAcquired = true
+            case .recording: try await beginRecording(&run)
+            case .transfer: try await transfer(&run)
+            case .finish: try finish(&run)
+            }
+        }
+        return run.manifest
+    }
+
+    /// Reads the stored task (refusing one whose request or secrets cannot be read), marks it running, and reads the
+    /// manifest an earlier run wrote.
+    private func begin() throws -> (DownloadTaskRecord, PackageDirectory, PackageManifest?) {
+        guard let record = try store.task(assetId) else { throw DownloadError.notFound(assetId: assetId) }
         if let damage = record.requestDamage {
             // Its URL, headers, token and key server are lost: running on would fail later with misleading errors.
             throw DownloadError.database(
@@ -91,129 +140,171 @@ struct DownloadRunner: Sendable {
             try store.transition(assetId, .run, at: now)
         }
         let package = try PackageDirectory(assetId: assetId, in: session.dataDirectory)
-        var manifest: PackageManifest
         // A manifest is written whole (temporary file, flush, rename), so one that does not read was damaged or edited:
         // planning afresh over it would write the recorded playlists and keys anew and lose what it describes.
-        var existing: PackageManifest?
         do {
-            existing = try package.readManifest()
+            return (record, package, try package.readManifest())
         } catch {
-            if case .notFound = error {
-                existing = nil
-            } else {
-                throw DownloadError.package(
-                    code: "invalid_manifest",
-                    message: "the manifest of asset \(assetId) cannot be read (\(error.description)); nothing was changed: restore "
-                        + "\(package.manifestURL.path), or remove the asset with `stowage delete \(assetId)` and download it again"
-                )
-            }
+            if case .notFound = error { return (record, package, nil) }
+            throw DownloadError.package(
+                code: "invalid_manifest",
+                message: "the manifest of asset \(assetId) cannot be read (\(error.description)); nothing was changed: restore "
+                    + "\(package.manifestURL.path), or remove the asset with `stowage delete \(assetId)` and download it again"
+            )
         }
-        var selection: MediaSelectionOptions?
-        if case .addMedia(let options) = mode { selection = options }
-        var recordedFromPlan: [String: RecordedPlaylist]?
-        if let existing, selection == nil {
-            manifest = existing
+    }
+
+    // MARK: - Plan
+
+    /// The stored plan, or a fresh one written to the package (inline keys, playlists, then the manifest).
+    private func plan(
+        _ record: DownloadTaskRecord,
+        package: PackageDirectory,
+        existing: PackageManifest?,
+        fresh: Bool,
+        selection: MediaSelectionOptions?
+    ) async throws -> RunState {
+        var run: RunState
+        if let existing, !fresh {
+            run = RunState(record: record, package: package, existing: existing, manifest: existing)
         } else {
-            let planner = DownloadPlanner(
-                loader: PlaylistFetcher(
-                    loader: PlaylistLoader(
-                        routes: session.http,
-                        headers: record.request.scopedHeaders,
-                        timeoutSeconds: session.configuration.headTimeout
-                    ),
-                    // The first contact with a new source fails in seconds: a refused connection then is far more
-                    // often a wrong URL than a network that will come back (the service waits such a download out).
-                    retry: existing == nil ? session.configuration.retry.firstContact : session.configuration.retry
-                )
-            )
-            let url = PlaylistLoader.url(of: record.request.url)
-            let plan = try await planner.plan(
-                url: url,
-                assetId: assetId,
-                title: record.request.title,
-                options: selection ?? record.request.selection,
-                now: now,
-                existing: existing,
-                recording: record.request.recording
-            )
-            manifest = plan.manifest
-            if existing == nil, manifest.recording != nil { recordedFromPlan = plan.recordedPlaylists }
-            if let existing, plan.manifest.keys.count != existing.keys.count {
-                try store.setKeysAcquired(assetId, false, at: now)
-                record.keysAcquired = false
-            }
-            if let advertised = plan.advertisedKeyServer?.absoluteString, record.request.advertisedKeyServerURL != advertised {
-                record.request.advertisedKeyServerURL = advertised
-                try store.updateRequest(record.request, at: now)
-            }
-            try checkSpace(for: manifest, completed: existing == nil ? [:] : try store.completedFiles(assetId), package: package)
-            // Keys written into the playlists are sealed in the key store before the manifest, which names them only by
-            // reference, is written: a manifest on disk can always get its inline keys from the store.
-            try storeInlineKeys(plan.inlineKeys)
-            // Playlists first, the manifest last: a manifest on disk means its playlists are there.
-            do {
-                try FileManager.default.createDirectory(at: package.url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                if let recordedFromPlan { try RecordingPackage.write(recordedFromPlan, package: package) }
-                for (path, text) in plan.playlists.sorted(by: { $0.key < $1.key }) {
-                    try PackageDirectory.writeAtomically(Data(text.utf8), to: try package.url(forRelativePath: path))
-                }
-                for rendition in manifest.renditions {
-                    try FileManager.default.createDirectory(at: try package.url(forRelativePath: rendition.id), withIntermediateDirectories: true)
-                }
-            } catch {
-                throw DownloadError.storage(
-                    "cannot write the playlists of package \(assetId) in \(package.url.path): \(FileErrorText.describe(error))"
-                )
-            }
-            try package.writeManifest(manifest)
+            run = try await planAfresh(record, package: package, existing: existing, selection: selection)
         }
         events.yield(.willDownload(to: package.url))
-        events.yield(.resolvedMediaSelections(manifest.renditions))
-        if let warnings = manifest.playlistWarnings, !warnings.isEmpty { events.yield(.playlistWarnings(warnings)) }
+        events.yield(.resolvedMediaSelections(run.manifest.renditions))
+        if let warnings = run.manifest.playlistWarnings, !warnings.isEmpty { events.yield(.playlistWarnings(warnings)) }
+        return run
+    }
 
-        let isRecording = manifest.recording.map { !$0.hasEnded } ?? false
-        // A recording obtains its keys beside its first reloads (a live window leaves no time to wait); its files wait
-        // for them all the same.
-        if !record.keysAcquired, !manifest.keys.isEmpty, !isRecording {
-            try await acquireKeys(manifest: manifest, request: record.request)
-            try store.setKeysAcquired(assetId, true, at: now)
-        }
-
-        // A live or EVENT stream is recorded while the workers fetch what it lists (docs/live-recording.md).
-        var recorder: RecordingPackage?
-        var recordingKeys: RecordingKeys?
-        // A recording that ended but was stopped before its last files landed keeps its recorded playlists too: a
-        // segment gone from the server meanwhile becomes a gap.
-        // A recorded playlist that cannot be read fails the run, saying so: without it, a segment gone from the server would
-        // fail every resume instead of becoming a gap.
-        if !isRecording, manifest.recording != nil {
-            let recorded = try RecordingPackage.load(manifest, package: package)
-            if !recorded.isEmpty { recorder = RecordingPackage(manifest: manifest, recorded: recorded, package: package) { _ in } }
-        }
-        if isRecording {
-            recordingControl.beginRecording()
-            let recording = RecordingPackage(
-                manifest: manifest,
-                recorded: try recordedFromPlan ?? RecordingPackage.load(manifest, package: package),
-                package: package,
-                storeInlineKeys: storeInlineKeys
+    private func planAfresh(
+        _ record: DownloadTaskRecord,
+        package: PackageDirectory,
+        existing: PackageManifest?,
+        selection: MediaSelectionOptions?
+    ) async throws -> RunState {
+        var record = record
+        let planner = DownloadPlanner(
+            loader: PlaylistFetcher(
+                loader: PlaylistLoader(
+                    routes: session.http,
+                    headers: record.request.scopedHeaders,
+                    timeoutSeconds: session.configuration.headTimeout
+                ),
+                // The first contact with a new source fails in seconds: a refused connection then is far more
+                // often a wrong URL than a network that will come back (the service waits such a download out).
+                retry: existing == nil ? session.configuration.retry.firstContact : session.configuration.retry
             )
-            // A run killed between writing its recorded playlists and the manifest left the manifest behind them; one
-            // killed between storing a new lease and superseding the older ones left two leases holding keys.
-            if recordedFromPlan == nil { manifest = try await recording.reconcile() }
-            let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
-            try keyStore.supersedeCovered(assetId: assetId, at: now)
-            let request = record.request
-            recordingKeys = RecordingKeys(held: try heldKeys(of: manifest)) { keys in
-                try await acquireRecordingKeys(keys, recording: recording, request: request)
-            }
-            recorder = recording
+        )
+        let plan = try await planner.plan(
+            url: PlaylistLoader.url(of: record.request.url),
+            assetId: assetId,
+            title: record.request.title,
+            options: selection ?? record.request.selection,
+            now: now,
+            existing: existing,
+            recording: record.request.recording
+        )
+        let manifest = plan.manifest
+        let recordedFromPlan = existing == nil && manifest.recording != nil ? plan.recordedPlaylists : nil
+        if let existing, manifest.keys.count != existing.keys.count {
+            try store.setKeysAcquired(assetId, false, at: now)
+            record.keysAcquired = false
         }
+        if let advertised = plan.advertisedKeyServer?.absoluteString, record.request.advertisedKeyServerURL != advertised {
+            record.request.advertisedKeyServerURL = advertised
+            try store.updateRequest(record.request, at: now)
+        }
+        try checkSpace(for: manifest, completed: existing == nil ? [:] : try store.completedFiles(assetId), package: package)
+        // Keys written into the playlists are sealed in the key store before the manifest, which names them only by
+        // reference, is written: a manifest on disk can always get its inline keys from the store.
+        try storeInlineKeys(plan.inlineKeys)
+        // Playlists first, the manifest last: a manifest on disk means its playlists are there.
+        do {
+            try FileManager.default.createDirectory(at: package.url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            if let recordedFromPlan { try RecordingPackage.write(recordedFromPlan, package: package) }
+            for (path, text) in plan.playlists.sorted(by: { $0.key < $1.key }) {
+                try PackageDirectory.writeAtomically(Data(text.utf8), to: try package.url(forRelativePath: path))
+            }
+            for rendition in manifest.renditions {
+                try FileManager.default.createDirectory(at: try package.url(forRelativePath: rendition.id), withIntermediateDirectories: true)
+            }
+        } catch {
+            throw DownloadError.storage("cannot write the playlists of package \(assetId) in \(package.url.path): \(FileErrorText.describe(error))")
+        }
+        try package.writeManifest(manifest)
+        return RunState(record: record, package: package, existing: existing, manifest: manifest, recordedFromPlan: recordedFromPlan)
+    }
 
-        let accessLog = try? ExtendedLogFile(url: package.accessLogURL, fields: ExtendedLogFile.accessFields)
-        let errorLog = try? ExtendedLogFile(url: package.errorLogURL, fields: ExtendedLogFile.errorFields)
+    // MARK: - Recording
+
+    /// Makes the recorder of a live or EVENT stream (docs/live-recording.md), after reconciling what a killed run left.
+    private func beginRecording(_ run: inout RunState) async throws {
+        recordingControl.beginRecording()
+        let recording = RecordingPackage(
+            manifest: run.manifest,
+            recorded: try run.recordedFromPlan ?? RecordingPackage.load(run.manifest, package: run.package),
+            package: run.package,
+            storeInlineKeys: storeInlineKeys
+        )
+        // A run killed between writing its recorded playlists and the manifest left the manifest behind them; one
+        // killed between storing a new lease and superseding the older ones left two leases holding keys.
+        if run.recordedFromPlan == nil { run.manifest = try await recording.reconcile() }
+        let keyStore = try KeyStore(dataDirectory: session.dataDirectory.url, machineID: session.machineID, clock: session.clock)
+        try keyStore.supersedeCovered(assetId: assetId, at: now)
+        let request = run.record.request
+        run.recordingKeys = RecordingKeys(held: try heldKeys(of: run.manifest)) { keys in
+            try await acquireRecordingKeys(keys, recording: recording, request: request)
+        }
+        run.recorder = recording
+    }
+
+    // MARK: - Transfer
+
+    /// Fetches every pending file with the task's workers (and records beside them when recording); the first failure
+    /// ends the transfer.
+    private func transfer(_ run: inout RunState) async throws {
+        // A recording that ended but was stopped before its last files landed keeps its recorded playlists too: a
+        // segment gone from the server meanwhile becomes a gap. A recorded playlist that cannot be read fails the run,
+        // saying so: without it, a segment gone from the server would fail every resume instead of becoming a gap.
+        if run.recorder == nil, run.manifest.recording != nil {
+            let recorded = try RecordingPackage.load(run.manifest, package: run.package)
+            if !recorded.isEmpty { run.recorder = RecordingPackage(manifest: run.manifest, recorded: recorded, package: run.package) { _ in } }
+        }
+        let completed = try completedFiles(run.manifest, package: run.package)
+        let tracker = ProgressTracker(manifest: run.manifest, completed: completed, events: events)
+        await tracker.report()
+        let isRecording = run.recordingKeys != nil
+        if isRecording { await tracker.update(run.manifest, recording: true) }
+        let pending = run.manifest.renditions.flatMap { rendition in
+            let estimate = FileFetcher.averageFileBytes(of: rendition)
+            return rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0, $0.byteRange?.length ?? estimate) }
+        }
+        // A recording's files are fetched at once (the oldest are about to leave the window); its keys come beside.
+        let queue = WorkQueue(pending, open: isRecording) { (try? store.wanted(assetId)) ?? [] }
+        let worker = FileTransfer(runner: self, request: run.record.request, package: run.package, tracker: tracker, gaps: run.recorder)
+        let concurrency = max(1, min(run.record.request.concurrency, 32))
+        let (recorder, recordingKeys, request, startKeys) = (run.recorder, run.recordingKeys, run.record.request, run.manifest.keys)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if let recorder, let recordingKeys {
+                group.addTask {
+                    try await self.record(recorder, queue: queue, tracker: tracker, request: request, keys: recordingKeys, startKeys: startKeys)
+                }
+            }
+            for _ in 0..<concurrency {
+                group.addTask { try await worker.work(queue) }
+            }
+            // The first failure ends the download: `waitForAll()` would wait for every other task first, and workers
+            // waiting on a recording's open queue never end by themselves. Leaving the group by a throw cancels them.
+            while try await group.next() != nil {}
+        }
+        if let recorder { run.manifest = await recorder.manifest }
+        run.placed = worker.placed.all
+    }
+
+    /// The files recorded as done, with any renamed into place by a process killed before it recorded them: those are
+    /// hashed instead of fetched again.
+    private func completedFiles(_ manifest: PackageManifest, package: PackageDirectory) throws -> [String: CompletedFile] {
         var completed = try store.completedFiles(assetId)
-        // A file renamed into place by a process killed before it recorded it: hash it instead of fetching it again.
         for file in manifest.files where completed[file.path] == nil {
             let url = try package.url(forRelativePath: file.path)
             if FileManager.default.fileExists(atPath: url.path), let done = try? Self.hash(url) {
@@ -223,106 +314,21 @@ struct DownloadRunner: Sendable {
                 }
             }
         }
-        let tracker = ProgressTracker(manifest: manifest, completed: completed, events: events)
-        await tracker.report()
-        if recorder != nil { await tracker.update(manifest, recording: true) }
-        let pending = manifest.renditions.flatMap { rendition in
-            let estimate = FileFetcher.averageFileBytes(of: rendition)
-            return rendition.files.filter { completed[$0.path] == nil }.map { (rendition.id, $0, $0.byteRange?.length ?? estimate) }
-        }
-        let fetcher = FileFetcher(
-            client: session.http,
-            configuration: .init(
-                headers: record.request.scopedHeaders,
-                headTimeout: .seconds(session.configuration.headTimeout),
-                transferTimeout: .seconds(session.configuration.transferTimeout),
-                retry: session.configuration.retry,
-                link: session.configuration.bandwidth,
-                maximumFileBytes: session.configuration.maximumFileBytes
-            )
-        )
-        // A recording's files are fetched at once (the oldest are about to leave the window); its keys come beside.
-        let queue = WorkQueue(pending, open: recorder != nil) { (try? store.wanted(assetId)) ?? [] }
-        // What this run hashed as it wrote, with each file's identity once in place (VerifiedFileRecords).
-        let placed = PlacedFiles()
-        let concurrency = max(1, min(record.request.concurrency, 32))
-        let gaps = recorder
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            if let recorder, let recordingKeys {
-                let request = record.request
-                let startKeys = manifest.keys
-                group.addTask {
-                    try await self.record(
-                        recorder,
-                        queue: queue,
-                        tracker: tracker,
-                        request: request,
-                        keys: recordingKeys,
-                        startKeys: startKeys
-                    )
-                }
-            }
-            for _ in 0..<concurrency {
-                group.addTask {
-                    // A worker streams its next file while the previous one is flushed, renamed and recorded.
-                    try await withThrowingTaskGroup(of: Void.self) { placing in
-                        while let (renditionId, file, estimate) = try await queue.next() {
-                            try Task.checkCancellation()
-                            // A player of this paused asset may have fetched the file since the download started.
-                            if let done = try store.completedFile(assetId, path: file.path) {
-                                await tracker.complete(file.path, renditionId: renditionId, done)
-                                continue
-                            }
-                            let destination = try package.url(forRelativePath: file.path)
-                            try await waitForSpace(bytes: estimate, package: package)
-                            let staged: StagedFile
-                            do {
-                                staged = try await fetcher.fetch(
-                                    file,
-                                    to: destination,
-                                    estimate: estimate,
-                                    log: Self.attemptLog(file, renditionId, accessLog, errorLog)
-                                )
-                            } catch DownloadError.segmentHTTPStatus(_, _, let status) where gaps != nil && (status == 404 || status == 410) {
-                                // A live segment the server no longer has (it left the window before a slow link
-                                // reached it): a gap, never silent, rather than a download that can never complete.
-                                if let gaps, let gap = try await gaps.markUnavailable(path: file.path) {
-                                    events.yield(.recordingGap(gap))
-                                    let grown = await gaps.manifest
-                                    await tracker.update(grown, recording: !(grown.recording?.hasEnded ?? true))
-                                }
-                                continue
-                            } catch {
-                                // The previous file is whole: put it in place before stopping, so no resume asks for it again.
-                                try? await placing.waitForAll()
-                                throw error
-                            }
-                            try await placing.next()
-                            placing.addTask {
-                                let identity = try await fetcher.place(staged)
-                                try store.recordFile(assetId, path: file.path, size: staged.done.size, sha256: staged.done.sha256)
-                                if let identity {
-                                    placed.add(file.path, VerifiedFileRecords.Entry(sha256: staged.done.sha256, identity: identity))
-                                }
-                                await tracker.complete(file.path, renditionId: renditionId, staged.done)
-                            }
-                        }
-                        try await placing.waitForAll()
-                    }
-                }
-            }
-            // The first failure ends the download: `waitForAll()` would wait for every other task first, and workers
-            // waiting on a recording's open queue never end by themselves. Leaving the group by a throw cancels them.
-            while try await group.next() != nil {}
-        }
-        if let recorder { manifest = await recorder.manifest }
+        return completed
+    }
 
-        // Every file is in place: the manifest gets sizes and checksums, then the task is complete. A part file the
-        // download left when it was paused is stale if a player fetched that file meanwhile (`fetchForPlayer`).
-        completed = try store.completedFiles(assetId)
-        for file in manifest.files {
-            if let url = try? package.url(forRelativePath: file.path) { try? FileManager.default.removeItem(at: url.appendingPathExtension("part")) }
+    // MARK: - Finish
+
+    /// Every file is in place: the manifest gets sizes and checksums, then the task is complete.
+    private func finish(_ run: inout RunState) throws {
+        let completed = try store.completedFiles(assetId)
+        // A part file the download left when it was paused is stale if a player fetched that file meanwhile (`fetchForPlayer`).
+        for file in run.manifest.files {
+            if let url = try? run.package.url(forRelativePath: file.path) {
+                try? FileManager.default.removeItem(at: url.appendingPathExtension("part"))
+            }
         }
+        var manifest = run.manifest
         for r in manifest.renditions.indices {
             for i in manifest.renditions[r].initSections.indices {
                 let path = manifest.renditions[r].initSections[i].path
@@ -344,12 +350,12 @@ struct DownloadRunner: Sendable {
         }
         manifest.updatedAt = now
         // What this run hashed and placed, so that play need not hash it again (a cache: see VerifiedFileRecords).
-        VerifiedFileRecords.record(placed.all, manifest: manifest, in: package)
-        try package.writeManifest(manifest)
+        VerifiedFileRecords.record(run.placed, manifest: manifest, in: run.package)
+        try run.package.writeManifest(manifest)
         try store.transition(assetId, .complete, at: now)
         // The recorded playlists are not needed once the package is complete, however the recording ended.
-        try? FileManager.default.removeItem(at: package.url.appendingPathComponent(RecordingPackage.directoryName))
-        return manifest
+        try? FileManager.default.removeItem(at: run.package.url.appendingPathComponent(RecordingPackage.directoryName))
+        run.manifest = manifest
     }
 
     /// Writes each attempt at `file` to the access log, and failed ones to the error log too.
@@ -482,7 +488,7 @@ struct DownloadRunner: Sendable {
     }
 
     /// Before each file: when the free space cannot hold it, pause (and, when configured, wait for space).
-    private func waitForSpace(bytes: Int64, package: PackageDirectory) async throws {
+    func waitForSpace(bytes: Int64, package: PackageDirectory) async throws {
         let needed = bytes + session.configuration.storageMargin
         guard let free = session.configuration.freeSpace(package.url), free < needed else { return }
         let error = DownloadError.insufficientStorage(needed: needed, available: free)
@@ -504,6 +510,93 @@ struct DownloadRunner: Sendable {
     static func hash(_ url: URL) throws -> CompletedFile {
         let (size, sha256) = try ChunkedFile.sha256(of: url)
         return CompletedFile(size: size, sha256: sha256)
+    }
+}
+
+/// What a run's workers share, and the loop each runs: take a file from the queue and stream it to its place, the next
+/// file's transfer overlapping the previous one's flush, rename and record.
+private struct FileTransfer: Sendable {
+    let runner: DownloadRunner
+    let package: PackageDirectory
+    let tracker: ProgressTracker
+    /// The recording that turns a live segment gone from the server into a gap (nil for a finite stream).
+    let gaps: RecordingPackage?
+    let fetcher: FileFetcher
+    let accessLog: ExtendedLogFile?
+    let errorLog: ExtendedLogFile?
+    let placed = PlacedFiles()
+
+    init(runner: DownloadRunner, request: DownloadRequest, package: PackageDirectory, tracker: ProgressTracker, gaps: RecordingPackage?) {
+        self.runner = runner
+        self.package = package
+        self.tracker = tracker
+        self.gaps = gaps
+        let configuration = runner.session.configuration
+        fetcher = FileFetcher(
+            client: runner.session.http,
+            configuration: .init(
+                headers: request.scopedHeaders,
+                headTimeout: .seconds(configuration.headTimeout),
+                transferTimeout: .seconds(configuration.transferTimeout),
+                retry: configuration.retry,
+                link: configuration.bandwidth,
+                maximumFileBytes: configuration.maximumFileBytes
+            )
+        )
+        accessLog = try? ExtendedLogFile(url: package.accessLogURL, fields: ExtendedLogFile.accessFields)
+        errorLog = try? ExtendedLogFile(url: package.errorLogURL, fields: ExtendedLogFile.errorFields)
+    }
+
+    func work(_ queue: WorkQueue) async throws {
+        let (store, assetId) = (runner.store, runner.assetId)
+        try await withThrowingTaskGroup(of: Void.self) { placing in
+            while let (renditionId, file, estimate) = try await queue.next() {
+                try Task.checkCancellation()
+                // A player of this paused asset may have fetched the file since the download started.
+                if let done = try store.completedFile(assetId, path: file.path) {
+                    await tracker.complete(file.path, renditionId: renditionId, done)
+                    continue
+                }
+                let staged: StagedFile
+                do {
+                    guard let fetched = try await fetch(file, renditionId: renditionId, estimate: estimate) else { continue }
+                    staged = fetched
+                } catch {
+                    // The previous file is whole: put it in place before stopping, so no resume asks for it again.
+                    try? await placing.waitForAll()
+                    throw error
+                }
+                try await placing.next()
+                placing.addTask {
+                    let identity = try await fetcher.place(staged)
+                    try store.recordFile(assetId, path: file.path, size: staged.done.size, sha256: staged.done.sha256)
+                    if let identity { placed.add(file.path, VerifiedFileRecords.Entry(sha256: staged.done.sha256, identity: identity)) }
+                    await tracker.complete(file.path, renditionId: renditionId, staged.done)
+                }
+            }
+            try await placing.waitForAll()
+        }
+    }
+
+    /// Streams `file` beside its place; nil for a live segment the server no longer has (it left the window before a
+    /// slow link reached it), which becomes a gap, never silent, rather than a download that can never complete.
+    private func fetch(_ file: PackageFile, renditionId: String, estimate: Int64) async throws -> StagedFile? {
+        try await runner.waitForSpace(bytes: estimate, package: package)
+        do {
+            return try await fetcher.fetch(
+                file,
+                to: try package.url(forRelativePath: file.path),
+                estimate: estimate,
+                log: DownloadRunner.attemptLog(file, renditionId, accessLog, errorLog)
+            )
+        } catch DownloadError.segmentHTTPStatus(_, _, let status) where gaps != nil && (status == 404 || status == 410) {
+            if let gaps, let gap = try await gaps.markUnavailable(path: file.path) {
+                runner.events.yield(.recordingGap(gap))
+                let grown = await gaps.manifest
+                await tracker.update(grown, recording: !(grown.recording?.hasEnded ?? true))
+            }
+            return nil
+        }
     }
 }
 

@@ -2,6 +2,7 @@ import DownloadTestSupport
 import Foundation
 import OfflinePackage
 import OriginServer
+import StowageCore
 import StowageTestSupport
 import Testing
 
@@ -122,6 +123,42 @@ struct PlaylistShapeTests {
             let package = try PackageDirectory(assetId: "live", in: fixture.clientDirectory).url
             #expect(!FileManager.default.fileExists(atPath: package.appendingPathComponent(".recording").path))
             #expect(try filesContaining(key, under: package).isEmpty)
+        }
+    }
+
+    /// A recording stopped, then paused before its last file landed: the resume fetches what is left with nothing
+    /// left to record, and completes (it once waited forever for a recorder that no longer ran).
+    @Test("an ended recording paused before its last file completes when resumed")
+    func endedRecordingResumed() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:7\n#EXTINF:2.0,\na.ts\n#EXTINF:2.0,\nb.ts\n"
+        let big = Data(repeating: 0x47, count: 400_000)
+        try Self.serve(["ended/index.m3u8": Data(live.utf8), "ended/a.ts": Data(count: 188), "ended/b.ts": big], in: fixture)
+        try await fixture.withServers { origin, _ in
+            // b.ts takes about 4 s at this rate, time enough to pause after the recording ends.
+            let slow = try fixture.session { $0.bandwidth = TokenBucket(bytesPerSecond: 100_000, capacity: 16_384) }
+            let task = try slow.start(DownloadRequest(url: origin.appendingPathComponent("ended/index.m3u8").absoluteString, assetId: "ended"))
+            let bound = Self.pausing(task, after: .seconds(60))
+            defer { bound.cancel() }
+            var stopped = false
+            for await event in task.events {
+                if !stopped { stopped = task.stopRecording() }
+                if case .recordingEnded = event { task.pause() }
+            }
+            await #expect(throws: CancellationError.self) { try await task.result() }
+            try await slow.shutdown()
+            let package = try PackageDirectory(assetId: "ended", in: fixture.clientDirectory)
+            let paused = try package.readManifest()
+            #expect(paused.recording?.hasEnded == true && !paused.isComplete)
+            #expect(FileManager.default.fileExists(atPath: package.url.appendingPathComponent(".recording").path))
+
+            let session = try fixture.session()
+            let outcome = try await Self.outcome(of: try session.resume(assetId: "ended"), within: .seconds(30))
+            try await session.shutdown()
+            let manifest = try outcome.get()
+            #expect(manifest.isComplete)
+            #expect(try Data(contentsOf: package.url(forRelativePath: try #require(manifest.files.last).path)) == big)
         }
     }
 
