@@ -69,36 +69,8 @@ extension OfflineLibrary {
     ///   damaged); ``StowageCore/ChildProcessError`` when ffmpeg cannot be started.
     public func export(assetId: String, to path: String, overwrite: Bool = false, ffmpeg: String = "ffmpeg") async throws -> ExportResult {
         let output = URL(fileURLWithPath: path).standardizedFileURL
-        let format: String
-        switch output.pathExtension.lowercased() {
-        case "mp4", "m4v": format = "mp4"
-        case "mkv": format = "matroska"
-        default:
-            throw ExportError(
-                reason: .invalidExportPath,
-                message: "cannot export to \(output.path): name a .mp4, .m4v or .mkv file",
-                assetId: assetId,
-                path: output.path
-            )
-        }
+        let format = try Self.exportFormat(of: output, assetId: assetId, overwrite: overwrite)
         let folder = output.deletingLastPathComponent()
-        var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder), isFolder.boolValue else {
-            throw ExportError(
-                reason: .invalidExportPath,
-                message: "cannot export to \(output.path): the folder \(folder.path) does not exist",
-                assetId: assetId,
-                path: output.path
-            )
-        }
-        if FileManager.default.fileExists(atPath: output.path), !overwrite {
-            throw ExportError(
-                reason: .exportExists,
-                message: "\(output.path) exists already; choose another name or pass --overwrite",
-                assetId: assetId,
-                path: output.path
-            )
-        }
         let manifest = try PackageDirectory(assetId: assetId, in: dataDirectory).readManifest()
         guard manifest.isComplete else {
             throw ExportError(
@@ -192,6 +164,43 @@ extension OfflineLibrary {
         let size = (try? FileManager.default.attributesOfItem(atPath: output.path)[.size] as? NSNumber)?.int64Value ?? 0
         return ExportResult(assetId: assetId, path: output.path, bytes: size, format: format)
     }
+
+    /// The container ffmpeg writes for `output` (by its extension), once its folder exists and it does not (unless
+    /// `overwrite`).
+    static func exportFormat(of output: URL, assetId: String, overwrite: Bool) throws(ExportError) -> String {
+        let format: String
+        switch output.pathExtension.lowercased() {
+        case "mp4", "m4v": format = "mp4"
+        case "mkv": format = "matroska"
+        default:
+            throw ExportError(
+                reason: .invalidExportPath,
+                message: "cannot export to \(output.path): name a .mp4, .m4v or .mkv file",
+                assetId: assetId,
+                path: output.path
+            )
+        }
+        let folder = output.deletingLastPathComponent()
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder), isFolder.boolValue else {
+            throw ExportError(
+                reason: .invalidExportPath,
+                message: "cannot export to \(output.path): the folder \(folder.path) does not exist",
+                assetId: assetId,
+                path: output.path
+            )
+        }
+        if FileManager.default.fileExists(atPath: output.path), !overwrite {
+            throw ExportError(
+                reason: .exportExists,
+                message: "\(output.path) exists already; choose another name or pass --overwrite",
+                assetId: assetId,
+                path: output.path
+            )
+        }
+        return format
+    }
+
 }
 
 extension OfflineLibrary {

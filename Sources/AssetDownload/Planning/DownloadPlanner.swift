@@ -68,116 +68,7 @@ struct DownloadPlanner: Sendable {
             localMultivariant = MultivariantPlaylist(variants: [VariantStream(uri: "video/index.m3u8", bandwidth: bandwidth)])
         case .multivariant(let multivariant):
             advertised = multivariant.sessionData.first { $0.dataID == Self.keyServerDataID }?.value.flatMap(URL.init(string:))
-            let variant = try Self.chooseVariant(multivariant.variants, options.variant, url: top.url)
-            let variables = top.parsed.playlist.variables
-            var chosenRenditions: [(Rendition, PackageRendition.Kind, String)] = []
-            var audioLanguage: String?
-            if let group = variant.audio {
-                let candidates = multivariant.renditions(ofType: .audio, inGroup: group).filter { $0.uri != nil }
-                let audio = try Self.choose(candidates, options.audio, kind: .audio, audioLanguage: nil)
-                audioLanguage = audio.first?.rendition.language
-                chosenRenditions += audio.map { ($0.rendition, .audio, $0.reason) }
-            }
-            if let group = variant.subtitles {
-                let candidates = multivariant.renditions(ofType: .subtitles, inGroup: group).filter { $0.uri != nil }
-                chosenRenditions += try Self.choose(candidates, options.subtitles, kind: .subtitles, audioLanguage: audioLanguage).map {
-                    ($0.rendition, .subtitles, $0.reason)
-                }
-            }
-            if existing == nil {
-                guard let variantURL = PlaylistURI.resolve(variant.uri, against: top.url) else { throw DownloadError.unsupportedURI(variant.uri) }
-                let loaded = try await loader.load(variantURL, importedVariables: variables, referrer: top.url)
-                builder.noteWarnings(of: loaded)
-                guard case .media(let media) = loaded.parsed.playlist else {
-                    throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(variantURL) is not a media playlist")
-                }
-                try builder.addRendition(
-                    id: "video",
-                    kind: .video,
-                    name: "video",
-                    attributes: nil,
-                    bandwidth: variant.bandwidth,
-                    codecs: variant.codecs,
-                    resolution: variant.resolution.map { "\($0.width)x\($0.height)" },
-                    media: media,
-                    url: loaded.url
-                )
-            }
-            for (rendition, kind, reason) in chosenRenditions {
-                guard let uri = rendition.uri, let renditionURL = PlaylistURI.resolve(uri, against: top.url) else { continue }
-                if builder.manifest.renditions.contains(where: { $0.sourceURL == renditionURL.absoluteString }) { continue }
-                let loaded = try await loader.load(renditionURL, importedVariables: variables, referrer: top.url)
-                builder.noteWarnings(of: loaded)
-                guard case .media(let media) = loaded.parsed.playlist else {
-                    throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(renditionURL) is not a media playlist")
-                }
-                let id = builder.uniqueID(kind.rawValue + "-" + Self.slug(rendition.language ?? rendition.name))
-                try builder.addRendition(
-                    id: id,
-                    kind: kind,
-                    name: rendition.name,
-                    attributes: rendition,
-                    bandwidth: kind == .audio ? 128_000 : 2_000,
-                    media: media,
-                    url: loaded.url,
-                    selectedBecause: reason
-                )
-            }
-            // What the source offers beyond the package: other variants, renditions of the variant's groups not held.
-            var available: [PackageSourceRendition] = []
-            for other in multivariant.variants where other.uri != variant.uri {
-                let resolution = other.resolution.map { "\($0.width)x\($0.height)" }
-                available.append(
-                    PackageSourceRendition(kind: .video, name: "video", bandwidth: other.bandwidth, resolution: resolution, codecs: other.codecs)
-                )
-            }
-            for (type, kind, group) in [(MediaType.audio, PackageRendition.Kind.audio, variant.audio), (.subtitles, .subtitles, variant.subtitles)] {
-                guard let group else { continue }
-                for rendition in multivariant.renditions(ofType: type, inGroup: group) {
-                    guard let uri = rendition.uri, let absolute = PlaylistURI.resolve(uri, against: top.url)?.absoluteString,
-                        !builder.manifest.renditions.contains(where: { $0.sourceURL == absolute })
-                    else { continue }
-                    available.append(PackageSourceRendition(kind: kind, name: rendition.name, language: rendition.language, groupId: group))
-                }
-            }
-            builder.manifest.availableRenditions = available
-            // The local multivariant playlist: the one variant, and the renditions this package holds.
-            localMultivariant = multivariant
-            localMultivariant.definitions = []
-            localMultivariant.contentSteering = nil
-            localMultivariant.iFrameVariants = []
-            var local = variant
-            local.uri = "video/index.m3u8"
-            local.pathwayID = nil
-            localMultivariant.variants = [local]
-            var renditions: [Rendition] = []
-            for rendition in multivariant.renditions {
-                guard let uri = rendition.uri else {
-                    // Renditions without URI (muxed in the variant, closed captions) stay as they are.
-                    if rendition.type == .closedCaptions || rendition.groupID == variant.audio { renditions.append(rendition) }
-                    continue
-                }
-                guard let absolute = PlaylistURI.resolve(uri, against: top.url)?.absoluteString,
-                    let held = builder.manifest.renditions.first(where: { $0.sourceURL == absolute })
-                else { continue }
-                var copy = rendition
-                copy.uri = held.playlist
-                renditions.append(copy)
-            }
-            localMultivariant.renditions = renditions
-            // A group the package holds nothing of is not referenced (a variant naming an empty group is invalid).
-            if let group = local.subtitles, !renditions.contains(where: { $0.type == .subtitles && $0.groupID == group }) {
-                localMultivariant.variants[0].subtitles = nil
-            }
-            if let group = local.audio, !renditions.contains(where: { $0.type == .audio && $0.groupID == group }) {
-                localMultivariant.variants[0].audio = nil
-            }
-            localMultivariant.sessionKeys = multivariant.sessionKeys.map { key in
-                var key = key
-                if let uri = key.uri, let absolute = PlaylistURI.resolve(uri, against: top.url) { key.uri = absolute.absoluteString }
-                return key
-            }
-            localMultivariant.sessionKeys = localMultivariant.sessionKeys.compactMap { builder.localKey($0) }
+            localMultivariant = try await planMultivariant(multivariant, top: top, options: options, isNew: existing == nil, into: &builder)
         }
         manifest = builder.manifest
         manifest.updatedAt = now
@@ -190,6 +81,148 @@ struct DownloadPlanner: Sendable {
             advertisedKeyServer: advertised,
             recordedPlaylists: builder.recordedPlaylists
         )
+    }
+
+    /// Plans the chosen variant and renditions of a multivariant playlist into `builder` (the variant only when the
+    /// package is new: more media keeps the stored one), notes what else the source offers, and returns the local
+    /// multivariant playlist.
+    private func planMultivariant(
+        _ multivariant: MultivariantPlaylist,
+        top: LoadedPlaylist,
+        options: MediaSelectionOptions,
+        isNew: Bool,
+        into builder: inout PlanBuilder
+    ) async throws -> MultivariantPlaylist {
+        let variant = try Self.chooseVariant(multivariant.variants, options.variant, url: top.url)
+        let variables = top.parsed.playlist.variables
+        var chosenRenditions: [(Rendition, PackageRendition.Kind, String)] = []
+        var audioLanguage: String?
+        if let group = variant.audio {
+            let candidates = multivariant.renditions(ofType: .audio, inGroup: group).filter { $0.uri != nil }
+            let audio = try Self.choose(candidates, options.audio, kind: .audio, audioLanguage: nil)
+            audioLanguage = audio.first?.rendition.language
+            chosenRenditions += audio.map { ($0.rendition, .audio, $0.reason) }
+        }
+        if let group = variant.subtitles {
+            let candidates = multivariant.renditions(ofType: .subtitles, inGroup: group).filter { $0.uri != nil }
+            chosenRenditions += try Self.choose(candidates, options.subtitles, kind: .subtitles, audioLanguage: audioLanguage).map {
+                ($0.rendition, .subtitles, $0.reason)
+            }
+        }
+        if isNew {
+            guard let variantURL = PlaylistURI.resolve(variant.uri, against: top.url) else { throw DownloadError.unsupportedURI(variant.uri) }
+            let loaded = try await loader.load(variantURL, importedVariables: variables, referrer: top.url)
+            builder.noteWarnings(of: loaded)
+            guard case .media(let media) = loaded.parsed.playlist else {
+                throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(variantURL) is not a media playlist")
+            }
+            try builder.addRendition(
+                id: "video",
+                kind: .video,
+                name: "video",
+                attributes: nil,
+                bandwidth: variant.bandwidth,
+                codecs: variant.codecs,
+                resolution: variant.resolution.map { "\($0.width)x\($0.height)" },
+                media: media,
+                url: loaded.url
+            )
+        }
+        for (rendition, kind, reason) in chosenRenditions {
+            guard let uri = rendition.uri, let renditionURL = PlaylistURI.resolve(uri, against: top.url) else { continue }
+            if builder.manifest.renditions.contains(where: { $0.sourceURL == renditionURL.absoluteString }) { continue }
+            let loaded = try await loader.load(renditionURL, importedVariables: variables, referrer: top.url)
+            builder.noteWarnings(of: loaded)
+            guard case .media(let media) = loaded.parsed.playlist else {
+                throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(renditionURL) is not a media playlist")
+            }
+            let id = builder.uniqueID(kind.rawValue + "-" + Self.slug(rendition.language ?? rendition.name))
+            try builder.addRendition(
+                id: id,
+                kind: kind,
+                name: rendition.name,
+                attributes: rendition,
+                bandwidth: kind == .audio ? 128_000 : 2_000,
+                media: media,
+                url: loaded.url,
+                selectedBecause: reason
+            )
+        }
+        builder.manifest.availableRenditions = Self.available(in: multivariant, beside: variant, url: top.url, held: builder.manifest)
+        return Self.localMultivariant(multivariant, variant: variant, url: top.url, builder: &builder)
+    }
+
+    /// What the source offers beyond the package: other variants, renditions of the variant's groups not held.
+    static func available(
+        in multivariant: MultivariantPlaylist,
+        beside variant: VariantStream,
+        url: URL,
+        held manifest: PackageManifest
+    ) -> [PackageSourceRendition] {
+        var available: [PackageSourceRendition] = []
+        for other in multivariant.variants where other.uri != variant.uri {
+            let resolution = other.resolution.map { "\($0.width)x\($0.height)" }
+            available.append(
+                PackageSourceRendition(kind: .video, name: "video", bandwidth: other.bandwidth, resolution: resolution, codecs: other.codecs)
+            )
+        }
+        for (type, kind, group) in [(MediaType.audio, PackageRendition.Kind.audio, variant.audio), (.subtitles, .subtitles, variant.subtitles)] {
+            guard let group else { continue }
+            for rendition in multivariant.renditions(ofType: type, inGroup: group) {
+                guard let uri = rendition.uri, let absolute = PlaylistURI.resolve(uri, against: url)?.absoluteString,
+                    !manifest.renditions.contains(where: { $0.sourceURL == absolute })
+                else { continue }
+                available.append(PackageSourceRendition(kind: kind, name: rendition.name, language: rendition.language, groupId: group))
+            }
+        }
+        return available
+    }
+
+    /// The local multivariant playlist: the one variant, and the renditions this package holds (their session keys
+    /// noted in `builder`).
+    static func localMultivariant(
+        _ multivariant: MultivariantPlaylist,
+        variant: VariantStream,
+        url: URL,
+        builder: inout PlanBuilder
+    ) -> MultivariantPlaylist {
+        var localMultivariant = multivariant
+        localMultivariant.definitions = []
+        localMultivariant.contentSteering = nil
+        localMultivariant.iFrameVariants = []
+        var local = variant
+        local.uri = "video/index.m3u8"
+        local.pathwayID = nil
+        localMultivariant.variants = [local]
+        var renditions: [Rendition] = []
+        for rendition in multivariant.renditions {
+            guard let uri = rendition.uri else {
+                // Renditions without URI (muxed in the variant, closed captions) stay as they are.
+                if rendition.type == .closedCaptions || rendition.groupID == variant.audio { renditions.append(rendition) }
+                continue
+            }
+            guard let absolute = PlaylistURI.resolve(uri, against: url)?.absoluteString,
+                let held = builder.manifest.renditions.first(where: { $0.sourceURL == absolute })
+            else { continue }
+            var copy = rendition
+            copy.uri = held.playlist
+            renditions.append(copy)
+        }
+        localMultivariant.renditions = renditions
+        // A group the package holds nothing of is not referenced (a variant naming an empty group is invalid).
+        if let group = local.subtitles, !renditions.contains(where: { $0.type == .subtitles && $0.groupID == group }) {
+            localMultivariant.variants[0].subtitles = nil
+        }
+        if let group = local.audio, !renditions.contains(where: { $0.type == .audio && $0.groupID == group }) {
+            localMultivariant.variants[0].audio = nil
+        }
+        localMultivariant.sessionKeys = multivariant.sessionKeys.map { key in
+            var key = key
+            if let uri = key.uri, let absolute = PlaylistURI.resolve(uri, against: url) { key.uri = absolute.absoluteString }
+            return key
+        }
+        localMultivariant.sessionKeys = localMultivariant.sessionKeys.compactMap { builder.localKey($0) }
+        return localMultivariant
     }
 
     // MARK: - Selection

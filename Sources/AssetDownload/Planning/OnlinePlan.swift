@@ -25,29 +25,7 @@ extension DownloadPlanner {
                 PlaylistURI.resolve(variant.uri, against: top.url).map { held($0)?.kind == .video } ?? false
             } ?? multivariant.variants.first { $0.bandwidth == storedVideo?.bandwidth }
 
-        // What to plan: media playlist URL, kind, and the tag that names it.
-        enum Offer {
-            case variant(VariantStream)
-            case rendition(Rendition, PackageRendition.Kind)
-        }
-        var wanted: [(url: URL, offer: Offer)] = []
-        func want(_ url: URL, _ offer: Offer) {
-            guard held(url) == nil, !wanted.contains(where: { $0.url == url }), wanted.count < Self.maximumOnlinePlaylists else { return }
-            wanted.append((url, offer))
-        }
-        for variant in multivariant.variants where variant.uri != storedVariant?.uri {
-            if let url = PlaylistURI.resolve(variant.uri, against: top.url) { want(url, .variant(variant)) }
-        }
-        let groups = Set(multivariant.variants.flatMap { [$0.audio, $0.subtitles].compactMap { $0 } })
-        for rendition in multivariant.renditions where groups.contains(rendition.groupID) {
-            let kind: PackageRendition.Kind
-            switch rendition.type {
-            case .audio: kind = .audio
-            case .subtitles: kind = .subtitles
-            default: continue
-            }
-            if let uri = rendition.uri, let url = PlaylistURI.resolve(uri, against: top.url) { want(url, .rendition(rendition, kind)) }
-        }
+        let wanted = Self.onlineOffers(multivariant, url: top.url, storedVariant: storedVariant, held: held)
 
         // Load them side by side; a playlist that does not load is not offered.
         let loaded = await withTaskGroup(of: (Int, LoadedPlaylist?).self) { group in
@@ -98,9 +76,63 @@ extension DownloadPlanner {
         let online = Array(builder.manifest.renditions.dropFirst(manifest.renditions.count))
         guard !online.isEmpty else { return nil }
 
+        var served = Self.servedMultivariant(multivariant, url: top.url, manifest: manifest, storedVariant: storedVariant, onlinePaths: onlinePaths)
+        served.sessionData.append(SessionData(dataID: OnlinePlan.sessionDataID, value: online.map(\.id).joined(separator: ",")))
+        let newKeys = builder.manifest.keys.filter { key in !manifest.keys.contains { $0.keyId == key.keyId } }
+        var playlists: [String: String] = [:]
+        for rendition in online { playlists[rendition.playlist] = builder.playlists[rendition.playlist] }
+        return OnlinePlan(
+            renditions: online,
+            keys: newKeys,
+            playlists: playlists,
+            multivariantPlaylist: PlaylistWriter.write(.multivariant(served), options: .init(omitDefinitions: true)),
+            inlineKeys: builder.inlineKeys.filter { reference, _ in newKeys.contains { $0.uri == reference } }
+        )
+    }
+
+    /// The source's media playlists `held` does not name, at most ``maximumOnlinePlaylists``: every variant but the
+    /// stored one, and the audio and subtitle renditions of the variants' groups.
+    private static func onlineOffers(
+        _ multivariant: MultivariantPlaylist,
+        url: URL,
+        storedVariant: VariantStream?,
+        held: (URL) -> PackageRendition?
+    ) -> [(url: URL, offer: OnlineOffer)] {
+        var wanted: [(url: URL, offer: OnlineOffer)] = []
+        func want(_ url: URL, _ offer: OnlineOffer) {
+            guard held(url) == nil, !wanted.contains(where: { $0.url == url }), wanted.count < Self.maximumOnlinePlaylists else { return }
+            wanted.append((url, offer))
+        }
+        for variant in multivariant.variants where variant.uri != storedVariant?.uri {
+            if let url = PlaylistURI.resolve(variant.uri, against: url) { want(url, .variant(variant)) }
+        }
+        let groups = Set(multivariant.variants.flatMap { [$0.audio, $0.subtitles].compactMap { $0 } })
+        for rendition in multivariant.renditions where groups.contains(rendition.groupID) {
+            let kind: PackageRendition.Kind
+            switch rendition.type {
+            case .audio: kind = .audio
+            case .subtitles: kind = .subtitles
+            default: continue
+            }
+            if let uri = rendition.uri, let url = PlaylistURI.resolve(uri, against: url) { want(url, .rendition(rendition, kind)) }
+        }
+        return wanted
+    }
+
+    /// The multivariant playlist a play session serves: stored entries at the package's playlists, online ones at
+    /// `onlinePaths`, the stored variant first and the stored renditions the defaults of their groups.
+    private static func servedMultivariant(
+        _ multivariant: MultivariantPlaylist,
+        url: URL,
+        manifest: PackageManifest,
+        storedVariant: VariantStream?,
+        onlinePaths: [URL: String]
+    ) -> MultivariantPlaylist {
         // The multivariant playlist: stored entries at the package's playlists, online ones at theirs.
+        func held(_ url: URL) -> PackageRendition? { manifest.renditions.first { $0.sourceURL == url.absoluteString } }
+        let storedVideo = manifest.renditions.first { $0.kind == .video }
         func localURI(of uri: String) -> String? {
-            guard let url = PlaylistURI.resolve(uri, against: top.url) else { return nil }
+            guard let url = PlaylistURI.resolve(uri, against: url) else { return nil }
             return held(url)?.playlist ?? onlinePaths[url]
         }
         var served = multivariant
@@ -149,16 +181,12 @@ extension DownloadPlanner {
             if isDefault { served.renditions[index].autoselect = true }
             if !isHeld(rendition) { served.renditions[index].autoselect = false }
         }
-        served.sessionData.append(SessionData(dataID: OnlinePlan.sessionDataID, value: online.map(\.id).joined(separator: ",")))
-        let newKeys = builder.manifest.keys.filter { key in !manifest.keys.contains { $0.keyId == key.keyId } }
-        var playlists: [String: String] = [:]
-        for rendition in online { playlists[rendition.playlist] = builder.playlists[rendition.playlist] }
-        return OnlinePlan(
-            renditions: online,
-            keys: newKeys,
-            playlists: playlists,
-            multivariantPlaylist: PlaylistWriter.write(.multivariant(served), options: .init(omitDefinitions: true)),
-            inlineKeys: builder.inlineKeys.filter { reference, _ in newKeys.contains { $0.uri == reference } }
-        )
+        return served
     }
+}
+
+/// A media playlist the source offers beside the package, and the tag that names it.
+private enum OnlineOffer {
+    case variant(VariantStream)
+    case rendition(Rendition, PackageRendition.Kind)
 }

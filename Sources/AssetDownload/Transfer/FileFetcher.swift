@@ -216,23 +216,8 @@ struct FileFetcher: Sendable {
             throw Self.classify(error)
         }
         let status = Int(response.status.code)
-        switch status {
-        case 200, 206: break
-        case 416 where file.byteRange == nil && have > 0:
-            // The partial file is already the whole resource (killed between the last byte and the rename).
+        if try Self.isWholeAlready(status: status, headers: response.headers, file: file, have: have) {
             return TransferOutcome(status: status, bytes: 0)
-        case 408, 429, 500...599:
-            let retryAfter = response.headers.first(name: "Retry-After").flatMap(Double.init)
-            throw TransferFailure(
-                kind: .retryable,
-                status: status,
-                retryAfter: retryAfter,
-                domain: "http",
-                code: "http_\(status)",
-                comment: "HTTP \(status)"
-            )
-        default:
-            throw TransferFailure(kind: .fatalStatus, status: status, domain: "http", code: "http_\(status)", comment: "HTTP \(status)")
         }
         // Where the body starts relative to what we need: a 200 to a range request starts at byte 0.
         var skip: Int64 = 0
@@ -321,6 +306,29 @@ struct FileFetcher: Sendable {
             bytes: written,
             whole: CompletedFile(size: keep + written, sha256: Hex.encode(hasher.finalize()))
         )
+    }
+
+    /// Whether a response's status says the part file already holds the whole resource; throws a ``TransferFailure``
+    /// (retryable or not) for any status but 200 and 206.
+    private static func isWholeAlready(status: Int, headers: HTTPHeaders, file: PackageFile, have: Int64) throws(TransferFailure) -> Bool {
+        switch status {
+        case 200, 206: return false
+        case 416 where file.byteRange == nil && have > 0:
+            // The partial file is already the whole resource (killed between the last byte and the rename).
+            return true
+        case 408, 429, 500...599:
+            let retryAfter = headers.first(name: "Retry-After").flatMap(Double.init)
+            throw TransferFailure(
+                kind: .retryable,
+                status: status,
+                retryAfter: retryAfter,
+                domain: "http",
+                code: "http_\(status)",
+                comment: "HTTP \(status)"
+            )
+        default:
+            throw TransferFailure(kind: .fatalStatus, status: status, domain: "http", code: "http_\(status)", comment: "HTTP \(status)")
+        }
     }
 
     private func copyLocal(url: URL, file: PackageFile, part: URL, maximumBytes: Int64) throws -> TransferOutcome {

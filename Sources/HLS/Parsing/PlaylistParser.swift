@@ -213,255 +213,12 @@ private struct ParserState {
             throw .missingURI(after: "EXT-X-STREAM-INF", line: pendingVariant.line, text: pendingVariant.text)
         }
         do throws(PlaylistError) {
-            switch name {
-            case "EXTM3U":
-                try tolerate(.duplicateTag(line: number, text: line), number, "#EXTM3U appears again; ignored")
-            case "EXT-X-VERSION":
-                guard try once(name, number, line) else { return }
-                guard let value = Int(value), value > 0 else {
-                    throw .malformedTag(line: number, text: line, reason: "expected a positive decimal integer")
-                }
-                version = value
-            case "EXT-X-INDEPENDENT-SEGMENTS":
-                independentSegments = true
-            case "EXT-X-START":
-                guard try once(name, number, line) else { return }
-                var attributes = try self.attributes(value, number, line)
-                guard let offset = try attributes.decimal("TIME-OFFSET", allowNegative: true) else {
-                    throw .missingAttribute("TIME-OFFSET", line: number, text: line)
-                }
-                start = StartPoint(timeOffset: offset, precise: try attributes.boolean("PRECISE"))
-            case "EXT-X-DEFINE":
-                try define(value, number, line)
-
-            // Multivariant playlist tags.
-            case "EXT-X-MEDIA":
-                multivariant.renditions.append(try rendition(value, number, line))
-            case "EXT-X-STREAM-INF":
-                var attributes = try self.attributes(value, number, line)
-                pendingVariant = (try variantStream(&attributes, uri: ""), number, line)
-            case "EXT-X-I-FRAME-STREAM-INF":
-                var attributes = try self.attributes(value, number, line)
-                let uri = try attributes.requiredQuotedString("URI")
-                multivariant.iFrameVariants.append(try variantStream(&attributes, uri: uri))
-            case "EXT-X-SESSION-DATA":
-                var attributes = try self.attributes(value, number, line)
-                let data = SessionData(
-                    dataID: try attributes.requiredQuotedString("DATA-ID"),
-                    value: try attributes.quotedString("VALUE"),
-                    uri: try attributes.quotedString("URI"),
-                    format: try attributes.enumeratedString("FORMAT"),
-                    language: try attributes.quotedString("LANGUAGE"),
-                    otherAttributes: []
-                )
-                guard (data.value == nil) != (data.uri == nil) else {
-                    throw .malformedTag(line: number, text: line, reason: "EXT-X-SESSION-DATA needs exactly one of VALUE and URI")
-                }
-                var complete = data
-                complete.otherAttributes = attributes.unconsumed
-                multivariant.sessionData.append(complete)
-            case "EXT-X-SESSION-KEY":
-                let key = try encryptionKey(value, number, line)
-                guard key.method != .none else {
-                    throw .invalidAttributeValue("METHOD", line: number, text: line, reason: "EXT-X-SESSION-KEY must not be NONE")
-                }
-                multivariant.sessionKeys.append(key)
-            case "EXT-X-CONTENT-STEERING":
-                guard try once(name, number, line) else { return }
-                var attributes = try self.attributes(value, number, line)
-                multivariant.contentSteering = ContentSteering(
-                    serverURI: try attributes.requiredQuotedString("SERVER-URI"),
-                    pathwayID: try attributes.quotedString("PATHWAY-ID"),
-                    otherAttributes: []
-                )
-                multivariant.contentSteering?.otherAttributes = attributes.unconsumed
-
-            // Media playlist tags.
-            case "EXT-X-TARGETDURATION":
-                guard try once(name, number, line) else { return }
-                if let integer = Int(value), integer >= 0 {
-                    targetDuration = integer
-                } else if let decimal = Double(value), decimal.isFinite, decimal >= 0, decimal < 1e9 {
-                    targetDuration = Int(decimal.rounded(.up))
-                    warn(number, "EXT-X-TARGETDURATION must be an integer; read \(value) as \(targetDuration!)")
-                } else {
-                    throw .malformedTag(line: number, text: line, reason: "expected a decimal integer")
-                }
-            case "EXT-X-MEDIA-SEQUENCE":
-                guard try once(name, number, line) else { return }
-                media.mediaSequence = try sequenceNumber(name, value, number, line)
-            case "EXT-X-DISCONTINUITY-SEQUENCE":
-                guard try once(name, number, line) else { return }
-                media.discontinuitySequence = try sequenceNumber(name, value, number, line)
-            case "EXT-X-ENDLIST":
-                media.endList = true
-            case "EXT-X-PLAYLIST-TYPE":
-                guard try once(name, number, line) else { return }
-                if let type = PlaylistType(rawValue: String(value).uppercased()) {
-                    if type.rawValue != value {
-                        try tolerate(
-                            .malformedTag(line: number, text: line, reason: "expected EVENT or VOD"),
-                            number,
-                            "EXT-X-PLAYLIST-TYPE should be upper case; read \(value) as \(type.rawValue)"
-                        )
-                    }
-                    media.playlistType = type
-                } else {
-                    try tolerate(
-                        .malformedTag(line: number, text: line, reason: "expected EVENT or VOD"),
-                        number,
-                        "EXT-X-PLAYLIST-TYPE \(value) is neither EVENT nor VOD; ignored (the playlist is read as live until EXT-X-ENDLIST)"
-                    )
-                }
-            case "EXT-X-I-FRAMES-ONLY":
-                media.iFramesOnly = true
-            case "EXT-X-PART-INF":
-                guard try once(name, number, line) else { return }
-                var attributes = try self.attributes(value, number, line)
-                guard let target = try attributes.decimal("PART-TARGET") else {
-                    throw .missingAttribute("PART-TARGET", line: number, text: line)
-                }
-                media.partTarget = target
-            case "EXT-X-SERVER-CONTROL":
-                guard try once(name, number, line) else { return }
-                var attributes = try self.attributes(value, number, line)
-                var control = ServerControl(
-                    canSkipUntil: try attributes.decimal("CAN-SKIP-UNTIL"),
-                    canSkipDateRanges: try attributes.boolean("CAN-SKIP-DATERANGES"),
-                    holdBack: try attributes.decimal("HOLD-BACK"),
-                    partHoldBack: try attributes.decimal("PART-HOLD-BACK"),
-                    canBlockReload: try attributes.boolean("CAN-BLOCK-RELOAD")
-                )
-                control.otherAttributes = attributes.unconsumed
-                media.serverControl = control
-            case "EXTINF":
-                if let pendingInf {
-                    try tolerate(
-                        .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text),
-                        pendingInf.line,
-                        "EXTINF is not followed by a URI line; this entry is ignored"
-                    )
-                }
-                pendingInf = try extinf(value, number, line)
-            case "EXT-X-BYTERANGE":
-                let range = try byteRange(value, attribute: nil, number, line)
-                pendingTags.append(.byteRange(range))
-                pendingByteRangeLine = (number, line)
-            case "EXT-X-DISCONTINUITY":
-                pendingTags.append(.discontinuity)
-            case "EXT-X-KEY":
-                let key = try encryptionKey(value, number, line)
-                if key.method == .none {
-                    keysInEffect = [:]
-                } else {
-                    keysInEffect[key.effectiveKeyFormat] = key
-                    // Real playlists carry a handful of KEYFORMATs; hundreds would make every resolved segment huge.
-                    guard keysInEffect.count <= Self.maximumKeyFormats else {
-                        throw .malformedTag(
-                            line: number,
-                            text: line,
-                            reason: "more than \(Self.maximumKeyFormats) KEYFORMATs in effect at once"
-                        )
-                    }
-                    if key.ivBytes != nil, let digits = key.iv, digits.count < 32 {
-                        warn(
-                            number,
-                            "IV has \(digits.count) hex digits instead of 32; using them as the leading bytes followed by zeros, as Shaka Packager and ffmpeg do"
-                        )
-                    }
-                }
-                pendingTags.append(.key(key))
-            case "EXT-X-MAP":
-                var attributes = try self.attributes(value, number, line)
-                let uri = try attributes.requiredQuotedString("URI")
-                var range: ByteRange?
-                if let text = try attributes.quotedString("BYTERANGE") {
-                    range = try byteRange(text, attribute: "BYTERANGE", number, line)
-                }
-                if let key = keysInEffect[EncryptionKey.identityKeyFormat], key.method == .aes128 || key.method == .aes256,
-                    key.iv == nil
-                {
-                    warn(
-                        number,
-                        "an EXT-X-MAP encrypted with \(key.method) needs an IV attribute on its EXT-X-KEY (RFC 8216bis 4.4.4.5); using the media sequence number of the next segment"
-                    )
-                }
-                pendingTags.append(.map(MediaInitializationSection(uri: uri, byteRange: range, otherAttributes: attributes.unconsumed)))
-            case "EXT-X-PROGRAM-DATE-TIME":
-                var date = String(value)
-                if ProgramDateTime.parse(date) == nil {
-                    let error = PlaylistError.malformedTag(line: number, text: line, reason: "expected an ISO 8601 date-time with a time zone")
-                    guard !tolerance.isStrict, ProgramDateTime.parse(date + "Z") != nil else { throw error }
-                    try tolerate(error, number, "EXT-X-PROGRAM-DATE-TIME has no time zone; read as UTC")
-                    date += "Z"
-                }
-                pendingTags.append(.programDateTime(date))
-            case "EXT-X-DATERANGE":
-                pendingTags.append(.dateRange(try dateRange(value, number, line)))
-            case "EXT-X-GAP":
-                pendingTags.append(.gap)
-            case "EXT-X-BITRATE":
-                pendingTags.append(.bitrate(try integer(value, number, line)))
-            case "EXT-X-PART":
-                var attributes = try self.attributes(value, number, line)
-                let uri = try attributes.requiredQuotedString("URI")
-                guard let duration = try attributes.decimal("DURATION") else {
-                    throw .missingAttribute("DURATION", line: number, text: line)
-                }
-                var range: ByteRange?
-                if let text = try attributes.quotedString("BYTERANGE") {
-                    range = try byteRange(text, attribute: "BYTERANGE", number, line)
-                }
-                pendingTags.append(
-                    .part(
-                        PartialSegment(
-                            uri: uri,
-                            duration: duration,
-                            independent: try attributes.boolean("INDEPENDENT"),
-                            byteRange: range,
-                            gap: try attributes.boolean("GAP"),
-                            otherAttributes: attributes.unconsumed
-                        )
-                    )
-                )
-            case "EXT-X-SKIP":
-                guard try once(name, number, line) else { return }
-                guard media.segments.isEmpty, pendingInf == nil else {
-                    throw .malformedTag(line: number, text: line, reason: "EXT-X-SKIP must come before the first segment")
-                }
-                var attributes = try self.attributes(value, number, line)
-                media.skip = Skip(
-                    skippedSegments: try attributes.requiredInteger("SKIPPED-SEGMENTS"),
-                    recentlyRemovedDateRanges: try attributes.quotedString("RECENTLY-REMOVED-DATERANGES")
-                )
-            case "EXT-X-PRELOAD-HINT":
-                var attributes = try self.attributes(value, number, line)
-                let type = try attributes.requiredEnumeratedString("TYPE")
-                guard type == "PART" || type == "MAP" else {
-                    throw .invalidAttributeValue("TYPE", line: number, text: line, reason: "expected PART or MAP")
-                }
-                media.preloadHints.append(
-                    PreloadHint(
-                        type: type,
-                        uri: try attributes.requiredQuotedString("URI"),
-                        byteRangeStart: try attributes.integer("BYTERANGE-START"),
-                        byteRangeLength: try attributes.integer("BYTERANGE-LENGTH"),
-                        otherAttributes: attributes.unconsumed
-                    )
-                )
-            case "EXT-X-RENDITION-REPORT":
-                var attributes = try self.attributes(value, number, line)
-                media.renditionReports.append(
-                    RenditionReport(
-                        uri: try attributes.quotedString("URI"),
-                        lastMediaSequence: try attributes.integer("LAST-MSN"),
-                        lastPart: try attributes.integer("LAST-PART"),
-                        otherAttributes: attributes.unconsumed
-                    )
-                )
-            default:
-                appendOther(line)
-            }
+            // By tag family; a tag of none is kept where it stands.
+            if try consumeBasicTag(name, value, number, line) { return }
+            if try consumeMultivariantTag(name, value, number, line) { return }
+            if try consumeMediaPlaylistTag(name, value, number, line) { return }
+            if try consumeSegmentTag(name, value, number, line) { return }
+            appendOther(line)
         } catch {
             // A tag players can do without (a date range, an I-frame variant, a rendition, session data, ...) that
             // cannot be read is dropped with a warning, as hls.js and ffmpeg drop it; segments and keys stay strict.
@@ -475,6 +232,283 @@ private struct ParserState {
             seenOnce.remove(name)
             try tolerate(error, number, "\(name) cannot be read (\(error.reason)); the tag is ignored, as players ignore it")
         }
+    }
+
+    /// Tags of either kind of playlist (RFC 8216bis 4.4.1 and 4.4.2). False when `name` is not one of them.
+    private mutating func consumeBasicTag(_ name: String, _ value: Substring, _ number: Int, _ line: String) throws(PlaylistError) -> Bool {
+        switch name {
+        case "EXTM3U":
+            try tolerate(.duplicateTag(line: number, text: line), number, "#EXTM3U appears again; ignored")
+        case "EXT-X-VERSION":
+            guard try once(name, number, line) else { return true }
+            guard let value = Int(value), value > 0 else {
+                throw .malformedTag(line: number, text: line, reason: "expected a positive decimal integer")
+            }
+            version = value
+        case "EXT-X-INDEPENDENT-SEGMENTS":
+            independentSegments = true
+        case "EXT-X-START":
+            guard try once(name, number, line) else { return true }
+            var attributes = try self.attributes(value, number, line)
+            guard let offset = try attributes.decimal("TIME-OFFSET", allowNegative: true) else {
+                throw .missingAttribute("TIME-OFFSET", line: number, text: line)
+            }
+            start = StartPoint(timeOffset: offset, precise: try attributes.boolean("PRECISE"))
+        case "EXT-X-DEFINE":
+            try define(value, number, line)
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// Multivariant playlist tags (RFC 8216bis 4.4.6). False when `name` is not one of them.
+    private mutating func consumeMultivariantTag(_ name: String, _ value: Substring, _ number: Int, _ line: String) throws(PlaylistError) -> Bool {
+        switch name {
+        case "EXT-X-MEDIA":
+            multivariant.renditions.append(try rendition(value, number, line))
+        case "EXT-X-STREAM-INF":
+            var attributes = try self.attributes(value, number, line)
+            pendingVariant = (try variantStream(&attributes, uri: ""), number, line)
+        case "EXT-X-I-FRAME-STREAM-INF":
+            var attributes = try self.attributes(value, number, line)
+            let uri = try attributes.requiredQuotedString("URI")
+            multivariant.iFrameVariants.append(try variantStream(&attributes, uri: uri))
+        case "EXT-X-SESSION-DATA":
+            var attributes = try self.attributes(value, number, line)
+            let data = SessionData(
+                dataID: try attributes.requiredQuotedString("DATA-ID"),
+                value: try attributes.quotedString("VALUE"),
+                uri: try attributes.quotedString("URI"),
+                format: try attributes.enumeratedString("FORMAT"),
+                language: try attributes.quotedString("LANGUAGE"),
+                otherAttributes: []
+            )
+            guard (data.value == nil) != (data.uri == nil) else {
+                throw .malformedTag(line: number, text: line, reason: "EXT-X-SESSION-DATA needs exactly one of VALUE and URI")
+            }
+            var complete = data
+            complete.otherAttributes = attributes.unconsumed
+            multivariant.sessionData.append(complete)
+        case "EXT-X-SESSION-KEY":
+            let key = try encryptionKey(value, number, line)
+            guard key.method != .none else {
+                throw .invalidAttributeValue("METHOD", line: number, text: line, reason: "EXT-X-SESSION-KEY must not be NONE")
+            }
+            multivariant.sessionKeys.append(key)
+        case "EXT-X-CONTENT-STEERING":
+            guard try once(name, number, line) else { return true }
+            var attributes = try self.attributes(value, number, line)
+            multivariant.contentSteering = ContentSteering(
+                serverURI: try attributes.requiredQuotedString("SERVER-URI"),
+                pathwayID: try attributes.quotedString("PATHWAY-ID"),
+                otherAttributes: []
+            )
+            multivariant.contentSteering?.otherAttributes = attributes.unconsumed
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// Media playlist tags that describe the whole playlist (RFC 8216bis 4.4.3), Low-Latency HLS's included. False when `name` is not one of them.
+    private mutating func consumeMediaPlaylistTag(_ name: String, _ value: Substring, _ number: Int, _ line: String) throws(PlaylistError) -> Bool {
+        switch name {
+        case "EXT-X-TARGETDURATION":
+            guard try once(name, number, line) else { return true }
+            if let integer = Int(value), integer >= 0 {
+                targetDuration = integer
+            } else if let decimal = Double(value), decimal.isFinite, decimal >= 0, decimal < 1e9 {
+                targetDuration = Int(decimal.rounded(.up))
+                warn(number, "EXT-X-TARGETDURATION must be an integer; read \(value) as \(targetDuration!)")
+            } else {
+                throw .malformedTag(line: number, text: line, reason: "expected a decimal integer")
+            }
+        case "EXT-X-MEDIA-SEQUENCE":
+            guard try once(name, number, line) else { return true }
+            media.mediaSequence = try sequenceNumber(name, value, number, line)
+        case "EXT-X-DISCONTINUITY-SEQUENCE":
+            guard try once(name, number, line) else { return true }
+            media.discontinuitySequence = try sequenceNumber(name, value, number, line)
+        case "EXT-X-ENDLIST":
+            media.endList = true
+        case "EXT-X-PLAYLIST-TYPE":
+            guard try once(name, number, line) else { return true }
+            if let type = PlaylistType(rawValue: String(value).uppercased()) {
+                if type.rawValue != value {
+                    try tolerate(
+                        .malformedTag(line: number, text: line, reason: "expected EVENT or VOD"),
+                        number,
+                        "EXT-X-PLAYLIST-TYPE should be upper case; read \(value) as \(type.rawValue)"
+                    )
+                }
+                media.playlistType = type
+            } else {
+                try tolerate(
+                    .malformedTag(line: number, text: line, reason: "expected EVENT or VOD"),
+                    number,
+                    "EXT-X-PLAYLIST-TYPE \(value) is neither EVENT nor VOD; ignored (the playlist is read as live until EXT-X-ENDLIST)"
+                )
+            }
+        case "EXT-X-I-FRAMES-ONLY":
+            media.iFramesOnly = true
+        case "EXT-X-PART-INF":
+            guard try once(name, number, line) else { return true }
+            var attributes = try self.attributes(value, number, line)
+            guard let target = try attributes.decimal("PART-TARGET") else {
+                throw .missingAttribute("PART-TARGET", line: number, text: line)
+            }
+            media.partTarget = target
+        case "EXT-X-SERVER-CONTROL":
+            guard try once(name, number, line) else { return true }
+            var attributes = try self.attributes(value, number, line)
+            var control = ServerControl(
+                canSkipUntil: try attributes.decimal("CAN-SKIP-UNTIL"),
+                canSkipDateRanges: try attributes.boolean("CAN-SKIP-DATERANGES"),
+                holdBack: try attributes.decimal("HOLD-BACK"),
+                partHoldBack: try attributes.decimal("PART-HOLD-BACK"),
+                canBlockReload: try attributes.boolean("CAN-BLOCK-RELOAD")
+            )
+            control.otherAttributes = attributes.unconsumed
+            media.serverControl = control
+        case "EXT-X-SKIP":
+            guard try once(name, number, line) else { return true }
+            guard media.segments.isEmpty, pendingInf == nil else {
+                throw .malformedTag(line: number, text: line, reason: "EXT-X-SKIP must come before the first segment")
+            }
+            var attributes = try self.attributes(value, number, line)
+            media.skip = Skip(
+                skippedSegments: try attributes.requiredInteger("SKIPPED-SEGMENTS"),
+                recentlyRemovedDateRanges: try attributes.quotedString("RECENTLY-REMOVED-DATERANGES")
+            )
+        case "EXT-X-PRELOAD-HINT":
+            var attributes = try self.attributes(value, number, line)
+            let type = try attributes.requiredEnumeratedString("TYPE")
+            guard type == "PART" || type == "MAP" else {
+                throw .invalidAttributeValue("TYPE", line: number, text: line, reason: "expected PART or MAP")
+            }
+            media.preloadHints.append(
+                PreloadHint(
+                    type: type,
+                    uri: try attributes.requiredQuotedString("URI"),
+                    byteRangeStart: try attributes.integer("BYTERANGE-START"),
+                    byteRangeLength: try attributes.integer("BYTERANGE-LENGTH"),
+                    otherAttributes: attributes.unconsumed
+                )
+            )
+        case "EXT-X-RENDITION-REPORT":
+            var attributes = try self.attributes(value, number, line)
+            media.renditionReports.append(
+                RenditionReport(
+                    uri: try attributes.quotedString("URI"),
+                    lastMediaSequence: try attributes.integer("LAST-MSN"),
+                    lastPart: try attributes.integer("LAST-PART"),
+                    otherAttributes: attributes.unconsumed
+                )
+            )
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// Media segment tags (RFC 8216bis 4.4.4 and 4.4.5): each applies to the segments after it. False when `name` is not one of them.
+    private mutating func consumeSegmentTag(_ name: String, _ value: Substring, _ number: Int, _ line: String) throws(PlaylistError) -> Bool {
+        switch name {
+        case "EXTINF":
+            if let pendingInf {
+                try tolerate(
+                    .missingURI(after: "EXTINF", line: pendingInf.line, text: pendingInf.text),
+                    pendingInf.line,
+                    "EXTINF is not followed by a URI line; this entry is ignored"
+                )
+            }
+            pendingInf = try extinf(value, number, line)
+        case "EXT-X-BYTERANGE":
+            let range = try byteRange(value, attribute: nil, number, line)
+            pendingTags.append(.byteRange(range))
+            pendingByteRangeLine = (number, line)
+        case "EXT-X-DISCONTINUITY":
+            pendingTags.append(.discontinuity)
+        case "EXT-X-KEY":
+            let key = try encryptionKey(value, number, line)
+            if key.method == .none {
+                keysInEffect = [:]
+            } else {
+                keysInEffect[key.effectiveKeyFormat] = key
+                // Real playlists carry a handful of KEYFORMATs; hundreds would make every resolved segment huge.
+                guard keysInEffect.count <= Self.maximumKeyFormats else {
+                    throw .malformedTag(
+                        line: number,
+                        text: line,
+                        reason: "more than \(Self.maximumKeyFormats) KEYFORMATs in effect at once"
+                    )
+                }
+                if key.ivBytes != nil, let digits = key.iv, digits.count < 32 {
+                    warn(
+                        number,
+                        "IV has \(digits.count) hex digits instead of 32; using them as the leading bytes followed by zeros, as Shaka Packager and ffmpeg do"
+                    )
+                }
+            }
+            pendingTags.append(.key(key))
+        case "EXT-X-MAP":
+            var attributes = try self.attributes(value, number, line)
+            let uri = try attributes.requiredQuotedString("URI")
+            var range: ByteRange?
+            if let text = try attributes.quotedString("BYTERANGE") {
+                range = try byteRange(text, attribute: "BYTERANGE", number, line)
+            }
+            if let key = keysInEffect[EncryptionKey.identityKeyFormat], key.method == .aes128 || key.method == .aes256,
+                key.iv == nil
+            {
+                warn(
+                    number,
+                    "an EXT-X-MAP encrypted with \(key.method) needs an IV attribute on its EXT-X-KEY (RFC 8216bis 4.4.4.5); using the media sequence number of the next segment"
+                )
+            }
+            pendingTags.append(.map(MediaInitializationSection(uri: uri, byteRange: range, otherAttributes: attributes.unconsumed)))
+        case "EXT-X-PROGRAM-DATE-TIME":
+            var date = String(value)
+            if ProgramDateTime.parse(date) == nil {
+                let error = PlaylistError.malformedTag(line: number, text: line, reason: "expected an ISO 8601 date-time with a time zone")
+                guard !tolerance.isStrict, ProgramDateTime.parse(date + "Z") != nil else { throw error }
+                try tolerate(error, number, "EXT-X-PROGRAM-DATE-TIME has no time zone; read as UTC")
+                date += "Z"
+            }
+            pendingTags.append(.programDateTime(date))
+        case "EXT-X-DATERANGE":
+            pendingTags.append(.dateRange(try dateRange(value, number, line)))
+        case "EXT-X-GAP":
+            pendingTags.append(.gap)
+        case "EXT-X-BITRATE":
+            pendingTags.append(.bitrate(try integer(value, number, line)))
+        case "EXT-X-PART":
+            var attributes = try self.attributes(value, number, line)
+            let uri = try attributes.requiredQuotedString("URI")
+            guard let duration = try attributes.decimal("DURATION") else {
+                throw .missingAttribute("DURATION", line: number, text: line)
+            }
+            var range: ByteRange?
+            if let text = try attributes.quotedString("BYTERANGE") {
+                range = try byteRange(text, attribute: "BYTERANGE", number, line)
+            }
+            pendingTags.append(
+                .part(
+                    PartialSegment(
+                        uri: uri,
+                        duration: duration,
+                        independent: try attributes.boolean("INDEPENDENT"),
+                        byteRange: range,
+                        gap: try attributes.boolean("GAP"),
+                        otherAttributes: attributes.unconsumed
+                    )
+                )
+            )
+        default:
+            return false
+        }
+        return true
     }
 
     /// Keeps an unknown tag or comment where it stands.

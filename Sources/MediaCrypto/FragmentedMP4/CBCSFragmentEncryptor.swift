@@ -231,76 +231,115 @@ public final class CBCSFragmentEncryptor: SegmentTransform {
         self.pending = nil
         var mdat = mediaData
         var fragment = pending.fragment
-        let moofStart = pending.header.start
         // Per traf: the boxes to append (saiz, saio, senc) and where senc's first entry sits in them.
-        var additions: [Int: (bytes: [UInt8], sencEntries: Int, saioField: Int?)] = [:]
-
+        var additions: [Int: ProtectionBoxes] = [:]
         for layout in fragment.trackFragments {
-            guard let parameters = layout.entry?.protection?.defaults, parameters.isProtected, let constantIV = parameters.constantIV else {
-                continue
-            }
-            guard !layout.hasSampleEncryptionBoxes else {
-                throw SegmentCryptoError.unsupportedStream(segment: segment, detail: "track \(layout.trackID) already carries senc, saiz or saio")
-            }
-            let ivIndex = Int32(fragment.ivTable.count / 16)
-            fragment.ivTable += constantIV
-            var entries: [UInt8] = []
-            var infoSizes: [Int] = []
-            for index in layout.samples {
-                var sample = fragment.samples[index]
-                sample.isProtected = true
-                sample.cryptByteBlock = UInt8(parameters.cryptByteBlock)
-                sample.skipByteBlock = UInt8(parameters.skipByteBlock)
-                sample.ivIndex = ivIndex
-                if videoLayouts[layout.trackID] != nil {
-                    let local = (sample.offset - header.start)..<(sample.end - header.start)
-                    let subsamples = try videoLayouts[layout.trackID]!.subsamples(of: mdat, sample: local)
-                    // senc counts a sample's subsamples in 16 bits; a fragment's subsamples cost memory here.
-                    guard subsamples.count <= 0xFFFF, fragment.subsamples.count + subsamples.count <= Self.maximumSubsampleCount else {
-                        throw SegmentCryptoError.limitExceeded(
-                            segment: segment,
-                            detail: "the samples of track \(layout.trackID) have too many NAL units to describe as subsamples"
-                        )
-                    }
-                    sample.subsampleStart = Int32(fragment.subsamples.count)
-                    sample.subsampleCount = Int32(subsamples.count)
-                    fragment.subsamples += subsamples
-                    // senc entry (ISO/IEC 23001-7 7.2.2): no IV (constant IV), subsample_count, then the pairs.
-                    entries.appendMP4UInt16(UInt16(subsamples.count))
-                    for subsample in subsamples {
-                        entries.appendMP4UInt16(UInt16(subsample.clearBytes))
-                        entries.appendMP4UInt32(UInt32(subsample.protectedBytes))
-                    }
-                    infoSizes.append(2 + 6 * subsamples.count)
-                } else {
-                    infoSizes.append(0)
-                }
-                fragment.samples[index] = sample
-            }
-            var sencPayload: [UInt8] = []
-            sencPayload.appendMP4UInt32(UInt32(layout.samples.count))
-            let senc = EditableBox.fullBox(.senc, flags: videoLayouts[layout.trackID] != nil ? 0x02 : 0, payload: sencPayload + entries)
-            // saiz/saio point at the senc entries (ISO/IEC 23001-7 7.1). They are left out when every entry is empty,
-            // as Shaka Packager does for audio, and when an entry outgrows saiz's 8-bit sizes (more than 42
-            // subsamples), where senc alone describes the samples.
-            guard infoSizes.contains(where: { $0 > 0 }), infoSizes.allSatisfy({ $0 <= 255 }) else {
-                additions[layout.traf.start] = (senc, 16, nil)
-                continue
-            }
-            var saizPayload: [UInt8] = []
-            if let first = infoSizes.first, infoSizes.allSatisfy({ $0 == first }) {
-                saizPayload.appendMP4UInt8(UInt8(first))
-                saizPayload.appendMP4UInt32(UInt32(infoSizes.count))
-            } else {
-                saizPayload.appendMP4UInt8(0)
-                saizPayload.appendMP4UInt32(UInt32(infoSizes.count))
-                saizPayload += infoSizes.map { UInt8($0) }
-            }
-            let saiz = EditableBox.fullBox(.saiz, payload: saizPayload)
-            let saio = EditableBox.fullBox(.saio, payload: [0, 0, 0, 1, 0, 0, 0, 0])
-            additions[layout.traf.start] = (saiz + saio + senc, saiz.count + saio.count + 16, saiz.count + 16)
+            additions[layout.traf.start] = try protectionBoxes(for: layout, of: &fragment, mediaData: mdat, header: header)
         }
+        let moof = try grownMoof(pending, fragment: fragment, additions: additions)
+        // Encrypt the samples in place, window by window.
+        cipher.load(fragment)
+        let end = header.start + mdat.count
+        var position = header.payloadStart
+        try mdat.withUnsafeMutableBytes { buffer in
+            while position < end {
+                let local = position - header.start
+                let count = min(CBCSFragmentDecryptor.windowSize, end - position)
+                let ready = try cipher.transform(UnsafeMutableRawBufferPointer(rebasing: buffer[local..<(local + count)]), at: position)
+                guard ready > position else {
+                    throw SegmentCryptoError.malformedContainer(segment: segment, detail: "a sample runs past the mdat at byte \(header.start)")
+                }
+                position = ready
+            }
+        }
+        guard cipher.isComplete else {
+            throw SegmentCryptoError.malformedContainer(segment: segment, detail: "the mdat at byte \(header.start) ends before its samples")
+        }
+        try write(moof, emit: emit)
+        try write(pending.interstitial, emit: emit)
+        try write(mdat, emit: emit)
+    }
 
+    /// What a protected traf gains: the boxes to append, where senc's first entry sits in them, and saio's offset
+    /// field (nil when saiz and saio are left out).
+    private typealias ProtectionBoxes = (bytes: [UInt8], sencEntries: Int, saioField: Int?)
+
+    /// The saiz, saio and senc boxes of one track fragment, its samples marked protected in `fragment` with their
+    /// subsamples (the video NAL layout); nil for a track that is not protected.
+    private func protectionBoxes(
+        for layout: TrackFragmentLayout,
+        of fragment: inout MovieFragment,
+        mediaData mdat: [UInt8],
+        header: TopLevelBoxScanner.Header
+    ) throws -> ProtectionBoxes? {
+        guard let parameters = layout.entry?.protection?.defaults, parameters.isProtected, let constantIV = parameters.constantIV else {
+            return nil
+        }
+        guard !layout.hasSampleEncryptionBoxes else {
+            throw SegmentCryptoError.unsupportedStream(segment: segment, detail: "track \(layout.trackID) already carries senc, saiz or saio")
+        }
+        let ivIndex = Int32(fragment.ivTable.count / 16)
+        fragment.ivTable += constantIV
+        var entries: [UInt8] = []
+        var infoSizes: [Int] = []
+        for index in layout.samples {
+            var sample = fragment.samples[index]
+            sample.isProtected = true
+            sample.cryptByteBlock = UInt8(parameters.cryptByteBlock)
+            sample.skipByteBlock = UInt8(parameters.skipByteBlock)
+            sample.ivIndex = ivIndex
+            if videoLayouts[layout.trackID] != nil {
+                let local = (sample.offset - header.start)..<(sample.end - header.start)
+                let subsamples = try videoLayouts[layout.trackID]!.subsamples(of: mdat, sample: local)
+                // senc counts a sample's subsamples in 16 bits; a fragment's subsamples cost memory here.
+                guard subsamples.count <= 0xFFFF, fragment.subsamples.count + subsamples.count <= Self.maximumSubsampleCount else {
+                    throw SegmentCryptoError.limitExceeded(
+                        segment: segment,
+                        detail: "the samples of track \(layout.trackID) have too many NAL units to describe as subsamples"
+                    )
+                }
+                sample.subsampleStart = Int32(fragment.subsamples.count)
+                sample.subsampleCount = Int32(subsamples.count)
+                fragment.subsamples += subsamples
+                // senc entry (ISO/IEC 23001-7 7.2.2): no IV (constant IV), subsample_count, then the pairs.
+                entries.appendMP4UInt16(UInt16(subsamples.count))
+                for subsample in subsamples {
+                    entries.appendMP4UInt16(UInt16(subsample.clearBytes))
+                    entries.appendMP4UInt32(UInt32(subsample.protectedBytes))
+                }
+                infoSizes.append(2 + 6 * subsamples.count)
+            } else {
+                infoSizes.append(0)
+            }
+            fragment.samples[index] = sample
+        }
+        var sencPayload: [UInt8] = []
+        sencPayload.appendMP4UInt32(UInt32(layout.samples.count))
+        let senc = EditableBox.fullBox(.senc, flags: videoLayouts[layout.trackID] != nil ? 0x02 : 0, payload: sencPayload + entries)
+        // saiz/saio point at the senc entries (ISO/IEC 23001-7 7.1). They are left out when every entry is empty,
+        // as Shaka Packager does for audio, and when an entry outgrows saiz's 8-bit sizes (more than 42
+        // subsamples), where senc alone describes the samples.
+        guard infoSizes.contains(where: { $0 > 0 }), infoSizes.allSatisfy({ $0 <= 255 }) else {
+            return (senc, 16, nil)
+        }
+        var saizPayload: [UInt8] = []
+        if let first = infoSizes.first, infoSizes.allSatisfy({ $0 == first }) {
+            saizPayload.appendMP4UInt8(UInt8(first))
+            saizPayload.appendMP4UInt32(UInt32(infoSizes.count))
+        } else {
+            saizPayload.appendMP4UInt8(0)
+            saizPayload.appendMP4UInt32(UInt32(infoSizes.count))
+            saizPayload += infoSizes.map { UInt8($0) }
+        }
+        let saiz = EditableBox.fullBox(.saiz, payload: saizPayload)
+        let saio = EditableBox.fullBox(.saio, payload: [0, 0, 0, 1, 0, 0, 0, 0])
+        return (saiz + saio + senc, saiz.count + saio.count + 16, saiz.count + 16)
+    }
+
+    /// The fragment's moof with each protected traf followed by its additions, every size, offset and position moved
+    /// by the growth set right.
+    private func grownMoof(_ pending: PendingFragment, fragment: MovieFragment, additions: [Int: ProtectionBoxes]) throws -> [UInt8] {
+        let moofStart = pending.header.start
         // Lay out the new moof: each protected traf followed by its additions.
         let grown = additions.values.reduce(0) { $0 + $1.bytes.count }
         let moofOutputStart = outputPosition(moofStart)
@@ -362,28 +401,7 @@ public final class CBCSFragmentEncryptor: SegmentTransform {
                 moof.setMP4UInt32(UInt32(bitPattern: value), at: newOffset(dataOffset.field))
             }
         }
-
-        // Encrypt the samples in place, window by window.
-        cipher.load(fragment)
-        let end = header.start + mdat.count
-        var position = header.payloadStart
-        try mdat.withUnsafeMutableBytes { buffer in
-            while position < end {
-                let local = position - header.start
-                let count = min(CBCSFragmentDecryptor.windowSize, end - position)
-                let ready = try cipher.transform(UnsafeMutableRawBufferPointer(rebasing: buffer[local..<(local + count)]), at: position)
-                guard ready > position else {
-                    throw SegmentCryptoError.malformedContainer(segment: segment, detail: "a sample runs past the mdat at byte \(header.start)")
-                }
-                position = ready
-            }
-        }
-        guard cipher.isComplete else {
-            throw SegmentCryptoError.malformedContainer(segment: segment, detail: "the mdat at byte \(header.start) ends before its samples")
-        }
-        try write(moof, emit: emit)
-        try write(pending.interstitial, emit: emit)
-        try write(mdat, emit: emit)
+        return moof
     }
 
     private func setSize(of bytes: inout [UInt8], boxAt offset: Int, headerSize: Int, to size: Int) throws {

@@ -357,6 +357,46 @@ struct TrackFragmentParser {
             return
         }
 
+        let entries = try auxiliaryInformation(
+            sizes: sizes,
+            offsets: offsets,
+            children: children,
+            header: header,
+            sampleCount: sampleCount,
+            fragmentStart: fragment.start
+        )
+        for (sample, (position, infoSize)) in entries.enumerated() {
+            let local = position - fragment.start
+            guard local >= 0, local <= moof.count - infoSize else {
+                throw .unsupportedStream(
+                    segment: segment,
+                    detail: "track \(header.trackID): sample auxiliary information at byte \(position) lies outside the moof"
+                )
+            }
+            var reader = MP4Reader(
+                moof,
+                range: local..<(local + infoSize),
+                context: "sample auxiliary information at byte \(position)",
+                segment: segment
+            )
+            let ivSize = parameters[sample]?.isProtected == true ? parameters[sample]?.perSampleIVSize ?? 0 : 0
+            // ISO/IEC 23001-7 7.1: subsample information follows the IV when the entry is longer than the IV.
+            let (iv, subsamples) = try readEntry(&reader, sample: sample, withSubsamples: infoSize > ivSize)
+            guard reader.remaining == 0 else { throw reader.fail("\(reader.remaining) bytes left over") }
+            try assign(firstSample + sample, iv: iv, subsamples: subsamples)
+        }
+    }
+
+    /// Where each sample's auxiliary information lies (its first byte in the segment) and its size, from saiz and saio
+    /// (ISO/IEC 14496-12 8.7.8, 8.7.9): with one saio entry per trun, each run's information starts at its own offset.
+    private func auxiliaryInformation(
+        sizes: MP4Box,
+        offsets: MP4Box,
+        children: [MP4Box],
+        header: Header,
+        sampleCount: Int,
+        fragmentStart: Int
+    ) throws(SegmentCryptoError) -> [(position: Int, size: Int)] {
         var sizeReader = MP4Reader(moof, box: sizes, segment: segment)
         let (_, sizeFlags) = try sizeReader.versionAndFlags()
         if sizeFlags & 0x01 != 0 { try sizeReader.skip(8) }
@@ -382,15 +422,16 @@ struct TrackFragmentParser {
             guard value < 1 << 62 else { throw offsetReader.fail("offset \(value) is beyond any segment") }
             // ISO/IEC 14496-12 8.7.9.3: offsets count from the traf's base_data_offset when tfhd has one, else from the
             // moof's first byte.
-            chunkStarts.append((header.baseDataOffset ?? fragment.start) + Int(value))
+            chunkStarts.append((header.baseDataOffset ?? fragmentStart) + Int(value))
         }
-        // With one saio entry per trun, each run's information starts at its own offset.
         var runFirstSamples: [Int] = []
         var counted = 0
         for run in children where run.type == .trun {
             runFirstSamples.append(counted)
             if run.payload.count >= 8 { counted += Int(moof.mp4UInt32(at: run.payload.lowerBound + 4)) }
         }
+        var entries: [(position: Int, size: Int)] = []
+        entries.reserveCapacity(sampleCount)
         var position = chunkStarts[0]
         var chunk = 0
         for sample in 0..<sampleCount {
@@ -399,25 +440,9 @@ struct TrackFragmentParser {
                 position = chunkStarts[chunk]
             }
             let infoSize = infoSizes.isEmpty ? 0 : infoSizes[sample]
-            let local = position - fragment.start
-            guard local >= 0, local <= moof.count - infoSize else {
-                throw .unsupportedStream(
-                    segment: segment,
-                    detail: "track \(header.trackID): sample auxiliary information at byte \(position) lies outside the moof"
-                )
-            }
-            var reader = MP4Reader(
-                moof,
-                range: local..<(local + infoSize),
-                context: "sample auxiliary information at byte \(position)",
-                segment: segment
-            )
-            let ivSize = parameters[sample]?.isProtected == true ? parameters[sample]?.perSampleIVSize ?? 0 : 0
-            // ISO/IEC 23001-7 7.1: subsample information follows the IV when the entry is longer than the IV.
-            let (iv, subsamples) = try readEntry(&reader, sample: sample, withSubsamples: infoSize > ivSize)
-            guard reader.remaining == 0 else { throw reader.fail("\(reader.remaining) bytes left over") }
-            try assign(firstSample + sample, iv: iv, subsamples: subsamples)
+            entries.append((position, infoSize))
             position += infoSize
         }
+        return entries
     }
 }

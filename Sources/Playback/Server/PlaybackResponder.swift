@@ -40,25 +40,48 @@ struct PlaybackResponder: HTTPResponder {
     /// path outside the session, but not logged. Random, so no one else can send it.
     let warmUpPath = "/" + UUID().uuidString.lowercased()
 
+    /// One request of the player's: the session path routed, the gate checked again, then a playlist or a file.
     func respond(to request: Request, context: Context) async throws -> Response {
         let started = ContinuousClock.now
         let method = request.method.rawValue
-        let requestPath = request.uri.path
-        if requestPath == warmUpPath {
+        if request.uri.path == warmUpPath {
             rehearseEntry(request: request, context: context)
             return Self.text(.notFound, "not found")
         }
-        let encoded: String
-        switch sessionPath.target(of: requestPath) {
+        guard let encoded = admit(request, context: context, started: started) else { return Self.text(.notFound, "not found") }
+        let relative = encoded.removingPercentEncoding ?? encoded
+        let exchange = Exchange(request: request, method: method, uri: "/" + relative, started: started)
+        guard request.method == .get || request.method == .head else {
+            return exchange.reply(.methodNotAllowed, "only GET and HEAD", logs: logs)
+        }
+        if let refusal = gate.recheck(authorization) {
+            logs.error(uri: exchange.uri, refusal)
+            if refusal.reason == .packageDeleted {
+                end(.packageDeleted)
+                return exchange.reply(.gone, refusal.description, logs: logs)
+            }
+            return exchange.reply(.forbidden, refusal.description, logs: logs)
+        }
+        guard PackageDirectory.isSafeRelativePath(relative) else { return exchange.reply(.notFound, "not found", logs: logs) }
+        if relative == authorization.manifest.multivariantPlaylist || authorization.playlists[relative] != nil {
+            return await playlistResponse(relative, exchange)
+        }
+        return await fileResponse(relative, exchange)
+    }
+
+    /// The session-relative path of a request under the session, or nil (logged) for anything else. The entry URL
+    /// (the command line's) serves the multivariant playlist once, to a process of this server's own user. Anything
+    /// else, a second use, or another user's process (which may have read the URL from the player's command line)
+    /// reveals nothing and leaves the URL to the real player.
+    private func admit(_ request: Request, context: Context, started: ContinuousClock.Instant) -> String? {
+        let method = request.method.rawValue
+        switch sessionPath.target(of: request.uri.path) {
         case .outside:
             logs.request(method: method, uri: "-", status: 404, bytes: nil, seconds: Self.seconds(since: started), rendition: nil)
-            return Self.text(.notFound, "not found")
+            return nil
         case .session(let rest):
-            encoded = rest
+            return rest
         case .entry(let rest):
-            // The command-line URL: the multivariant playlist, once, to a process of this server's own user. Anything else,
-            // a second use, or another user's process (which may have read the URL from the player's command line)
-            // reveals nothing and leaves the URL to the real player.
             let peer = context.peer()
             let claim: EntryLatch.Claim = rest == authorization.manifest.multivariantPlaylist ? entry.admit(peer) : .reused
             guard claim == .granted else {
@@ -69,77 +92,54 @@ struct PlaybackResponder: HTTPResponder {
                         ? PlaybackError.entryOtherUser(assetId: authorization.assetId, uid: peer?.uid)
                         : PlaybackError.entryReused(assetId: authorization.assetId)
                 )
-                return Self.text(.notFound, "not found")
+                return nil
             }
-            encoded = rest
+            return rest
         }
-        let relative = encoded.removingPercentEncoding ?? encoded
-        let uri = "/" + relative
-        func reply(_ status: HTTPResponse.Status, _ body: String, rendition: String? = nil) -> Response {
-            logs.request(method: method, uri: uri, status: Int(status.code), bytes: nil, seconds: Self.seconds(since: started), rendition: rendition)
-            return Self.text(status, body)
-        }
-        guard request.method == .get || request.method == .head else {
-            return reply(.methodNotAllowed, "only GET and HEAD")
-        }
-        if let refusal = gate.recheck(authorization) {
-            logs.error(uri: uri, refusal)
-            if refusal.reason == .packageDeleted {
-                end(.packageDeleted)
-                return reply(.gone, refusal.description)
-            }
-            return reply(.forbidden, refusal.description)
-        }
-        guard PackageDirectory.isSafeRelativePath(relative) else { return reply(.notFound, "not found") }
+    }
 
-        // Playlists.
-        if relative == authorization.manifest.multivariantPlaylist || authorization.playlists[relative] != nil {
-            let rendition = authorization.playlists[relative].map { authorization.renditions[$0].id }
-            if let index = authorization.playlists[relative], index >= authorization.manifest.renditions.count {
-                // An online rendition: its keys first, so a refusal fails this playlist and not a segment.
-                do {
-                    try await onlineFiles.prepareKeys(of: authorization.renditions[index], in: authorization)
-                } catch {
-                    return refuse(error, method: method, uri: uri, started: started, rendition: rendition)
-                }
-            }
+    /// A playlist, made clear (an online rendition's keys obtained first, so a refusal fails this playlist and not a
+    /// segment).
+    private func playlistResponse(_ relative: String, _ exchange: Exchange) async -> Response {
+        let (method, uri, started) = (exchange.method, exchange.uri, exchange.started)
+        let rendition = authorization.playlists[relative].map { authorization.renditions[$0].id }
+        if let index = authorization.playlists[relative], index >= authorization.manifest.renditions.count {
             do {
-                let text = try playlistText(relative, in: authorization)
-                return bufferedResponse(
-                    ByteBuffer(string: text),
-                    contentType: "application/vnd.apple.mpegurl",
-                    entityTag: nil,
-                    request: request,
-                    log: accessLog(method: method, uri: uri, started: started, rendition: rendition)
-                )
+                try await onlineFiles.prepareKeys(of: authorization.renditions[index], in: authorization)
             } catch {
-                let failure =
-                    error as? PlaybackError
-                    ?? .invalidManifest(assetId: authorization.assetId, reason: "the playlist \(relative) cannot be served: \(error)")
-                logs.error(uri: uri, failure)
-                return reply(.internalServerError, failure.description, rendition: rendition)
+                return refuse(error, method: method, uri: uri, started: started, rendition: rendition)
             }
         }
+        do {
+            let text = try playlistText(relative, in: authorization)
+            return bufferedResponse(
+                ByteBuffer(string: text),
+                contentType: "application/vnd.apple.mpegurl",
+                entityTag: nil,
+                request: exchange.request,
+                log: accessLog(method: method, uri: uri, started: started, rendition: rendition)
+            )
+        } catch {
+            let failure =
+                error as? PlaybackError
+                ?? .invalidManifest(assetId: authorization.assetId, reason: "the playlist \(relative) cannot be served: \(error)")
+            logs.error(uri: uri, failure)
+            return exchange.reply(.internalServerError, failure.description, rendition: rendition, logs: logs)
+        }
+    }
 
-        // Files.
+    /// A file the session lists, perhaps only since a live recording added it: online, arriving, or landed.
+    private func fileResponse(_ relative: String, _ exchange: Exchange) async -> Response {
+        let (request, method, uri, started) = (exchange.request, exchange.method, exchange.uri, exchange.started)
         var found = authorization.files[relative]
         if found == nil {
-            // A live recording listed the file (and perhaps its key) after the session began. Its key may still be on its
-            // way (the recording fetches segments while it obtains their keys): that is waited for, as a file still
-            // downloading is, at most `downloadWait`; any other refusal is what the player gets, not a 404.
-            var renewal = granted.renew(through: gate)
-            let waitStarted = ContinuousClock.now
-            while case .refused(let refusal)? = renewal, refusal.reason == .keysPending, ContinuousClock.now - waitStarted < downloadWait {
-                try? await Task.sleep(for: .milliseconds(100))
-                renewal = granted.renew(through: gate, waiting: true)
-            }
-            switch renewal {
+            switch await renewedListing() {
             case .renewed(let renewed)?: found = renewed.files[relative]
             case .refused(let refusal)?: return refuse(refusal, method: method, uri: uri, started: started, rendition: nil)
             case nil: break
             }
         }
-        guard let listed = found else { return reply(.notFound, "not found") }
+        guard let listed = found else { return exchange.reply(.notFound, "not found", logs: logs) }
         let rendition = authorization.renditions[listed.renditionIndex]
         if listed.isOnline {
             return await onlineResponse(listed, rendition: rendition, request: request, uri: uri, started: started)
@@ -170,10 +170,9 @@ struct PlaybackResponder: HTTPResponder {
         } catch {
             return refuse(error, method: method, uri: uri, started: started, rendition: rendition.id, waited: Self.seconds(since: waitStarted))
         }
-        let contentType = Self.contentType(of: relative, kind: rendition.kind)
-        let waited = listed.file.sha256 == nil ? Self.seconds(since: waitStarted) : nil
         let fileLogs = self.logs
         let firstByte = FirstByte()
+        let waited = listed.file.sha256 == nil ? Self.seconds(since: waitStarted) : nil
         let log: @Sendable (Int, Int?) -> Void = { status, bytes in
             fileLogs.request(
                 method: method,
@@ -186,6 +185,7 @@ struct PlaybackResponder: HTTPResponder {
                 waited: waited
             )
         }
+        let contentType = Self.contentType(of: relative, kind: rendition.kind)
         do {
             switch role.kind {
             case .initSection:
@@ -198,88 +198,127 @@ struct PlaybackResponder: HTTPResponder {
                     log: log
                 )
             case .segment:
-                var prepared = try segmentStream(role, initRole: initRole)
-                // Cut inside a PES packet that a neighbouring segment, still downloading, begins or finishes: wait for it.
-                // Twice at most: what the end needs shows only once the previous segment has let the start through.
-                for _ in 0..<2 {
-                    let needed = prepared.neighboursNeeded()
-                    guard needed.previous || needed.next else { break }
-                    if needed.previous, let previous = segment(besides: role, offset: -1) { _ = try await landed(previous) }
-                    if needed.next, let next = segment(besides: role, offset: 1) { _ = try await landed(next) }
-                    prepared = try segmentStream(role, initRole: initRole)
-                }
-                let plan = prepared
-                let length = try plan.servedLength()
-                let entityTag = Self.entityTag(of: role.file)
-                var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store", .acceptRanges: "bytes"]
-                if let entityTag { headers[.eTag] = entityTag }
-                let wanted =
-                    ByteRangeRequest.ifRange(request.headers[.ifRange], entityTag: entityTag ?? "", lastModified: nil)
-                    ? ByteRangeRequest(header: request.headers[.range], size: Int(length)) : .whole
-                let range: ClosedRange<Int64>?
-                switch wanted {
-                case .whole:
-                    range = nil
-                case .partial(let bytes):
-                    range = Int64(bytes.lowerBound)...Int64(bytes.upperBound)
-                case .unsatisfiable:
-                    headers[.contentRange] = "bytes */\(length)"
-                    headers[.contentLength] = "0"
-                    log(416, 0)
-                    return Response(status: .rangeNotSatisfiable, headers: headers, body: ResponseBody())
-                }
-                let status: HTTPResponse.Status = range == nil ? .ok : .partialContent
-                let count = range.map { Int64($0.count) } ?? length
-                if let range { headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(length)" }
-                headers[.contentLength] = String(count)
-                if request.method == .head {
-                    log(Int(status.code), 0)
-                    return Response(status: status, headers: headers, body: ResponseBody())
-                }
-                let verified = self.verified
-                let chunkSize = self.chunkSize
-                return Response(
-                    status: status,
-                    headers: headers,
-                    body: ResponseBody(contentLength: Int(count)) { writer in
-                        do {
-                            let bytes =
-                                if let range {
-                                    try await plan.stream(
-                                        range: range,
-                                        length: length,
-                                        into: &writer,
-                                        verified: verified,
-                                        chunkSize: chunkSize,
-                                        firstByte: firstByte.mark
-                                    )
-                                } else {
-                                    try await plan.stream(
-                                        into: &writer,
-                                        length: length,
-                                        verified: verified,
-                                        chunkSize: chunkSize,
-                                        firstByte: firstByte.mark
-                                    )
-                                }
-                            try await writer.finish(nil)
-                            log(Int(status.code), bytes)
-                        } catch {
-                            // Headers are sent: the only way left to refuse is to cut the response short.
-                            if let failure = error as? PlaybackError { fileLogs.error(uri: uri, failure) }
-                            log(Int(status.code), nil)
-                            throw error
-                        }
-                    }
-                )
+                return try await segmentResponse(role, initRole: initRole, contentType: contentType, exchange, firstByte: firstByte, log: log)
             }
         } catch {
             return refuse(error, method: method, uri: uri, started: started, rendition: rendition.id)
         }
     }
 
-    /// Everything needed to stream a segment, checked before the response starts.
-    /// `at` reads another file than the package's (the part file a transfer is writing).
+    /// The session's grant renewed for a file a live recording listed (perhaps with its key) after the session began.
+    /// Its key may still be on its way (the recording fetches segments while it obtains their keys): that is waited
+    /// for, as a file still downloading is, at most `downloadWait`; any other refusal is what the player gets, not a 404.
+    private func renewedListing() async -> RecordingAuthorization.Renewal? {
+        var renewal = granted.renew(through: gate)
+        let waitStarted = ContinuousClock.now
+        while case .refused(let refusal)? = renewal, refusal.reason == .keysPending, ContinuousClock.now - waitStarted < downloadWait {
+            try? await Task.sleep(for: .milliseconds(100))
+            renewal = granted.renew(through: gate, waiting: true)
+        }
+        return renewal
+    }
+
+    /// A landed segment, decrypted as it streams, whole or the range asked for (HEAD, Range and If-Range as RFC 9110).
+    private func segmentResponse(
+        _ role: FileRole,
+        initRole: FileRole?,
+        contentType: String,
+        _ exchange: Exchange,
+        firstByte: FirstByte,
+        log: @escaping @Sendable (Int, Int?) -> Void
+    ) async throws(PlaybackError) -> Response {
+        let request = exchange.request
+        var prepared = try segmentStream(role, initRole: initRole)
+        // Cut inside a PES packet that a neighbouring segment, still downloading, begins or finishes: wait for it.
+        // Twice at most: what the end needs shows only once the previous segment has let the start through.
+        for _ in 0..<2 {
+            let needed = prepared.neighboursNeeded()
+            guard needed.previous || needed.next else { break }
+            if needed.previous, let previous = segment(besides: role, offset: -1) { _ = try await landed(previous) }
+            if needed.next, let next = segment(besides: role, offset: 1) { _ = try await landed(next) }
+            prepared = try segmentStream(role, initRole: initRole)
+        }
+        let plan = prepared
+        let length = try plan.servedLength()
+        let entityTag = Self.entityTag(of: role.file)
+        var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store", .acceptRanges: "bytes"]
+        if let entityTag { headers[.eTag] = entityTag }
+        let wanted =
+            ByteRangeRequest.ifRange(request.headers[.ifRange], entityTag: entityTag ?? "", lastModified: nil)
+            ? ByteRangeRequest(header: request.headers[.range], size: Int(length)) : .whole
+        let range: ClosedRange<Int64>?
+        switch wanted {
+        case .whole:
+            range = nil
+        case .partial(let bytes):
+            range = Int64(bytes.lowerBound)...Int64(bytes.upperBound)
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(length)"
+            headers[.contentLength] = "0"
+            log(416, 0)
+            return Response(status: .rangeNotSatisfiable, headers: headers, body: ResponseBody())
+        }
+        let status: HTTPResponse.Status = range == nil ? .ok : .partialContent
+        let count = range.map { Int64($0.count) } ?? length
+        if let range { headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(length)" }
+        headers[.contentLength] = String(count)
+        if request.method == .head {
+            log(Int(status.code), 0)
+            return Response(status: status, headers: headers, body: ResponseBody())
+        }
+        let (verified, chunkSize, fileLogs, uri) = (self.verified, self.chunkSize, self.logs, exchange.uri)
+        return Response(
+            status: status,
+            headers: headers,
+            body: ResponseBody(contentLength: Int(count)) { writer in
+                do {
+                    let bytes =
+                        if let range {
+                            try await plan.stream(
+                                range: range,
+                                length: length,
+                                into: &writer,
+                                verified: verified,
+                                chunkSize: chunkSize,
+                                firstByte: firstByte.mark
+                            )
+                        } else {
+                            try await plan.stream(into: &writer, length: length, verified: verified, chunkSize: chunkSize, firstByte: firstByte.mark)
+                        }
+                    try await writer.finish(nil)
+                    log(Int(status.code), bytes)
+                } catch {
+                    // Headers are sent: the only way left to refuse is to cut the response short.
+                    if let failure = error as? PlaybackError { fileLogs.error(uri: uri, failure) }
+                    log(Int(status.code), nil)
+                    throw error
+                }
+            }
+        )
+    }
+
+    /// One request as the logs see it.
+    struct Exchange {
+        let request: Request
+        let method: String
+        /// The session-relative path, with a leading slash.
+        let uri: String
+        let started: ContinuousClock.Instant
+
+        /// A short text answer, logged.
+        func reply(_ status: HTTPResponse.Status, _ body: String, rendition: String? = nil, logs: PlaybackLogs) -> Response {
+            logs.request(
+                method: method,
+                uri: uri,
+                status: Int(status.code),
+                bytes: nil,
+                seconds: PlaybackResponder.seconds(since: started),
+                rendition: rendition
+            )
+            return PlaybackResponder.text(status, body)
+        }
+    }
+
     /// The playlist at `relative` as the player gets it (``ClearPlaylistCache``): keys pointed at the session, its
     /// URIs relative to it.
     private func playlistText(_ relative: String, in authorization: PlaybackAuthorization) throws -> String {
@@ -310,6 +349,8 @@ struct PlaybackResponder: HTTPResponder {
         }
     }
 
+    /// Everything needed to stream a segment, checked before the response starts.
+    /// `at` reads another file than the package's (the part file a transfer is writing).
     private func segmentStream(_ role: FileRole, initRole: FileRole?, at partFile: URL? = nil) throws(PlaybackError) -> SegmentStream {
         let file = role.file
         let assetId = authorization.assetId
@@ -666,7 +707,7 @@ struct PlaybackResponder: HTTPResponder {
         file.sha256.map { "\"\($0.prefix(32).lowercased())\"" }
     }
 
-    private static func text(_ status: HTTPResponse.Status, _ body: String) -> Response {
+    fileprivate static func text(_ status: HTTPResponse.Status, _ body: String) -> Response {
         Response(
             status: status,
             headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"],
@@ -674,7 +715,7 @@ struct PlaybackResponder: HTTPResponder {
         )
     }
 
-    private static func seconds(since start: ContinuousClock.Instant) -> Double {
+    fileprivate static func seconds(since start: ContinuousClock.Instant) -> Double {
         let elapsed = ContinuousClock.now - start
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
