@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Stowage needs on a fresh Debian machine, only where it is missing: the Swift toolchain is assumed
 # (/opt/swift); apt gives OpenSSL 3 headers, SQLite headers, pkg-config, ffmpeg, the sqlite3 shell, mpv, VLC,
-# PostgreSQL, nginx, gdb, faketime, curl, strace, python3 and man; and a machine ID where the system has none.
+# PostgreSQL, nginx with its RTMP module, gdb, faketime, curl, strace, xxd, python3 and man; and a machine ID where
+# the system has none.
 # Sourced by scripts/test.sh and scripts/demo.sh; safe to run twice.
 set -euo pipefail
 
@@ -22,6 +23,10 @@ stowage_ensure_deps() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
     # A TLS-terminating proxy in front of key servers and origins (TLSTests, KeyServerFleetTests).
     [ -x /usr/sbin/nginx ] || missing+=(nginx)
+    # nginx-rtmp's live HLS, one of the live sources nobody here wrote (LiveSourceTests, scripts/live-sources/).
+    [ -f /usr/lib/nginx/modules/ngx_rtmp_module.so ] || missing+=(libnginx-mod-rtmp)
+    # xxd writes the rotating keys of scripts/live-sources/ffmpeg-live.sh.
+    command -v xxd >/dev/null 2>&1 || missing+=(xxd)
     # scripts/test-watchdog.py prints every thread's stack of a test run that hangs.
     command -v gdb >/dev/null 2>&1 || missing+=(gdb)
     # The attack suite (scripts/attack.sh): a time shim preloaded into stowage, curl as another user's client, and
