@@ -24,7 +24,7 @@ declarations) and collects code strings from these declaration sites only:
 
   1. Raw-value enums that give a `code`: a `var code: String { X.rawValue }` whose property X is declared as
      `let/var X: SomeEnum`, where `enum SomeEnum: String` is in the same file or anywhere in Sources (the private
-     `Code` enums of PlaylistError, CryptoError, KeyStoreError...; LeaseError.Reason, PlaybackError.Reason,
+     `Code` enums of PlaylistError, CryptoError, KeyStoreError...; LeaseError.Reason,
      KeyServerSetupError.Code, ExportError.Code, KeyProtocolErrorCode via KeyServerError.protocolCode). Also a stored
      `var code: SomeEnum` of a String enum (VerificationProblem.Code, whose codes `stowage verify` reports as errors).
      Each case gives a code: its raw value, or its name when it has none (KeyProtocolErrorCode's ``case `internal` = "internal"``).

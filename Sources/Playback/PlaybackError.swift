@@ -17,73 +17,93 @@ public import StowageCore
 /// ```
 public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kind of refusal; ``code`` gives the snake_case form.
-    public enum Reason: String, Sendable, Hashable, CaseIterable {
+    public enum Reason: Sendable, Hashable, CaseIterable {
         /// There is no package for the asset.
-        case packageNotFound = "package_not_found"
+        case packageNotFound
         /// The manifest cannot be read or is not one this version understands.
-        case invalidManifest = "invalid_manifest"
+        case invalidManifest
         /// A rendition of the package is not downloaded completely, or a file's size or checksum is unknown.
-        case packageIncomplete = "package_incomplete"
+        case packageIncomplete
         /// A file the manifest lists is not on disk.
-        case segmentMissing = "segment_missing"
+        case segmentMissing
         /// A file of a package still downloading is not there yet, and a download is running (503, try again).
-        case segmentDownloading = "segment_downloading"
+        case segmentDownloading
         /// A file of a package still downloading is not there, and no download is running (404).
-        case segmentNotDownloaded = "segment_not_downloaded"
+        case segmentNotDownloaded
         /// A file's size differs from the manifest's.
-        case segmentModified = "segment_modified"
+        case segmentModified
         /// A file's SHA-256 differs from the manifest's.
-        case segmentChecksumMismatch = "segment_checksum_mismatch"
+        case segmentChecksumMismatch
         /// A key the package needs is not held on this device.
-        case keyMissing = "key_missing"
+        case keyMissing
         /// The key store cannot be read.
-        case keyStoreUnavailable = "key_store_unavailable"
-        /// The lease ended and its keys were erased (``LeaseError/Reason/leaseExpired``).
-        case leaseExpired = "lease_expired"
-        /// The playback window closed (``LeaseError/Reason/playbackWindowExpired``).
-        case playbackWindowExpired = "playback_window_expired"
-        /// The storage window closed (``LeaseError/Reason/storageWindowExpired``).
-        case storageWindowExpired = "storage_window_expired"
-        /// The clock was set back (``LeaseError/Reason/clockRollbackDetected``).
-        case clockRollbackDetected = "clock_rollback_detected"
-        /// The lease is not valid yet (``LeaseError/Reason/notYetValid``).
-        case notYetValid = "not_yet_valid"
-        /// The lease was released (``LeaseError/Reason/released``).
-        case released = "released"
-        /// The lease was returned (``LeaseError/Reason/returned``).
-        case returned = "returned"
-        /// No lease covers the asset (``LeaseError/Reason/noLease``).
-        case noLease = "no_lease"
-        /// The stored lease was altered outside Stowage (``LeaseError/Reason/leaseTampered``).
-        case leaseTampered = "lease_tampered"
-        /// Not a refusal a playback can meet (``LeaseError/Reason/expiresTooSoon`` and
-        /// ``LeaseError/Reason/invalidTransition`` come from `verify --for` and life-cycle commands); kept distinct so
-        /// no lease code is ever reported as another.
-        case leaseRefused = "lease_refused"
+        case keyStoreUnavailable
+        /// A lease refusal, with the lease's own reason and code (`storage_window_expired`, `clock_rollback_detected`,
+        /// ...): the codes are declared once, by ``LeaseError/Reason``, and never folded into one another.
+        case lease(LeaseError.Reason)
         /// The package uses an encryption method or layout playback cannot decrypt.
-        case unsupportedEncryption = "unsupported_encryption"
+        case unsupportedEncryption
         /// A file could not be decrypted (damaged, or the wrong key).
-        case decryptionFailed = "decryption_failed"
+        case decryptionFailed
         /// The package was deleted while it was playing.
-        case packageDeleted = "package_deleted"
+        case packageDeleted
         /// The playback server could not start or failed.
-        case serverFailed = "playback_server_failed"
+        case serverFailed
         /// The one-time URL given to the player was requested again (another process replaying it, say).
-        case entryReused = "playback_url_reused"
+        case entryReused
         /// The asset is downloading and its keys are not stored yet (the download fetches them before any segment).
-        case keysPending = "keys_pending"
+        case keysPending
         /// A file of an online rendition could not be fetched from the source (502).
-        case onlineUnavailable = "online_unavailable"
+        case onlineUnavailable
         /// The key of an online rendition was not granted (the key server refused a streaming lease, say) (403).
-        case onlineKeyRefused = "online_key_refused"
+        case onlineKeyRefused
         /// The time this process sees disagrees with the kernel's clock (a time shim preloaded into it).
-        case clockUntrustworthy = "clock_untrustworthy"
+        case clockUntrustworthy
         /// A process of another user asked for the playback URL.
-        case entryOtherUser = "playback_url_other_user"
+        case entryOtherUser
         /// The process runs in a user namespace of its own, where the data directory can be mounted over.
-        case confined = "user_namespace_refused"
+        case confined
         /// Another process renewed, returned or fetched the asset's leases while playback was being authorized.
-        case leasesChanged = "leases_changed"
+        case leasesChanged
+
+        /// Every reason, the lease's included.
+        public static var allCases: [Reason] {
+            [
+                .packageNotFound, .invalidManifest, .packageIncomplete, .segmentMissing, .segmentDownloading, .segmentNotDownloaded, .segmentModified,
+                .segmentChecksumMismatch, .keyMissing, .keyStoreUnavailable, .unsupportedEncryption, .decryptionFailed, .packageDeleted,
+                .serverFailed, .entryReused, .keysPending, .onlineUnavailable, .onlineKeyRefused, .clockUntrustworthy, .entryOtherUser, .confined,
+                .leasesChanged,
+            ] + LeaseError.Reason.allCases.map(Reason.lease)
+        }
+
+        /// The stable snake_case code.
+        public var code: String {
+            switch self {
+            case .lease(let reason): reason.rawValue
+            case .packageNotFound: "package_not_found"
+            case .invalidManifest: "invalid_manifest"
+            case .packageIncomplete: "package_incomplete"
+            case .segmentMissing: "segment_missing"
+            case .segmentDownloading: "segment_downloading"
+            case .segmentNotDownloaded: "segment_not_downloaded"
+            case .segmentModified: "segment_modified"
+            case .segmentChecksumMismatch: "segment_checksum_mismatch"
+            case .keyMissing: "key_missing"
+            case .keyStoreUnavailable: "key_store_unavailable"
+            case .unsupportedEncryption: "unsupported_encryption"
+            case .decryptionFailed: "decryption_failed"
+            case .packageDeleted: "package_deleted"
+            case .serverFailed: "playback_server_failed"
+            case .entryReused: "playback_url_reused"
+            case .keysPending: "keys_pending"
+            case .onlineUnavailable: "online_unavailable"
+            case .onlineKeyRefused: "online_key_refused"
+            case .clockUntrustworthy: "clock_untrustworthy"
+            case .entryOtherUser: "playback_url_other_user"
+            case .confined: "user_namespace_refused"
+            case .leasesChanged: "leases_changed"
+            }
+        }
     }
 
     /// The kind of refusal.
@@ -109,7 +129,7 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     /// The stable snake_case code, e.g. `segment_checksum_mismatch`.
-    public var code: String { reason.rawValue }
+    public var code: String { reason.code }
 
     public var description: String { "\(code): \(message)" }
 
@@ -248,23 +268,9 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         )
     }
 
-    /// A lease refusal, keeping its code and message.
+    /// A lease refusal, keeping its reason, code and message.
     public static func lease(_ error: LeaseError, assetId: String) -> Self {
-        // Exhaustive on purpose: a new lease refusal must be given its own code here, never folded into another.
-        let reason: Reason =
-            switch error.reason {
-            case .leaseExpired: .leaseExpired
-            case .playbackWindowExpired: .playbackWindowExpired
-            case .storageWindowExpired: .storageWindowExpired
-            case .clockRollbackDetected: .clockRollbackDetected
-            case .notYetValid: .notYetValid
-            case .released: .released
-            case .returned: .returned
-            case .noLease: .noLease
-            case .leaseTampered: .leaseTampered
-            case .expiresTooSoon, .invalidTransition: .leaseRefused
-            }
-        return .init(reason, assetId: error.assetId ?? assetId, leaseError: error, message: error.message)
+        .init(.lease(error.reason), assetId: error.assetId ?? assetId, leaseError: error, message: error.message)
     }
 
     /// A method or layout playback cannot decrypt.

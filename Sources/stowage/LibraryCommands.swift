@@ -241,12 +241,8 @@ struct VerifyCommand: AsyncParsableCommand {
             let seconds = try duration.map(Library.parseDuration)
             let report = try await Library.with { try await $0.verify(assetId: assetId, options: .init(deep: deep, duration: seconds)) }
             // Not playable: the report, and the first problem in the one error shape (an `error` member with --json).
-            let leaseCodes: Set<VerificationProblem.Code> = [
-                .leaseExpired, .storageWindowExpired, .playbackWindowExpired, .clockRollbackDetected, .notYetValid, .released, .returned,
-                .noLease, .leaseTampered, .leaseNotLongEnough,
-            ]
             // The lease's problem names the cause (its keys missing follow from it); else the first found.
-            let primary = report.problems.first { leaseCodes.contains($0.code) } ?? report.problems.first
+            let primary = report.problems.first { $0.isLeaseProblem } ?? report.problems.first
             let failure = primary.map {
                 CommandLineError(code: $0.code.rawValue, message: "\(assetId) will not play offline: \($0.message)")
             }

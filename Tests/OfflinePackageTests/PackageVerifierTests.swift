@@ -205,10 +205,10 @@ struct PackageVerifierTests {
         #expect(try await packages.verifier().verify(package).isPlayable)
         packages.clock.advance(by: -7200)
         let report = try await packages.verifier().verify(package)
-        #expect(report.problems.map(\.code) == [.clockRollbackDetected])
+        #expect(report.problems.map(\.code) == [.lease(.clockRollbackDetected)])
         // Latched: moving the clock forward again does not clear it.
         packages.clock.advance(by: 7200)
-        #expect(try await packages.verifier().verify(package).problems.map(\.code) == [.clockRollbackDetected])
+        #expect(try await packages.verifier().verify(package).problems.map(\.code) == [.lease(.clockRollbackDetected)])
     }
 
     @Test func forADurationLongerThanTheKeyLifetimeIsNotLongEnough() async throws {

@@ -53,7 +53,7 @@ struct PlaybackGateTests {
         let package = try await Self.package(in: root)
         package.clock.advance(by: 30 * 86_400 + 1)
         let error = try #require(Self.refusal(PlaybackHarness.gate(package)))
-        #expect(error.reason == .storageWindowExpired)
+        #expect(error.reason == .lease(.storageWindowExpired))
         #expect(error.code == "storage_window_expired")
         #expect(error.message.contains("movie") && error.message.contains("Renew"))
         // A refusal records no first play.
@@ -68,7 +68,7 @@ struct PlaybackGateTests {
         _ = try gate.authorize(assetId: "movie")
         package.clock.advance(by: 48 * 3_600)
         let error = try #require(Self.refusal(gate))
-        #expect(error.reason == .playbackWindowExpired)
+        #expect(error.reason == .lease(.playbackWindowExpired))
         #expect(error.message.contains("new lease"))
     }
 
@@ -81,7 +81,7 @@ struct PlaybackGateTests {
         _ = try gate.authorize(assetId: "movie")
         package.clock.advance(by: -2 * 3_600)
         let error = try #require(Self.refusal(gate))
-        #expect(error.reason == .clockRollbackDetected)
+        #expect(error.reason == .lease(.clockRollbackDetected))
         #expect(error.code == "clock_rollback_detected")
         #expect(error.message.contains("Correct the clock"))
     }
@@ -130,7 +130,7 @@ struct PlaybackGateTests {
         let package = try await Self.package(in: root)
         try package.store.returnAsset(assetId: "movie", at: package.clock.now)
         let error = try #require(Self.refusal(PlaybackHarness.gate(package)))
-        #expect(error.reason == .returned)
+        #expect(error.reason == .lease(.returned))
         #expect(error.message.contains("stowage keys fetch movie"))
     }
 

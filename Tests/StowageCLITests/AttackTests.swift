@@ -213,7 +213,10 @@ struct AttackTests {
         )
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        try Self.policy(fixture, playbackSeconds: 6)
+        // Long enough for the first play and the check while it is valid under a loaded run (at 6 s the window once
+        // closed before the check, which then met lease_expired first).
+        let window: TimeInterval = 15
+        try Self.policy(fixture, playbackSeconds: Int64(window))
         try await fixture.withServers { origin, keyServer in
             try await Self.download(fixture, origin: origin, keyServer: keyServer)
             let started = Date()
@@ -245,7 +248,7 @@ struct AttackTests {
             #expect(disagreeing.error.contains("LD_PRELOAD"), "\(disagreeing.error)")
             // After the window, the user runs stowage under the shim only, held before the window's end: the kernel's
             // clock says the window is over.
-            try await Self.wait(until: started.addingTimeInterval(7))
+            try await Self.wait(until: started.addingTimeInterval(window + 1))
             let held = try await underShim(at: started.addingTimeInterval(2), [stowage, "play", fixture.assetId, "--player", "ffmpeg-null"])
             #expect(held.status != 0, "played after the window under a clock held back: \(held.output)")
             // The kernel's clock decides that the lease ended, before any comparison of clocks.

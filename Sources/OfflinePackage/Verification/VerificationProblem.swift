@@ -13,57 +13,77 @@ public import KeyDelivery
 /// ```
 public struct VerificationProblem: Codable, Sendable, Hashable, CustomStringConvertible {
     /// The kind of problem. The raw values are the stable codes.
-    public enum Code: String, Codable, Sendable, Hashable, CaseIterable {
+    public enum Code: RawRepresentable, Codable, Sendable, Hashable, CaseIterable {
         /// The manifest cannot be read, is not the schema, names a path outside the package, or contradicts itself
         /// (a file naming a key the manifest does not list, a complete rendition with a file of unknown size).
-        case manifestInvalid = "manifest_invalid"
+        case manifestInvalid
         /// A rendition is not completely downloaded.
-        case packageIncomplete = "package_incomplete"
+        case packageIncomplete
         /// A file the manifest lists is not in the package (or is not a regular file).
-        case fileMissing = "file_missing"
+        case fileMissing
         /// A file is smaller than the manifest says.
-        case fileTruncated = "file_truncated"
+        case fileTruncated
         /// A file is larger than the manifest says.
-        case fileSizeMismatch = "file_size_mismatch"
+        case fileSizeMismatch
         /// A file's SHA-256 differs from the manifest's (deep verification), or the file was replaced by a link
         /// leading out of the package.
-        case fileModified = "file_modified"
+        case fileModified
         /// A file exists but cannot be read (permissions, I/O error).
-        case fileUnreadable = "file_unreadable"
+        case fileUnreadable
         /// No key is held for a key ID the package uses: no lease holds it, or no identity key is stored.
-        case keyMissing = "key_missing"
+        case keyMissing
         /// An identity key's local lifetime is over.
-        case keyExpired = "key_expired"
+        case keyExpired
         /// A stored key cannot be opened (the store's row was altered, or the store belongs to another machine).
-        case keyUnusable = "key_unusable"
-        /// The lease ended and its key material was erased (``LeaseError/Reason/leaseExpired``).
-        case leaseExpired = "lease_expired"
-        /// The lease's storage window has closed.
-        case storageWindowExpired = "storage_window_expired"
-        /// The lease's playback window has closed (or is empty).
-        case playbackWindowExpired = "playback_window_expired"
-        /// The clock was set back (the time high-water mark).
-        case clockRollbackDetected = "clock_rollback_detected"
-        /// The lease is not valid yet (issued in the future by more than the leeway).
-        case notYetValid = "not_yet_valid"
-        /// The lease was released to the server.
-        case released = "released"
-        /// The lease was returned on this device.
-        case returned = "returned"
-        /// No lease on this device covers the asset.
-        case noLease = "no_lease"
-        /// The stored lease was altered outside Stowage (its row disagrees with the signed payload or its code).
-        case leaseTampered = "lease_tampered"
+        case keyUnusable
+        /// The lease refuses playback, with its own reason and code (`storage_window_expired`,
+        /// `clock_rollback_detected`, `no_lease`, ...): those codes are declared once, by ``LeaseError/Reason``.
+        case lease(LeaseError.Reason)
         /// Valid now, but not for the whole duration asked for with `--for`, counting the playback window.
-        case leaseNotLongEnough = "lease_not_long_enough"
+        case leaseNotLongEnough
         /// Trial decryption failed: wrong padding (wrong key or IV, damaged file), ciphertext not a whole number of
         /// blocks, a key ID in the init section other than the manifest's, a stream Stowage cannot decrypt.
-        case decryptionFailed = "decryption_failed"
+        case decryptionFailed
         /// The decrypted data is not valid MPEG-TS or fragmented MP4.
-        case invalidMedia = "invalid_media"
+        case invalidMedia
         /// A warning, never a problem: a live recording misses segments that left the playlist before they were
         /// fetched (marked EXT-X-GAP; players skip them).
-        case recordingGap = "recording_gap"
+        case recordingGap
+
+        /// Every code, the lease's included.
+        public static var allCases: [Code] {
+            [
+                .manifestInvalid, .packageIncomplete, .fileMissing, .fileTruncated, .fileSizeMismatch, .fileModified, .fileUnreadable, .keyMissing,
+                .keyExpired, .keyUnusable, .leaseNotLongEnough, .decryptionFailed, .invalidMedia, .recordingGap,
+            ] + LeaseError.Reason.allCases.filter { $0 != .expiresTooSoon }.map(Code.lease)
+        }
+
+        /// The code read from its snake_case form (JSON).
+        public init?(rawValue: String) {
+            guard let code = Self.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
+            self = code
+        }
+
+        /// The stable snake_case code.
+        public var rawValue: String {
+            switch self {
+            case .lease(let reason): reason.rawValue
+            case .manifestInvalid: "manifest_invalid"
+            case .packageIncomplete: "package_incomplete"
+            case .fileMissing: "file_missing"
+            case .fileTruncated: "file_truncated"
+            case .fileSizeMismatch: "file_size_mismatch"
+            case .fileModified: "file_modified"
+            case .fileUnreadable: "file_unreadable"
+            case .keyMissing: "key_missing"
+            case .keyExpired: "key_expired"
+            case .keyUnusable: "key_unusable"
+            case .leaseNotLongEnough: "lease_not_long_enough"
+            case .decryptionFailed: "decryption_failed"
+            case .invalidMedia: "invalid_media"
+            case .recordingGap: "recording_gap"
+            }
+        }
     }
 
     /// What kind of problem this is.
@@ -109,27 +129,19 @@ public struct VerificationProblem: Codable, Sendable, Hashable, CustomStringConv
         self.actualSize = actualSize
     }
 
+    /// Whether the lease refuses playback (rather than a file or key of the package).
+    public var isLeaseProblem: Bool {
+        if case .lease = code { return true }
+        return code == .leaseNotLongEnough
+    }
+
     /// `code: message`.
     public var description: String { "\(code.rawValue): \(message)" }
 
-    /// The problem a lease refusal means: the ``LeaseError`` code, except that `expires_too_soon` (from
+    /// The problem a lease refusal means: the ``LeaseError`` reason and code, except that `expires_too_soon` (from
     /// `verify --for`) reads `lease_not_long_enough`.
     public init(leaseError error: LeaseError) {
-        let code: Code =
-            switch error.reason {
-            case .leaseExpired: .leaseExpired
-            case .playbackWindowExpired: .playbackWindowExpired
-            case .storageWindowExpired: .storageWindowExpired
-            case .clockRollbackDetected: .clockRollbackDetected
-            case .notYetValid: .notYetValid
-            case .released: .released
-            case .returned: .returned
-            case .noLease: .noLease
-            case .leaseTampered: .leaseTampered
-            case .expiresTooSoon: .leaseNotLongEnough
-            // Not an evaluation's answer; an ended lease is the nearest meaning.
-            case .invalidTransition: .leaseExpired
-            }
+        let code: Code = error.reason == .expiresTooSoon ? .leaseNotLongEnough : .lease(error.reason)
         self.init(code, message: error.message, leaseId: error.leaseId, cause: error.code)
     }
 }

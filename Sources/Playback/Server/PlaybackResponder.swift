@@ -633,8 +633,7 @@ struct PlaybackResponder: HTTPResponder {
         case .segmentNotDownloaded, .segmentMissing: .notFound
         case .onlineUnavailable: .badGateway
         case .keysPending: .serviceUnavailable
-        case .keyMissing, .onlineKeyRefused, .leaseExpired, .playbackWindowExpired, .storageWindowExpired, .clockRollbackDetected,
-            .notYetValid, .released, .returned, .noLease, .leaseTampered, .leaseRefused:
+        case .keyMissing, .onlineKeyRefused, .lease:
             .forbidden
         default: .internalServerError
         }
