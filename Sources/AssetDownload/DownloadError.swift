@@ -4,7 +4,7 @@ public import StowageCore
 
 /// Why a download could not start, stopped, or paused. Every case has a stable code and says what to do.
 public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
-    case playlist(code: String, message: String)
+    case playlist(code: ErrorCode, message: String)
     case livePlaylist(url: String)
     case noVariant(url: String)
     case noMatchingRendition(kind: String, requested: [String], available: [String])
@@ -15,39 +15,39 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The server announced (Content-Length) or sent more than `limit` bytes for one file.
     case segmentTooLarge(path: String, url: String, limit: Int64)
     case insufficientStorage(needed: Int64, available: Int64)
-    case keys(code: String, message: String)
+    case keys(code: ErrorCode, message: String)
     case storage(String)
     case database(String)
     /// `stowage.sqlite` at `path` is damaged (``KeyDelivery/StateDatabase/isDamaged(_:)``).
     case databaseDamaged(path: String, reason: String)
-    case package(code: String, message: String)
+    case package(code: ErrorCode, message: String)
     case notFound(assetId: String)
     case alreadyExists(assetId: String, state: String)
     case invalidState(assetId: String, state: String, action: String)
     /// Stopped by a download service for a condition it waits out (outside the time window, network down).
-    case waiting(code: String, message: String)
+    case waiting(code: ErrorCode, message: String)
 
     /// A stable code.
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
         case .playlist(let code, _): code
-        case .livePlaylist: "live_playlist"
-        case .noVariant: "no_variant"
-        case .noMatchingRendition: "no_matching_rendition"
-        case .tooManySegments: "too_many_segments"
-        case .unsupportedURI: "unsupported_uri"
-        case .segmentFailed: "segment_failed"
-        case .segmentHTTPStatus: "segment_http_status"
-        case .segmentTooLarge: "segment_too_large"
-        case .insufficientStorage: "insufficient_storage"
+        case .livePlaylist: .livePlaylist
+        case .noVariant: .noVariant
+        case .noMatchingRendition: .noMatchingRendition
+        case .tooManySegments: .tooManySegments
+        case .unsupportedURI: .unsupportedURI
+        case .segmentFailed: .segmentFailed
+        case .segmentHTTPStatus: .segmentHTTPStatus
+        case .segmentTooLarge: .segmentTooLarge
+        case .insufficientStorage: .insufficientStorage
         case .keys(let code, _): code
-        case .storage: "package_write_failed"
-        case .database: "download_state_error"
-        case .databaseDamaged: "database_damaged"
+        case .storage: .packageWriteFailed
+        case .database: .downloadStateError
+        case .databaseDamaged: .databaseDamaged
         case .package(let code, _): code
-        case .notFound: "download_not_found"
-        case .alreadyExists: "download_exists"
-        case .invalidState: "download_invalid_state"
+        case .notFound: .downloadNotFound
+        case .alreadyExists: .downloadExists
+        case .invalidState: .downloadInvalidState
         case .waiting(let code, _): code
         }
     }
@@ -94,10 +94,10 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     public var isTransient: Bool { Self.isTransient(code: code) }
 
     /// ``isTransient`` for a stored failure code.
-    public static func isTransient(code: String) -> Bool {
+    public static func isTransient(code: ErrorCode) -> Bool {
         [
-            "segment_failed", "playlist_network_error", "key_server_unreachable", "identity_key_unreachable", "insufficient_storage",
-            "outside_time_window", "service_stopped",
+            .segmentFailed, .playlistNetworkError, .keyServerUnreachable, .identityKeyUnreachable, .insufficientStorage, .outsideTimeWindow,
+            .serviceStopped,
         ].contains(code)
     }
 

@@ -34,7 +34,7 @@ struct DownloadRunner: Sendable {
             events.yield(.paused(reason))
             throw CancellationError()
         } catch let error as DownloadError {
-            let waits = error.code == "insufficient_storage" || (session.configuration.pausesOnTransientFailure && error.isTransient)
+            let waits = error.code == .insufficientStorage || (session.configuration.pausesOnTransientFailure && error.isTransient)
             if !waits { forgetIfNothingStarted() }
             _ = try? store.transition(assetId, waits ? .wait : .fail, failure: error, at: now)
             events.yield(waits ? .paused(error) : .failed(error))
@@ -147,7 +147,7 @@ struct DownloadRunner: Sendable {
         } catch {
             if case .notFound = error { return (record, package, nil) }
             throw DownloadError.package(
-                code: "invalid_manifest",
+                code: .invalidManifest,
                 message: "the manifest of asset \(assetId) cannot be read (\(error.description)); nothing was changed: restore "
                     + "\(package.manifestURL.path), or remove the asset with `stowage delete \(assetId)` and download it again"
             )
@@ -443,13 +443,13 @@ struct DownloadRunner: Sendable {
                             leaseIds.append(leaseId)
                         }
                         break
-                    } catch let error as any StowageError where error.code == "rate_limited" && attempt < 6 {
+                    } catch let error as any StowageError where error.code == .rateLimited && attempt < 6 {
                         try await Task.sleep(for: Backoff(initial: .seconds(2), maximum: .seconds(30)).delay(afterFailures: attempt))
                     }
                 }
-            } catch let error as any StowageError where error.code == "malformed_request" && group.count > 1 {
+            } catch let error as any StowageError where error.code == .malformedRequest && group.count > 1 {
                 throw DownloadError.keys(
-                    code: "recording_key_limit",
+                    code: .recordingKeyLimit,
                     message:
                         "the key server refused one lease for \(group.count) skd keys of the recording of \(assetId) (it said: "
                         + "\(error.message)); a recording asks for its keys in groups of \(Self.recordingKeysPerLease), and this key "

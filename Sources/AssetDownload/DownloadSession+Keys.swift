@@ -2,6 +2,7 @@ import Foundation
 import HLS
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 
 extension DownloadSession {
     /// Obtains the identity keys of `keys`, and one lease for the skd keys of `leaseFor` (stored superseding the
@@ -23,7 +24,7 @@ extension DownloadSession {
             let chosen = try keyServer(for: request)
             guard let server = chosen else {
                 throw DownloadError.keys(
-                    code: "no_key_server",
+                    code: .noKeyServer,
                     message: "asset \(assetId) uses skd keys but its playlist names no key server; pass --key-server URL"
                 )
             }
@@ -56,7 +57,7 @@ extension DownloadSession {
                     _ = try keyStore.identityKey(uri: key.uri, at: now)
                 } catch let error as KeyStoreError where error.code == KeyStoreError.identityKeyNotFound(uri: "").code {
                     throw DownloadError.keys(
-                        code: "inline_key_missing",
+                        code: .inlineKeyMissing,
                         message:
                             "the key store no longer holds the inline key \(key.keyId) of asset \(assetId); delete the asset and download it again"
                     )

@@ -64,7 +64,7 @@ extension DownloadSession {
 
         if !missingSkd.isEmpty, try keyServer(for: request) == nil {
             throw DownloadError.keys(
-                code: "no_key_server",
+                code: .noKeyServer,
                 message: "asset \(assetId) uses skd keys, and neither its playlist, its download record nor an earlier lease names a "
                     + "key server; pass --key-server URL"
             )
@@ -73,13 +73,13 @@ extension DownloadSession {
             // The key server would say invalid_token with advice for programmers; the user needs the option.
             if let damage = record?.secretsDamage {
                 throw DownloadError.keys(
-                    code: "no_token",
+                    code: .noToken,
                     message: "the entitlement token stored with the download of asset \(assetId) could not be opened (\(damage.message)); "
                         + "pass it again with --token-file FILE, --token - or STOWAGE_TOKEN"
                 )
             }
             throw DownloadError.keys(
-                code: "no_token",
+                code: .noToken,
                 message: "asset \(assetId) has no entitlement token on this device (its download record has none, or is gone after "
                     + "`stowage recover`); pass it with --token-file FILE, --token - or STOWAGE_TOKEN"
             )

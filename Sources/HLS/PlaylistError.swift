@@ -6,21 +6,7 @@ public import StowageCore
 /// Codes are stable (snake_case in JSON and in the CLI) so tools can react to them; the line number is
 /// 1-based and counts the lines of the playlist as received (after a UTF-8 BOM is dropped).
 public struct PlaylistError: Error, Hashable, Sendable, CustomStringConvertible {
-    private enum Code: String, Sendable {
-        case notAPlaylist = "not_a_playlist"
-        case notUTF8 = "not_utf8"
-        case malformedTag = "malformed_tag"
-        case missingAttribute = "missing_attribute"
-        case invalidAttributeValue = "invalid_attribute_value"
-        case missingRequiredTag = "missing_required_tag"
-        case missingURI = "missing_uri"
-        case mixedPlaylistKinds = "mixed_playlist_kinds"
-        case duplicateTag = "duplicate_tag"
-        case undefinedVariable = "undefined_variable"
-        case duplicateVariable = "duplicate_variable"
-        case invalidByteRange = "invalid_byte_range"
-        case tooLarge = "too_large"
-    }
+    private typealias Code = ErrorCode
 
     private let _code: Code
     /// 1-based line number of the offending line, or 0 when the problem concerns the whole playlist.
@@ -39,7 +25,7 @@ public struct PlaylistError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     /// The stable error code, e.g. `missing_attribute`.
-    public var code: String { _code.rawValue }
+    public var code: ErrorCode { _code }
 
     public var description: String {
         line > 0 ? "\(code) at line \(line): \(reason) (in `\(text)`)" : "\(code): \(reason)"

@@ -16,7 +16,7 @@ public struct KeyServerError: HTTPResponseError, StowageError {
     }
 
     /// The protocol's snake_case code, e.g. `device_limit_reached`.
-    public var code: String { protocolCode.rawValue }
+    public var code: ErrorCode { protocolCode.code }
 
     public var description: String { "\(code): \(message)" }
 

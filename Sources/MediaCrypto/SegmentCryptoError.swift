@@ -2,17 +2,7 @@ public import StowageCore
 
 /// A segment that cannot be decrypted or encrypted: what went wrong and to which segment.
 public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvertible {
-    private enum Code: String, Sendable {
-        case badPadding = "bad_padding"
-        case truncatedSegment = "truncated_segment"
-        case invalidKey = "invalid_key"
-        case invalidIV = "invalid_iv"
-        case cryptoFailure = "crypto_failure"
-        case malformedContainer = "malformed_container"
-        case unsupportedStream = "unsupported_stream"
-        case limitExceeded = "limit_exceeded"
-        case neighbourSegmentPending = "neighbour_segment_pending"
-    }
+    private typealias Code = ErrorCode
 
     private let _code: Code
     /// The segment concerned (its URI or file name).
@@ -27,7 +17,7 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
     }
 
     /// The stable error code, e.g. `bad_padding`.
-    public var code: String { _code.rawValue }
+    public var code: ErrorCode { _code }
 
     public var description: String {
         switch _code {
@@ -43,6 +33,7 @@ public struct SegmentCryptoError: Error, Hashable, Sendable, CustomStringConvert
         case .limitExceeded: "segment \(segment) exceeds a safety limit: \(detail)"
         case .neighbourSegmentPending:
             "segment \(segment) cannot be decrypted yet: \(detail); ask again once it has arrived"
+        default: "segment \(segment): \(code) \(detail)"
         }
     }
 

@@ -228,7 +228,7 @@ public struct SegmentFileJob: Sendable {
 
 /// Why a segment file job could not run.
 public struct SegmentFileError: StowageError, Hashable {
-    public let code: String
+    public let code: ErrorCode
     public let message: String
     public let path: String?
 
@@ -237,7 +237,7 @@ public struct SegmentFileError: StowageError, Hashable {
 
     static func cannotOpen(path: String, forWriting: Bool, errorNumber: Int32) -> Self {
         Self(
-            code: forWriting ? "output_failed" : "unreadable",
+            code: forWriting ? .outputFailed : .unreadable,
             message: "Cannot open \(path) for \(forWriting ? "writing" : "reading"): \(String(cString: strerror(errorNumber))).",
             path: path
         )
@@ -245,7 +245,7 @@ public struct SegmentFileError: StowageError, Hashable {
 
     static var missingInitSection: Self {
         Self(
-            code: "missing_init_section",
+            code: .missingInitSection,
             message: "A SAMPLE-AES fMP4 segment needs its rendition's init section: pass --init FILE.",
             path: nil
         )
@@ -253,7 +253,7 @@ public struct SegmentFileError: StowageError, Hashable {
 
     static func missingIV(method: SegmentEncryptionMethod, container: SegmentContainer) -> Self {
         Self(
-            code: "missing_iv",
+            code: .missingIV,
             message: "\(method.rawValue) \(container == .transportStream ? "MPEG-TS " : "")segments need an IV: pass --iv with 32 hex "
                 + "digits (the EXT-X-KEY IV, or the media sequence number as a 128-bit big-endian value).",
             path: nil

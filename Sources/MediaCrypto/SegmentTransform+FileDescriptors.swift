@@ -62,7 +62,7 @@ extension SegmentTransform {
 }
 
 extension SegmentIOError: StowageError {
-    public var code: String { "segment_io_failed" }
+    public var code: ErrorCode { .segmentIOFailed }
     public var message: String {
         "Streaming a segment failed to \(operation): \(String(cString: strerror(errorNumber))). Check the disk (free space, "
             + "permissions) and try again."

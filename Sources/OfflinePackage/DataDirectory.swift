@@ -71,7 +71,7 @@ public struct DataDirectoryError: StowageError, Hashable {
         self.reason = reason
     }
 
-    public var code: String { "data_directory_unwritable" }
+    public var code: ErrorCode { .dataDirectoryUnwritable }
 
     public var message: String {
         "The data directory \(path) cannot be used: \(reason). Stowage keeps its key store and download state there and "

@@ -178,9 +178,9 @@ public enum OriginError: Error, Hashable, Sendable, CustomStringConvertible {
 }
 
 extension OriginError: StowageError {
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
-        case .notADirectory: "origin_root_invalid"
+        case .notADirectory: .originRootInvalid
         }
     }
 

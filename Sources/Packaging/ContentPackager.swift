@@ -373,18 +373,18 @@ public enum ContentPackagingError: Error, Sendable, CustomStringConvertible {
     case registration(keyID: String, reason: String)
 
     /// A stable snake_case code.
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
         // The command line's own code: these are arguments `stowage package` was given.
-        case .invalidArgument: "invalid_arguments"
-        case .unreadable: "unreadable"
+        case .invalidArgument: .invalidArguments
+        case .unreadable: .unreadable
         case .invalidPlaylist(_, let error): error.code
-        case .alreadyProtected: "already_protected"
-        case .unsupported: "unsupported_input"
-        case .random: "random_failed"
+        case .alreadyProtected: .alreadyProtected
+        case .unsupported: .unsupportedInput
+        case .random: .randomFailed
         case .segment(let error): error.code
-        case .output: "output_failed"
-        case .registration: "key_registration_failed"
+        case .output: .outputFailed
+        case .registration: .keyRegistrationFailed
         }
     }
 

@@ -16,95 +16,9 @@ public import StowageCore
 /// }
 /// ```
 public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The kind of refusal; ``code`` gives the snake_case form.
-    public enum Reason: Sendable, Hashable, CaseIterable {
-        /// There is no package for the asset.
-        case packageNotFound
-        /// The manifest cannot be read or is not one this version understands.
-        case invalidManifest
-        /// A rendition of the package is not downloaded completely, or a file's size or checksum is unknown.
-        case packageIncomplete
-        /// A file the manifest lists is not on disk.
-        case segmentMissing
-        /// A file of a package still downloading is not there yet, and a download is running (503, try again).
-        case segmentDownloading
-        /// A file of a package still downloading is not there, and no download is running (404).
-        case segmentNotDownloaded
-        /// A file's size differs from the manifest's.
-        case segmentModified
-        /// A file's SHA-256 differs from the manifest's.
-        case segmentChecksumMismatch
-        /// A key the package needs is not held on this device.
-        case keyMissing
-        /// The key store cannot be read.
-        case keyStoreUnavailable
-        /// A lease refusal, with the lease's own reason and code (`storage_window_expired`, `clock_rollback_detected`,
-        /// ...): the codes are declared once, by ``LeaseError/Reason``, and never folded into one another.
-        case lease(LeaseError.Reason)
-        /// The package uses an encryption method or layout playback cannot decrypt.
-        case unsupportedEncryption
-        /// A file could not be decrypted (damaged, or the wrong key).
-        case decryptionFailed
-        /// The package was deleted while it was playing.
-        case packageDeleted
-        /// The playback server could not start or failed.
-        case serverFailed
-        /// The one-time URL given to the player was requested again (another process replaying it, say).
-        case entryReused
-        /// The asset is downloading and its keys are not stored yet (the download fetches them before any segment).
-        case keysPending
-        /// A file of an online rendition could not be fetched from the source (502).
-        case onlineUnavailable
-        /// The key of an online rendition was not granted (the key server refused a streaming lease, say) (403).
-        case onlineKeyRefused
-        /// The time this process sees disagrees with the kernel's clock (a time shim preloaded into it).
-        case clockUntrustworthy
-        /// A process of another user asked for the playback URL.
-        case entryOtherUser
-        /// The process runs in a user namespace of its own, where the data directory can be mounted over.
-        case confined
-        /// Another process renewed, returned or fetched the asset's leases while playback was being authorized.
-        case leasesChanged
-
-        /// Every reason, the lease's included.
-        public static var allCases: [Reason] {
-            [
-                .packageNotFound, .invalidManifest, .packageIncomplete, .segmentMissing, .segmentDownloading, .segmentNotDownloaded, .segmentModified,
-                .segmentChecksumMismatch, .keyMissing, .keyStoreUnavailable, .unsupportedEncryption, .decryptionFailed, .packageDeleted,
-                .serverFailed, .entryReused, .keysPending, .onlineUnavailable, .onlineKeyRefused, .clockUntrustworthy, .entryOtherUser, .confined,
-                .leasesChanged,
-            ] + LeaseError.Reason.allCases.map(Reason.lease)
-        }
-
-        /// The stable snake_case code.
-        public var code: String {
-            switch self {
-            case .lease(let reason): reason.rawValue
-            case .packageNotFound: "package_not_found"
-            case .invalidManifest: "invalid_manifest"
-            case .packageIncomplete: "package_incomplete"
-            case .segmentMissing: "segment_missing"
-            case .segmentDownloading: "segment_downloading"
-            case .segmentNotDownloaded: "segment_not_downloaded"
-            case .segmentModified: "segment_modified"
-            case .segmentChecksumMismatch: "segment_checksum_mismatch"
-            case .keyMissing: "key_missing"
-            case .keyStoreUnavailable: "key_store_unavailable"
-            case .unsupportedEncryption: "unsupported_encryption"
-            case .decryptionFailed: "decryption_failed"
-            case .packageDeleted: "package_deleted"
-            case .serverFailed: "playback_server_failed"
-            case .entryReused: "playback_url_reused"
-            case .keysPending: "keys_pending"
-            case .onlineUnavailable: "online_unavailable"
-            case .onlineKeyRefused: "online_key_refused"
-            case .clockUntrustworthy: "clock_untrustworthy"
-            case .entryOtherUser: "playback_url_other_user"
-            case .confined: "user_namespace_refused"
-            case .leasesChanged: "leases_changed"
-            }
-        }
-    }
+    /// The kind of refusal: a file, key or package problem, the playback server's own (`playback_url_reused`,
+    /// `clock_untrustworthy`, ...), or a lease refusal with the lease's own code (``KeyDelivery/LeaseError/reasons``).
+    public typealias Reason = ErrorCode
 
     /// The kind of refusal.
     public let reason: Reason
@@ -128,8 +42,8 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         self.message = message
     }
 
-    /// The stable snake_case code, e.g. `segment_checksum_mismatch`.
-    public var code: String { reason.code }
+    /// The stable code, e.g. `segment_checksum_mismatch`.
+    public var code: ErrorCode { reason }
 
     public var description: String { "\(code): \(message)" }
 
@@ -270,7 +184,7 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// A lease refusal, keeping its reason, code and message.
     public static func lease(_ error: LeaseError, assetId: String) -> Self {
-        .init(.lease(error.reason), assetId: error.assetId ?? assetId, leaseError: error, message: error.message)
+        .init(error.reason, assetId: error.assetId ?? assetId, leaseError: error, message: error.message)
     }
 
     /// A method or layout playback cannot decrypt.
@@ -307,7 +221,7 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The one-time URL of the session was requested again, or for something other than the multivariant playlist.
     public static func entryReused(assetId: String) -> Self {
         .init(
-            .entryReused,
+            .playbackURLReused,
             assetId: assetId,
             message: "The playback URL of asset \(assetId) was requested again after the player used it; it works once. Another "
                 + "process may have copied it from the player's command line. Run `stowage play \(assetId)` for a new one."
@@ -327,7 +241,7 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The process runs where the data directory can be mounted over (a user namespace of its own).
     public static func confined(assetId: String, detail: String) -> Self {
         .init(
-            .confined,
+            .userNamespaceRefused,
             assetId: assetId,
             message: "Asset \(assetId) cannot play here: \(detail). Run `stowage play` from a shell of the machine's own user "
                 + "namespace, outside unshare, rootless containers and sandboxes."
@@ -338,7 +252,7 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
     public static func entryOtherUser(assetId: String, uid: UInt32?) -> Self {
         let who = uid.map { "user \($0)" } ?? "a process whose user could not be found"
         return .init(
-            .entryOtherUser,
+            .playbackURLOtherUser,
             assetId: assetId,
             message: "The playback URL of asset \(assetId) was requested by \(who), not by the user running `stowage play`, and "
                 + "was refused; the URL still works for a player run by that user. Another user may be reading command lines "
@@ -358,7 +272,7 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// The server could not start or failed.
     public static func serverFailed(assetId: String, detail: String) -> Self {
-        .init(.serverFailed, assetId: assetId, message: "The playback server for asset \(assetId) failed: \(detail).")
+        .init(.playbackServerFailed, assetId: assetId, message: "The playback server for asset \(assetId) failed: \(detail).")
     }
 }
 

@@ -254,7 +254,7 @@ public struct ChildProcessError: StowageError {
     public let executable: String
     public let errorNumber: Int32
 
-    public var code: String { "program_not_started" }
+    public var code: ErrorCode { .programNotStarted }
     public var message: String {
         "Could not start \(executable): \(String(cString: strerror(errorNumber))). Check that it is installed and executable."
     }

@@ -40,7 +40,7 @@ public struct ErrorDocument: Codable, Sendable, Hashable {
     public init(_ error: any StowageError) {
         let subject = error.subject
         self.error = Body(
-            code: error.code,
+            code: error.code.rawValue,
             message: error.message,
             assetId: subject.assetId,
             leaseId: subject.leaseId,
@@ -57,10 +57,11 @@ public struct ErrorDocument: Codable, Sendable, Hashable {
         return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? #"{"error":{}}"#
     }
 
-    /// The error the document describes, to throw on this side.
+    /// The error the document describes, to throw on this side (`internal_error` for a code this version does not
+    /// know, the message kept).
     public var reported: ReportedError {
         ReportedError(
-            code: error.code,
+            code: ErrorCode(error.code, fallback: .internalError),
             message: error.message,
             subject: ErrorSubject(assetId: error.assetId, leaseId: error.leaseId, keyId: error.keyId, path: error.path, url: error.url)
         )
@@ -70,11 +71,11 @@ public struct ErrorDocument: Codable, Sendable, Hashable {
 /// An error raised elsewhere (another process: the download service) and reported here with its code, message and
 /// subject unchanged.
 public struct ReportedError: StowageError, Hashable {
-    public let code: String
+    public let code: ErrorCode
     public let message: String
     public let subject: ErrorSubject
 
-    public init(code: String, message: String, subject: ErrorSubject = ErrorSubject()) {
+    public init(code: ErrorCode, message: String, subject: ErrorSubject = ErrorSubject()) {
         self.code = code
         self.message = message
         self.subject = subject

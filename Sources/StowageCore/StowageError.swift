@@ -9,8 +9,8 @@
 /// {"error": {"code": "lease_tampered", "message": "The lease ... Renew it while online ...", "assetId": "movie-1"}}
 /// ```
 public protocol StowageError: Error, Sendable, CustomStringConvertible {
-    /// The stable snake_case code, e.g. `playback_window_expired`.
-    var code: String { get }
+    /// The stable code, e.g. `playback_window_expired`: one of the catalogue's (``ErrorCode``).
+    var code: ErrorCode { get }
     /// What happened, to what, and what to do; never raw library descriptions, never key material.
     var message: String { get }
     /// The asset, lease, key, file or URL the error concerns, where known.

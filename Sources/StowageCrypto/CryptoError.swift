@@ -15,28 +15,15 @@ public import StowageCore
 /// }
 /// ```
 public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
-    private enum Code: String, Hashable, Sendable {
-        case invalidKeyLength = "invalid_key_length"
-        case invalidIVLength = "invalid_iv_length"
-        case invalidNonceLength = "invalid_nonce_length"
-        case badPadding = "bad_padding"
-        case truncatedInput = "truncated_input"
-        case authenticationFailed = "authentication_failed"
-        case invalidPublicKey = "invalid_public_key"
-        case invalidPrivateKey = "invalid_private_key"
-        case signatureInvalid = "signature_invalid"
-        case randomFailure = "random_failure"
-        case openSSLFailure = "openssl_failure"
-    }
 
-    private let underlying: Code
+    private let underlying: ErrorCode
 
-    private init(_ code: Code) {
+    private init(_ code: ErrorCode) {
         self.underlying = code
     }
 
-    /// The stable snake_case code of this error, for logs, metrics and JSON (for example `"bad_padding"`).
-    public var code: String { underlying.rawValue }
+    /// The stable code of this error, for logs, metrics and JSON (for example `bad_padding`).
+    public var code: ErrorCode { underlying }
 
     /// What went wrong and what usually causes it. Never contains key bytes or other input data.
     public var description: String {
@@ -61,7 +48,7 @@ public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
             "The signature does not verify for this message and public key."
         case .randomFailure:
             "The system random number generator failed to produce bytes."
-        case .openSSLFailure:
+        default:
             "An OpenSSL operation failed unexpectedly."
         }
     }

@@ -70,7 +70,7 @@ public final class DemoEnvironment: Sendable {
     ) async throws -> DemoEnvironment {
         guard let conditions = NetworkConditions.profile(named: profile) else {
             throw DemoError(
-                "unknown_profile",
+                .unknownProfile,
                 "there is no network profile \"\(profile)\"; use one of \(NetworkConditions.profileNames.joined(separator: ", "))"
             )
         }
@@ -81,7 +81,7 @@ public final class DemoEnvironment: Sendable {
         let keyServer = try await ListeningServer.start { onListening in try await server.run(port: 0, onListening: onListening) }
         let keyTask = keyServer.task
         guard let keyAddress = keyServer.address else {
-            throw DemoError("key_server_not_started", "the embedded key server stopped before it listened")
+            throw DemoError(.keyServerNotStarted, "the embedded key server stopped before it listened")
         }
         do {
             let originRoot = work.appendingPathComponent("origin", isDirectory: true)
@@ -97,7 +97,7 @@ public final class DemoEnvironment: Sendable {
             let originServer = try await ListeningServer.start { onListening in try await origin.run(onListening: onListening) }
             let originTask = originServer.task
             guard let originAddress = originServer.address else {
-                throw DemoError("origin_not_started", "the embedded origin stopped before it listened")
+                throw DemoError(.originNotStarted, "the embedded origin stopped before it listened")
             }
             return DemoEnvironment(
                 masterURL: originAddress.baseURL.appendingPathComponent("\(assetId)/\(fixture.lastPathComponent)"),
@@ -158,10 +158,10 @@ public struct DemoRendition: Sendable, Hashable {
 
 /// A step of the demo that did not turn out as it should.
 public struct DemoError: StowageError {
-    public let code: String
+    public let code: ErrorCode
     public let message: String
 
-    init(_ code: String, _ message: String) {
+    init(_ code: ErrorCode, _ message: String) {
         self.code = code
         self.message = message
     }

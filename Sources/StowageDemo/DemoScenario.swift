@@ -125,7 +125,7 @@ public struct DemoScenario: Sendable {
         }
         guard verification.isPlayable else {
             throw DemoError(
-                "demo_verification_failed",
+                .demoVerificationFailed,
                 "verification found problems: " + verification.problems.map(\.message).joined(separator: "; ")
             )
         }
@@ -139,7 +139,7 @@ public struct DemoScenario: Sendable {
             let end = try await playback.ended()
             if let error = end.error { throw error }
             guard end.playerExitStatus == 0 else {
-                throw DemoError("demo_player_failed", "\(player.executable) exited with status \(end.playerExitStatus ?? -1)")
+                throw DemoError(.demoPlayerFailed, "\(player.executable) exited with status \(end.playerExitStatus ?? -1)")
             }
             report(.detail("\(player.executable) decoded every stream of the decrypted package"))
         } else {
@@ -147,7 +147,7 @@ public struct DemoScenario: Sendable {
             await playback.stop()
         }
         guard let lease = try library.leases().first(where: { $0.assetId == assetId }) else {
-            throw DemoError("demo_no_lease", "no lease of \(assetId) was stored")
+            throw DemoError(.demoNoLease, "no lease of \(assetId) was stored")
         }
         if let left = lease.playbackTimeLeft { report(.detail("lease \(lease.leaseId): playback window ends in \(HumanTime.duration(left))")) }
 
@@ -162,7 +162,7 @@ public struct DemoScenario: Sendable {
         do {
             let refused = try await library.play(assetId: assetId, player: nil)
             await refused.stop()
-            throw DemoError("demo_gate_open", "the gate allowed playback after the playback window")
+            throw DemoError(.demoGateOpen, "the gate allowed playback after the playback window")
         } catch let refusal as PlaybackError {
             report(.detail("refused: \(refusal.message) [\(refusal.code)]"))
         }

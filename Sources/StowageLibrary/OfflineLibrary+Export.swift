@@ -24,25 +24,14 @@ public struct ExportResult: Sendable, Hashable, Codable {
 
 /// Why an export did not happen.
 public struct ExportError: StowageError, Hashable {
-    public enum Code: String, Sendable, Hashable {
-        /// The asset's keys are leased and its policy does not allow export.
-        case exportNotAllowed = "export_not_allowed"
-        /// The package is not complete.
-        case exportIncomplete = "export_incomplete"
-        /// The output file exists.
-        case exportExists = "export_exists"
-        /// The output name is not one Stowage writes (`.mp4`, `.m4v`, `.mkv`), or its folder does not exist.
-        case invalidExportPath = "invalid_export_path"
-        /// ffmpeg failed.
-        case exportFailed = "export_failed"
-    }
+    public typealias Code = ErrorCode
 
     public let reason: Code
     public let message: String
     public let assetId: String?
     public let path: String?
 
-    public var code: String { reason.rawValue }
+    public var code: ErrorCode { reason }
     public var subject: ErrorSubject { ErrorSubject(assetId: assetId, path: path) }
     public var description: String { message }
 }

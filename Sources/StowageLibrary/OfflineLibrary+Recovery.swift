@@ -25,14 +25,14 @@ public struct DatabaseRecovery: Sendable, Hashable, Codable {
 
 /// Why `stowage recover` did nothing.
 public struct RecoveryError: StowageError, Hashable {
-    public let code: String
+    public let code: ErrorCode
     public let message: String
 
     public var description: String { "\(code): \(message)" }
 
     static func notDamaged(_ path: String) -> Self {
         Self(
-            code: "database_not_damaged",
+            code: .databaseNotDamaged,
             message: "\(path) is whole (SQLite's quick_check finds no damage), so nothing was moved; `stowage recover` is only for a "
                 + "state database SQLite reports as damaged"
         )
@@ -40,7 +40,7 @@ public struct RecoveryError: StowageError, Hashable {
 
     static func busy(_ path: String, holder: String) -> Self {
         Self(
-            code: "data_directory_busy",
+            code: .dataDirectoryBusy,
             message: "\(holder) uses the data directory \(path); stop it (Ctrl-C where `stowage service run` runs, or "
                 + "`systemctl --user stop stowage`; `stowage pause ASSET` or Ctrl-C for a download) and run `stowage recover` again"
         )

@@ -78,7 +78,7 @@ extension OfflineLibrary {
             report.storeFailure =
                 ErrorDocument(
                     ReportedError(
-                        code: (error as? any StowageError)?.code ?? "key_store_unavailable",
+                        code: (error as? any StowageError)?.code ?? .keyStoreUnavailable,
                         message: "lease upkeep could not \(step): \(text); leases are not renewed until the key store in "
                             + "\(dataDirectory.url.path) can be read and written (run `stowage keys list` to see the error)"
                     )
@@ -116,11 +116,11 @@ extension OfflineLibrary {
                     } catch {
                         failure =
                             (error as? any StowageError)
-                            ?? ReportedError(code: "renewal_failed", message: "the renewal of \(lease.leaseId) failed")
+                            ?? ReportedError(code: .renewalFailed, message: "the renewal of \(lease.leaseId) failed")
                     }
                 } else {
                     failure = ReportedError(
-                        code: "no_token",
+                        code: .noToken,
                         message: "lease \(lease.leaseId) of asset \(lease.assetId) is due for renewal but no entitlement token is "
                             + "available; give the service a --token-command, or run `stowage keys renew \(lease.assetId) --token-file FILE`"
                     )
@@ -128,7 +128,7 @@ extension OfflineLibrary {
             } catch {
                 // Not "no token": the token exists somewhere that could not be read (the download records, say).
                 failure = ReportedError(
-                    code: (error as? any StowageError)?.code ?? "token_unavailable",
+                    code: (error as? any StowageError)?.code ?? .tokenUnavailable,
                     message: "lease \(lease.leaseId) of asset \(lease.assetId) is due for renewal but its entitlement token could "
                         + "not be read: \((error as? any StowageError)?.message ?? "\(error)"); it is tried again at the next "
                         + "upkeep, or run `stowage keys renew \(lease.assetId) --token-file FILE`"

@@ -132,7 +132,7 @@ public final class OfflineLibrary: Sendable {
     /// The error for `stowage stop` on an asset that is not a live recording still going on.
     public func notRecording(assetId: String) -> DownloadError {
         DownloadError.package(
-            code: "not_recording",
+            code: .notRecording,
             message:
                 "\(assetId) is not a live recording that is still going on (its recording ended, or it never recorded), so there "
                 + "is nothing to stop; `stowage resume \(assetId)` fetches what a download still lacks, `stowage pause \(assetId)` "

@@ -185,9 +185,9 @@ actor DownloadScheduler {
     private func describe(_ record: DownloadTaskRecord, position: Int?) -> ServiceDownload {
         let current = running[record.assetId]
         let wait = waiting[record.assetId]
-        var reason = record.failureCode.map { DownloadUpdate.Problem(code: $0, message: record.failureMessage ?? $0) }
+        var reason = record.failureCode.map { DownloadUpdate.Problem(code: $0.rawValue, message: record.failureMessage ?? $0.rawValue) }
         if current == nil, let wait { reason = wait.reason }
-        if current == nil, record.state == .queued, let blocked { reason = .init(code: blocked.code, message: blocked.description) }
+        if current == nil, record.state == .queued, let blocked { reason = .init(code: blocked.code.rawValue, message: blocked.description) }
         return ServiceDownload(
             assetId: record.assetId,
             state: current != nil ? DownloadState.downloading.rawValue : record.state.rawValue,
@@ -321,7 +321,7 @@ actor DownloadScheduler {
             running[assetId]?.latest = update
         case .paused(let reason?) where reason.isTransient:
             update = DownloadUpdate(asset: assetId, event: .waiting)
-            update.reason = .init(code: reason.code, message: reason.description)
+            update.reason = .init(code: reason.code.rawValue, message: reason.description)
         case .paused, .finished, .failed:
             return  // told when the run has ended (ended(_:_:)), after the state is stored
         default:
@@ -350,7 +350,7 @@ actor DownloadScheduler {
             if let record, record.state == .paused, let code = record.failureCode, DownloadError.isTransient(code: code) {
                 // A condition that may pass: wait, then try again (never longer than the maximum delay).
                 let failures = (waiting[assetId]?.failures ?? 0) + 1
-                let reason = DownloadUpdate.Problem(code: code, message: record.failureMessage ?? code)
+                let reason = DownloadUpdate.Problem(code: code.rawValue, message: record.failureMessage ?? code.rawValue)
                 waiting[assetId] = Waiting(
                     reason: reason,
                     notBefore: .now + decisions.retryDelay(afterFailures: failures, code: code),
@@ -361,7 +361,7 @@ actor DownloadScheduler {
                 keepWatching = !stopping
             } else if let record, record.state == .failed {
                 final = DownloadUpdate(asset: assetId, event: .failed)
-                final.error = .init(code: record.failureCode ?? "failed", message: record.failureMessage ?? "the download failed")
+                final.error = .init(code: (record.failureCode ?? .failed).rawValue, message: record.failureMessage ?? "the download failed")
             } else {
                 final = DownloadUpdate(asset: assetId, event: .paused)
             }
@@ -384,7 +384,7 @@ actor DownloadScheduler {
     func shutdown() async {
         stopping = true
         let reason = DownloadError.waiting(
-            code: "service_stopped",
+            code: .serviceStopped,
             message: "the download service stopped; the download continues when the service starts again"
         )
         let pumps = running.values.map(\.pump)

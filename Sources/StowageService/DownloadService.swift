@@ -88,7 +88,7 @@ public final class DownloadService: Service, Sendable {
         let attempt = try AssetLock.tryAcquire(file: endpoint.lockURL, name: "service", purpose: "the download service")
         guard let lock = attempt.lock else {
             throw ServiceSetupError(
-                code: "service_already_running",
+                code: .serviceAlreadyRunning,
                 message: "a download service already runs on \(library.dataDirectory.url.path) (\(attempt.holder ?? "another process")); "
                     + "`stowage service status` shows it"
             )

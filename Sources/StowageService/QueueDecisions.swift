@@ -11,7 +11,7 @@ struct QueueDecisions: Sendable {
         var assetId: String
         var state: DownloadState
         /// Why it stopped, when it did.
-        var failureCode: String? = nil
+        var failureCode: ErrorCode? = nil
         /// Higher runs first.
         var priority = 0
         /// Unix seconds: among equal priorities, the oldest runs first.
@@ -28,7 +28,7 @@ struct QueueDecisions: Sendable {
     /// when downloads may run: outside the time window first, then the free-space floor.
     func block(at date: Date, timeZone: TimeZone = .current, freeBytes: Int64?) -> DownloadError? {
         if let window, !window.contains(date, timeZone: timeZone) {
-            return .waiting(code: "outside_time_window", message: window.closedReason)
+            return .waiting(code: .outsideTimeWindow, message: window.closedReason)
         }
         if let freeBytes, freeBytes < keepFreeBytes {
             return .insufficientStorage(needed: keepFreeBytes, available: freeBytes)
@@ -72,8 +72,8 @@ struct QueueDecisions: Sendable {
     /// How long a download paused for `code` waits before the queue tries it again, after `failures` such pauses in a
     /// row: no time for a condition the queue watches itself (disk space, time window, a stopped service), else the
     /// initial delay doubled per failure, never more than the maximum.
-    func retryDelay(afterFailures failures: Int, code: String) -> Duration {
-        if ["insufficient_storage", "outside_time_window", "service_stopped"].contains(code) { return .zero }
+    func retryDelay(afterFailures failures: Int, code: ErrorCode) -> Duration {
+        if [.insufficientStorage, .outsideTimeWindow, .serviceStopped].contains(code) { return .zero }
         return Backoff(initial: initialRetryDelay, maximum: maximumRetryDelay).delay(afterFailures: failures)
     }
 }

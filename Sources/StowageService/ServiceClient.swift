@@ -64,7 +64,7 @@ public final class ServiceClient: Sendable {
         return ServiceClient(
             endpoint: endpoint,
             unresponsive: ReportedError(
-                code: "service_unreachable",
+                code: .serviceUnreachable,
                 message: "the download service (\(holder)) holds \(endpoint.lockURL.path) but did not answer within \(probeTimeout) s "
                     + "(\(why)); nothing was done. Wait for it and run the command again, or stop it (`kill -TERM` that process; "
                     + "downloads continue where they were when it starts again) and run the command again"
@@ -77,7 +77,7 @@ public final class ServiceClient: Sendable {
     public static func require(dataDirectory: DataDirectory = .fromEnvironment()) async throws -> ServiceClient {
         guard let client = await connect(dataDirectory: dataDirectory) else {
             throw ReportedError(
-                code: "service_not_running",
+                code: .serviceNotRunning,
                 message: "no download service runs on \(dataDirectory.url.path); start it with `stowage service run` (or "
                     + "`systemctl --user start stowage` after `stowage service install`), or download in the foreground without --background"
             )
@@ -194,7 +194,7 @@ public final class ServiceClient: Sendable {
             return try JSONDecoder().decode(Answer.self, from: data)
         } catch {
             throw ReportedError(
-                code: "service_protocol_error",
+                code: .serviceProtocolError,
                 message: "the download service on \(endpoint.socketURL.path) answered \(method) \(path) with \(data.count) bytes that "
                     + "are not the answer this stowage reads; nothing was changed here. It may be another version of Stowage: "
                     + "restart it (`systemctl --user restart stowage`, or stop `stowage service run` and start it again)"
@@ -205,7 +205,7 @@ public final class ServiceClient: Sendable {
     private func send<Body: Encodable>(_ method: String, _ path: String, body: Body?, timeout: TimeAmount) async throws -> HTTPClientResponse {
         if let unresponsive { throw unresponsive }
         guard let url = URL(httpURLWithSocketPath: endpoint.socketURL.path, uri: path) else {
-            throw ReportedError(code: "service_not_running", message: "the service socket path \(endpoint.socketURL.path) cannot be used")
+            throw ReportedError(code: .serviceNotRunning, message: "the service socket path \(endpoint.socketURL.path) cannot be used")
         }
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = HTTPMethod(rawValue: method)
@@ -218,7 +218,7 @@ public final class ServiceClient: Sendable {
             return try await http.execute(request, timeout: timeout)
         } catch {
             throw ReportedError(
-                code: "service_unreachable",
+                code: .serviceUnreachable,
                 message: "the download service on \(endpoint.socketURL.path) did not answer (\(NetworkErrorText.describe(error))); "
                     + "check it with `stowage service status`"
             )
@@ -229,7 +229,7 @@ public final class ServiceClient: Sendable {
     private static func error(data: Data, status: Int, request: String, socket: String) -> ReportedError {
         if let document = try? JSONDecoder().decode(ErrorDocument.self, from: data) { return document.reported }
         return ReportedError(
-            code: "service_protocol_error",
+            code: .serviceProtocolError,
             message: "the download service on \(socket) answered \(request) with HTTP \(status) and no Stowage error; what it did is "
                 + "unknown. Check it with `stowage service status`, and restart it if it is another version of Stowage"
         )

@@ -101,7 +101,7 @@ public struct ServiceEndpoint: Sendable, Hashable {
     func checkSocketPath() throws(ServiceSetupError) {
         guard socketURL.path.utf8.count <= Self.maximumSocketPathBytes else {
             throw ServiceSetupError(
-                code: "socket_path_too_long",
+                code: .socketPathTooLong,
                 message: "the service's socket \(socketURL.path) is longer than the \(Self.maximumSocketPathBytes) bytes a Unix "
                     + "socket path may have; use a shorter data directory ($STOWAGE_HOME)"
             )

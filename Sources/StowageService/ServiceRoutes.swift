@@ -140,7 +140,7 @@ enum ServiceRoutes {
     static func failure(_ error: any Error) -> Response {
         let described: any StowageError =
             (error as? any StowageError)
-            ?? ReportedError(code: "service_error", message: "the download service could not do this (\(type(of: error))); see its log")
+            ?? ReportedError(code: .serviceError, message: "the download service could not do this (\(type(of: error))); see its log")
         let document = ErrorDocument(described)
         return Response(
             status: status(for: described.code),
@@ -149,11 +149,11 @@ enum ServiceRoutes {
         )
     }
 
-    static func status(for code: String) -> HTTPResponse.Status {
+    static func status(for code: ErrorCode) -> HTTPResponse.Status {
         switch code {
-        case "package_not_found", "download_not_found", "not_found": .notFound
-        case "asset_busy", "download_exists", "download_invalid_state": .conflict
-        case _ where code.hasPrefix("invalid_"): .badRequest
+        case .packageNotFound, .downloadNotFound: .notFound
+        case .assetBusy, .downloadExists, .downloadInvalidState: .conflict
+        case _ where code.rawValue.hasPrefix("invalid_"): .badRequest
         default: .internalServerError
         }
     }
@@ -164,7 +164,7 @@ enum ServiceRoutes {
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
         } catch {
-            throw ReportedError(code: "invalid_request", message: "the request body is not a \(T.self) in JSON")
+            throw ReportedError(code: .invalidRequest, message: "the request body is not a \(T.self) in JSON")
         }
     }
 }

@@ -13,7 +13,7 @@ public struct TimeWindow: Sendable, Hashable, CustomStringConvertible {
         let parts = text.split(separator: "-")
         guard parts.count == 2, let start = Self.minutes(parts[0]), let end = Self.minutes(parts[1]), start != end else {
             throw ServiceSetupError(
-                code: "invalid_time_window",
+                code: .invalidTimeWindow,
                 message: "'\(text)' is not a time window: give local hours as HH:MM-HH:MM, e.g. 01:00-06:00 or 22:00-06:00"
             )
         }
@@ -61,7 +61,7 @@ public enum ByteQuantity {
         }
         guard let value = Double(number), value > 0, value.isFinite, value * multiplier < 1e15 else {
             throw ServiceSetupError(
-                code: "invalid_quantity",
+                code: .invalidQuantity,
                 message: "\(option) takes a positive size such as 500K, 5M or 1G (powers of 1024), not '\(text)'"
             )
         }
@@ -71,10 +71,10 @@ public enum ByteQuantity {
 
 /// A service option or file it cannot use.
 public struct ServiceSetupError: StowageError, Hashable {
-    public let code: String
+    public let code: ErrorCode
     public let message: String
 
-    public init(code: String, message: String) {
+    public init(code: ErrorCode, message: String) {
         self.code = code
         self.message = message
     }

@@ -8,7 +8,7 @@ import UnixSignals
 
 /// An error the command line raises itself: an argument it cannot use.
 struct CommandLineError: StowageError {
-    let code: String
+    let code: ErrorCode
     let message: String
 
     var description: String { "\(code): \(message)" }
@@ -117,7 +117,7 @@ enum CommandOutput {
         if json {
             print(encodedJSON(error))
         } else {
-            Terminal.standardError(Terminal.errorLine(error.message, code: error.code))
+            Terminal.standardError(Terminal.errorLine(error.message, code: error.code.rawValue))
         }
         exit(status)
     }
@@ -135,7 +135,7 @@ enum CommandOutput {
             }
             print(Library.line(Line(event: event, error: ErrorDocument(error).error)))
         } else {
-            Terminal.standardError(Terminal.errorLine(error.message, code: error.code))
+            Terminal.standardError(Terminal.errorLine(error.message, code: error.code.rawValue))
         }
     }
 
@@ -148,7 +148,7 @@ enum CommandOutput {
         }
     }
 
-    static func fail(code: String, message: String, json: Bool) -> Never {
+    static func fail(code: ErrorCode, message: String, json: Bool) -> Never {
         fail(CommandLineError(code: code, message: message), json: json)
     }
 
@@ -156,11 +156,11 @@ enum CommandOutput {
     static func presentable(_ error: any Error) -> any StowageError {
         switch error {
         case let error as any StowageError: return error
-        case let error as ValidationError: return CommandLineError(code: "invalid_arguments", message: error.message)
-        case is CancellationError: return CommandLineError(code: "cancelled", message: "Stopped before it finished; run the command again.")
+        case let error as ValidationError: return CommandLineError(code: .invalidArguments, message: error.message)
+        case is CancellationError: return CommandLineError(code: .cancelled, message: "Stopped before it finished; run the command again.")
         default:
             return CommandLineError(
-                code: "internal_error",
+                code: .internalError,
                 message: "Stowage failed in a way it does not describe yet (\(type(of: error))). Run the command again; if it "
                     + "fails the same way, report it with the command line."
             )

@@ -42,7 +42,7 @@ struct DemoCommand: AsyncParsableCommand {
         let started = ContinuousClock.now
         guard let source = DemoEnvironment.locateFixture(fixture) else {
             CommandOutput.fail(
-                code: "fixture_not_found",
+                code: .fixtureNotFound,
                 message: fixture.map { "cannot find the fixture \($0); pass the path of a clear multivariant playlist" }
                     ?? "cannot find Fixtures/demo/master.m3u8; run from the repository or pass --fixture PATH",
                 json: false

@@ -442,7 +442,7 @@ enum DownloadDriver {
                     playback = handle
                     let url = handle.url.absoluteString
                     Terminal.standardOutput((json ? Library.line(["event": "playing", "url": url]) : "playing \(url)") + "\n")
-                } catch let error as any StowageError where error.code == "keys_pending" {
+                } catch let error as any StowageError where error.code == .keysPending {
                     // A live recording fetches its first segments while it obtains their keys: try again at the next
                     // progress.
                     continue

@@ -49,7 +49,7 @@ enum Library {
 
     static func leaseText(_ lease: PackageLeaseSummary?) -> String {
         guard let lease else { return "no lease" }
-        guard lease.isValid else { return "\(lease.code ?? "invalid")" }
+        guard lease.isValid else { return lease.code?.rawValue ?? "invalid" }
         var parts = ["valid"]
         if let left = lease.timeLeft { parts.append("\(HumanTime.duration(left)) left") }
         if !lease.playbackStarted, let playback = lease.playbackDuration { parts.append("\(HumanTime.duration(playback)) to watch once started") }
@@ -244,7 +244,7 @@ struct VerifyCommand: AsyncParsableCommand {
             // The lease's problem names the cause (its keys missing follow from it); else the first found.
             let primary = report.problems.first { $0.isLeaseProblem } ?? report.problems.first
             let failure = primary.map {
-                CommandLineError(code: $0.code.rawValue, message: "\(assetId) will not play offline: \($0.message)")
+                CommandLineError(code: $0.code, message: "\(assetId) will not play offline: \($0.message)")
             }
             if json {
                 print(Library.json(VerifyOutput(report: report, error: failure.map(ErrorDocument.init))))
@@ -259,7 +259,7 @@ struct VerifyCommand: AsyncParsableCommand {
                 }
                 for problem in report.problems { print("  problem [\(problem.code.rawValue)]: \(problem.message)") }
                 for warning in report.warnings ?? [] { print("  warning [\(warning.code.rawValue)]: \(warning.message)") }
-                if let failure { Terminal.standardError(Terminal.errorLine(failure.message, code: failure.code)) }
+                if let failure { Terminal.standardError(Terminal.errorLine(failure.message, code: failure.code.rawValue)) }
             }
             Foundation.exit(report.exitStatus)
         } catch {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import KeyServer
 import Packaging
+import StowageCore
 
 /// `stowage package CLEAR_PLAYLIST --asset-id ID --method sample-aes|aes-128 --out DIR --keyserver-data-dir DIR
 /// [--keyserver-database URL]`
@@ -58,7 +59,7 @@ struct PackageCommand: AsyncParsableCommand {
         let directory = KeyServerDataDirectory(path: keyserverDataDir, database: database?.isEmpty == false ? database : nil)
         guard FileManager.default.fileExists(atPath: directory.path(of: KeyServerDataDirectory.configurationFile)) else {
             CommandOutput.fail(
-                code: "missing_data_dir",
+                code: .missingDataDir,
                 message: "\(keyserverDataDir) is not a key server data directory; run `stowage keyserver init --data-dir DIR` first",
                 json: false
             )

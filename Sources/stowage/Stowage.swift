@@ -74,7 +74,7 @@ struct Stowage: AsyncParsableCommand {
 /// Arguments a command cannot take: an unknown option, a missing value, a value out of range.
 struct ArgumentsError: StowageError {
     let message: String
-    let code = "invalid_arguments"
+    let code = ErrorCode.invalidArguments
 
     init(message: String, command: String) {
         // One line: the parser's message may add a "Help:" line for the argument it names.

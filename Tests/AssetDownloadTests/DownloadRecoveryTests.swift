@@ -4,6 +4,7 @@ import Foundation
 import KeyDelivery
 import OfflinePackage
 import OriginServer
+import StowageCore
 import StowageTestSupport
 import Testing
 

@@ -2,6 +2,7 @@ import AssetDownload
 import DownloadTestSupport
 import Foundation
 import OfflinePackage
+import StowageCore
 import Testing
 
 /// Every (state, action) pair of a download task, against a table written out by hand.

@@ -1,6 +1,7 @@
 import Foundation
 import HLS
 import OfflinePackage
+import StowageCore
 import Testing
 
 @testable import AssetDownload

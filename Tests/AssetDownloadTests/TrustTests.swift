@@ -9,6 +9,7 @@ import NIOCore
 import NIOHTTP1
 import OfflinePackage
 import ServiceLifecycle
+import StowageCore
 import StowageTestSupport
 import Synchronization
 import Testing

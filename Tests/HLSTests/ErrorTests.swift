@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 import Testing
 
 @testable import HLS

@@ -1,5 +1,6 @@
 import Foundation
 import HLS
+import StowageCore
 import Testing
 
 /// Inputs found while fuzzing the parser (docs/fuzzing.md), kept as regression tests.

@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 import Testing
 
 @testable import HLS
@@ -106,7 +107,7 @@ struct MutationTests {
         do {
             parsed = try mutation.parse()
         } catch {
-            #expect(!error.code.isEmpty && error.line >= 0)
+            #expect(!error.code.rawValue.isEmpty && error.line >= 0)
             return
         }
         let context = "seed \(seed), \(mutation.fixture):\n\(mutation.text)"
@@ -141,7 +142,7 @@ struct MutationTests {
                 _ = try mutation.parse()
                 accepted += 1
             } catch {
-                codes.insert(error.code)
+                codes.insert(error.code.rawValue)
             }
         }
         #expect(accepted > PlaylistMutation.count / 5, "accepted \(accepted)")

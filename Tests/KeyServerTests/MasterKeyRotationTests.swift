@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import KeyDelivery
+import StowageCore
 import StowageCrypto
 import Testing
 

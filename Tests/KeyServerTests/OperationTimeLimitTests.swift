@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 import Synchronization
 import Testing
 

@@ -3,6 +3,7 @@ import HLS
 import KeyDelivery
 import OfflinePackage
 import Packaging
+import StowageCore
 import StowageCrypto
 import StowageTestSupport
 import Testing

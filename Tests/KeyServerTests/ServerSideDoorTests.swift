@@ -1,6 +1,7 @@
 import Foundation
 import KeyDelivery
 import KeyServer
+import StowageCore
 import StowageCrypto
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import KeyServer
+import StowageCore
 import StowageTestSupport
 import Testing
 

@@ -4,6 +4,7 @@ import KeyServer
 import OfflinePackage
 import PackageTestSupport
 import Packaging
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -89,7 +90,7 @@ struct LeasedPackageTests {
         let package = try await Self.make(in: root)
         package.clock.advance(by: 30 * Self.day)
         let report = try await Self.verifier(package).verify(package.package)
-        #expect(report.problems.map(\.code) == [.lease(.storageWindowExpired)])
+        #expect(report.problems.map(\.code) == [.storageWindowExpired])
         #expect(report.lease?.isValid == false)
         #expect(report.lease?.code == "storage_window_expired")
         #expect(report.exitStatus == 1)
@@ -105,7 +106,7 @@ struct LeasedPackageTests {
         #expect(try await Self.verifier(package).verify(package.package).isPlayable)
         package.clock.advance(by: -2 * 3600)
         let report = try await Self.verifier(package).verify(package.package)
-        #expect(report.problems.map(\.code) == [.lease(.clockRollbackDetected)])
+        #expect(report.problems.map(\.code) == [.clockRollbackDetected])
         #expect(report.problems.first?.leaseId == package.leaseId)
     }
 
@@ -129,7 +130,7 @@ struct LeasedPackageTests {
         let package = try await Self.make(in: root)
         try package.store.returnAsset(assetId: "movie-1", at: package.clock.now)
         let report = try await Self.verifier(package).verify(package.package)
-        #expect(Set(report.problemCodes) == [.keyMissing, .lease(.returned)])
+        #expect(Set(report.problemCodes) == [.keyMissing, .returned])
         #expect(report.keys.allSatisfy { !$0.isAvailable })
         #expect(report.renditions.allSatisfy { !$0.isPlayable })
     }

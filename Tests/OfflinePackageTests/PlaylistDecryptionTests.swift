@@ -2,6 +2,7 @@ import Foundation
 import HLS
 import MediaCrypto
 import OfflinePackage
+import StowageCore
 import StowageCrypto
 import StowageTestSupport
 import Testing

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import OriginServer
+import StowageCore
 import Testing
 
 /// The origin as a plain file server: ranges, validators, HEAD and media types, over real loopback HTTP.
@@ -186,8 +187,9 @@ struct FileServingTests {
 
     @Test func refusesToStartWithoutADirectory() async throws {
         let origin = Origin(configuration: .init(root: "/nonexistent/origin-root"))
-        await #expect(throws: OriginError.notADirectory("/nonexistent/origin-root")) {
+        let error = await #expect(throws: OriginError.notADirectory("/nonexistent/origin-root")) {
             try await origin.run { _ in }
         }
+        #expect(error?.code == "origin_root_invalid")
     }
 }

@@ -5,6 +5,7 @@ import OfflinePackage
 import PackageTestSupport
 import Packaging
 import Playback
+import StowageCore
 import Testing
 
 /// The gate refuses for each reason with the right code and a message that says what to do.
@@ -53,7 +54,7 @@ struct PlaybackGateTests {
         let package = try await Self.package(in: root)
         package.clock.advance(by: 30 * 86_400 + 1)
         let error = try #require(Self.refusal(PlaybackHarness.gate(package)))
-        #expect(error.reason == .lease(.storageWindowExpired))
+        #expect(error.reason == .storageWindowExpired)
         #expect(error.code == "storage_window_expired")
         #expect(error.message.contains("movie") && error.message.contains("Renew"))
         // A refusal records no first play.
@@ -68,7 +69,7 @@ struct PlaybackGateTests {
         _ = try gate.authorize(assetId: "movie")
         package.clock.advance(by: 48 * 3_600)
         let error = try #require(Self.refusal(gate))
-        #expect(error.reason == .lease(.playbackWindowExpired))
+        #expect(error.reason == .playbackWindowExpired)
         #expect(error.message.contains("new lease"))
     }
 
@@ -81,7 +82,7 @@ struct PlaybackGateTests {
         _ = try gate.authorize(assetId: "movie")
         package.clock.advance(by: -2 * 3_600)
         let error = try #require(Self.refusal(gate))
-        #expect(error.reason == .lease(.clockRollbackDetected))
+        #expect(error.reason == .clockRollbackDetected)
         #expect(error.code == "clock_rollback_detected")
         #expect(error.message.contains("Correct the clock"))
     }
@@ -130,7 +131,7 @@ struct PlaybackGateTests {
         let package = try await Self.package(in: root)
         try package.store.returnAsset(assetId: "movie", at: package.clock.now)
         let error = try #require(Self.refusal(PlaybackHarness.gate(package)))
-        #expect(error.reason == .lease(.returned))
+        #expect(error.reason == .returned)
         #expect(error.message.contains("stowage keys fetch movie"))
     }
 

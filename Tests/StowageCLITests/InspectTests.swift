@@ -5,6 +5,7 @@ import HLS
 import Hummingbird
 import Logging
 import NIOCore
+import StowageCore
 import StowageTestSupport
 import Testing
 

@@ -1,3 +1,4 @@
+import StowageCore
 import StowageCrypto
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 import StowageDemo
 import StowageLibrary
 import Testing

@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import OfflinePackage
 import Playback
+import StowageCore
 import StowageLibrary
 import StowageTestSupport
 import Testing

@@ -145,10 +145,10 @@ struct LeaseUpkeepTests {
             let before = try #require(try library.leases().first)
             clock.advance(by: (before.storageExpiresAt - clock.now) * 80 / 100)
             let report = await library.upkeepLeases { _ in
-                throw ReportedError(code: "downloads_unreadable", message: "the download records cannot be read")
+                throw ReportedError(code: .databaseFailure, message: "the download records cannot be read")
             }
             let failure = try #require(report.renewalFailures[before.leaseId])
-            #expect(failure.code == "downloads_unreadable")
+            #expect(failure.code == "database_failure")
             #expect(failure.message.contains("could not be read: the download records cannot be read"), "\(failure.message)")
             #expect(!failure.message.contains("--token-command"))
             #expect(report.renewed.isEmpty)

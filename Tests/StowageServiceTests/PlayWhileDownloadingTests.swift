@@ -7,6 +7,7 @@ import NIOHTTP1
 import OfflinePackage
 import OriginServer
 import Playback
+import StowageCore
 import StowageLibrary
 import StowageTestSupport
 import Testing

@@ -1,5 +1,6 @@
 import AssetDownload
 import Foundation
+import StowageCore
 import Testing
 
 @testable import StowageService
@@ -34,9 +35,9 @@ struct QueueDecisionsTests {
             Entry(assetId: "left-downloading", state: .downloading, priority: 0, createdAt: 150),
             Entry(assetId: "running", state: .downloading, priority: 9, createdAt: 50),
             Entry(assetId: "paused-by-user", state: .paused, failureCode: nil, priority: 9, createdAt: 60),
-            Entry(assetId: "paused-offline", state: .paused, failureCode: "playlist_network_error", priority: 1, createdAt: 70),
-            Entry(assetId: "paused-forbidden", state: .paused, failureCode: "http_forbidden", priority: 9, createdAt: 80),
-            Entry(assetId: "failed", state: .failed, failureCode: "playlist_network_error", priority: 9, createdAt: 90),
+            Entry(assetId: "paused-offline", state: .paused, failureCode: .playlistNetworkError, priority: 1, createdAt: 70),
+            Entry(assetId: "paused-forbidden", state: .paused, failureCode: .notEntitled, priority: 9, createdAt: 80),
+            Entry(assetId: "failed", state: .failed, failureCode: .playlistNetworkError, priority: 9, createdAt: 90),
             Entry(assetId: "done", state: .completed, priority: 9, createdAt: 10),
         ]
         #expect(
@@ -48,7 +49,7 @@ struct QueueDecisionsTests {
     func waitsAfterFailure() throws {
         let decisions = try Self.decisions()
         let entries = [
-            QueueDecisions.Entry(assetId: "a", state: .paused, failureCode: "playlist_network_error", priority: 1, createdAt: 1),
+            QueueDecisions.Entry(assetId: "a", state: .paused, failureCode: .playlistNetworkError, priority: 1, createdAt: 1),
             QueueDecisions.Entry(assetId: "b", state: .queued, createdAt: 2),
         ]
         let now = ContinuousClock.now
@@ -80,9 +81,9 @@ struct QueueDecisionsTests {
     @Test("retry delay: doubling from the initial delay to the maximum; none for conditions the queue watches itself")
     func retryDelays() throws {
         let decisions = try Self.decisions()
-        #expect((1...6).map { decisions.retryDelay(afterFailures: $0, code: "segment_failed") } == [5, 10, 20, 40, 60, 60].map { .seconds($0) })
-        #expect(decisions.retryDelay(afterFailures: 1_000, code: "segment_failed") == .seconds(60))
-        for code in ["insufficient_storage", "outside_time_window", "service_stopped"] {
+        #expect((1...6).map { decisions.retryDelay(afterFailures: $0, code: .segmentFailed) } == [5, 10, 20, 40, 60, 60].map { .seconds($0) })
+        #expect(decisions.retryDelay(afterFailures: 1_000, code: .segmentFailed) == .seconds(60))
+        for code: ErrorCode in [.insufficientStorage, .outsideTimeWindow, .serviceStopped] {
             #expect(decisions.retryDelay(afterFailures: 3, code: code) == .zero)
         }
     }

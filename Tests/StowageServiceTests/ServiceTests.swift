@@ -26,7 +26,7 @@ func withService<T: Sendable>(_ service: DownloadService, _ body: @Sendable (Ser
     guard let client else {
         await group.triggerGracefulShutdown()
         _ = try? await running.value
-        throw ReportedError(code: "test_setup", message: "the service did not start listening")
+        throw ReportedError(code: .serviceNotRunning, message: "the service did not start listening")
     }
     // Only the owner may talk to it (set just after the bind; the 0700 data directory covers the moment between).
     let socket = ServiceEndpoint(dataDirectory: service.library.dataDirectory).socketURL.path
@@ -231,7 +231,10 @@ struct ServiceTests {
                     if status.waiting { waited = status } else { try await Task.sleep(for: .milliseconds(100)) }
                 }
                 let waiting = try #require(waited)
-                #expect(DownloadError.isTransient(code: waiting.reason?.code ?? ""), "\(String(describing: waiting.reason))")
+                #expect(
+                    DownloadError.isTransient(code: ErrorCode(waiting.reason?.code ?? "", fallback: .failed)),
+                    "\(String(describing: waiting.reason))"
+                )
             }
             // Back where the request says they are: the next retry completes the download.
             try await fixture.withServers(keyServerPort: ports.1, originPort: ports.0) { origin, _ in

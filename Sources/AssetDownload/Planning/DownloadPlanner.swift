@@ -2,6 +2,7 @@ import Foundation
 import HLS
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 import StowageCrypto
 
 /// What a download will fetch: the package manifest with every file listed (sizes unknown), the local playlists to
@@ -114,7 +115,7 @@ struct DownloadPlanner: Sendable {
             let loaded = try await loader.load(variantURL, importedVariables: variables, referrer: top.url)
             builder.noteWarnings(of: loaded)
             guard case .media(let media) = loaded.parsed.playlist else {
-                throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(variantURL) is not a media playlist")
+                throw DownloadError.playlist(code: .notAMediaPlaylist, message: "\(variantURL) is not a media playlist")
             }
             try builder.addRendition(
                 id: "video",
@@ -134,7 +135,7 @@ struct DownloadPlanner: Sendable {
             let loaded = try await loader.load(renditionURL, importedVariables: variables, referrer: top.url)
             builder.noteWarnings(of: loaded)
             guard case .media(let media) = loaded.parsed.playlist else {
-                throw DownloadError.playlist(code: "not_a_media_playlist", message: "\(renditionURL) is not a media playlist")
+                throw DownloadError.playlist(code: .notAMediaPlaylist, message: "\(renditionURL) is not a media playlist")
             }
             let id = builder.uniqueID(kind.rawValue + "-" + Self.slug(rendition.language ?? rendition.name))
             try builder.addRendition(

@@ -135,14 +135,14 @@ public enum PlaylistLoadError: Error, Sendable, CustomStringConvertible {
     case unsupportedScheme(url: URL)
 
     /// A stable snake_case code.
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
-        case .unreadable: "playlist_unreadable"
-        case .httpStatus: "playlist_http_status"
-        case .network: "playlist_network_error"
-        case .untrustedCertificate: "untrusted_certificate"
-        case .tooLarge: "playlist_too_large"
-        case .unsupportedScheme: "unsupported_uri"
+        case .unreadable: .playlistUnreadable
+        case .httpStatus: .playlistHTTPStatus
+        case .network: .playlistNetworkError
+        case .untrustedCertificate: .untrustedCertificate
+        case .tooLarge: .playlistTooLarge
+        case .unsupportedScheme: .unsupportedURI
         case .invalidPlaylist(_, let error): error.code
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import HLS
 import KeyDelivery
 import OfflinePackage
+import StowageCore
 
 extension DownloadRunner {
     /// Records every live rendition until each one ends (EXT-X-ENDLIST, `--duration`), `--until` comes or the user
@@ -134,7 +135,7 @@ extension DownloadRunner {
             guard let loaded = reloaded else { return .stopped }
             guard case .media(let media) = loaded.parsed.playlist else {
                 throw DownloadError.playlist(
-                    code: "not_a_media_playlist",
+                    code: .notAMediaPlaylist,
                     message:
                         "\(url) is no longer a media playlist, so \(assetId) cannot go on recording; `stowage resume \(assetId)` tries "
                         + "again, and `stowage stop \(assetId)` ends the recording with what it has"
@@ -149,7 +150,7 @@ extension DownloadRunner {
             behind = update.merge.isBehind ? behind + 1 : 0
             if behind >= 5 {
                 throw DownloadError.playlist(
-                    code: "live_sequence_reset",
+                    code: .liveSequenceReset,
                     message:
                         "\(url) went back to media sequence numbers the recording of \(assetId) already holds, five reloads in a "
                         + "row: the stream restarted its numbering; record it again under a new asset ID"
@@ -207,7 +208,7 @@ extension DownloadRunner {
                 do {
                     _ = try keyStore.identityKey(uri: key.uri, at: now)
                     held.insert(key.keyId)
-                } catch let error as KeyStoreError where ["identity_key_not_found", "identity_key_expired"].contains(error.code) {
+                } catch let error as KeyStoreError where [.identityKeyNotFound, .identityKeyExpired].contains(error.code) {
                     continue
                 }
             }

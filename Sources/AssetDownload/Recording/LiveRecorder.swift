@@ -247,7 +247,7 @@ actor RecordingKeys {
             held.formUnion(try outcome.get())
         }
         throw DownloadError.keys(
-            code: "keys_unavailable",
+            code: .keysUnavailable,
             message:
                 "the keys \(keys.filter { !held.contains($0.keyId) }.map(\.keyId).joined(separator: ", ")) of a recording were "
                 + "not obtained after several acquisitions; run `stowage resume` to try again"

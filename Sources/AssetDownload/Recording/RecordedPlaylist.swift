@@ -1,6 +1,7 @@
 import Foundation
 import HLS
 import OfflinePackage
+import StowageCore
 
 /// One rendition of a live recording as a growing media playlist: every segment seen in any reload of the source,
 /// in media sequence order from the first one recorded, with absolute URIs, and an EXT-X-GAP segment for each one that
@@ -100,7 +101,7 @@ struct RecordedPlaylist: Sendable, Hashable {
                 let missing = source.mediaSequence - last - 1
                 guard missing <= Self.maximumGapSegments else {
                     throw DownloadError.playlist(
-                        code: "live_sequence_jump",
+                        code: .liveSequenceJump,
                         message:
                             "\(url.absoluteString) jumped from media sequence \(last) to \(source.mediaSequence): more than "
                             + "\(Self.maximumGapSegments) segments cannot be missing from a recording; the stream restarted "

@@ -123,7 +123,8 @@ public struct DownloadTaskRecord: Sendable, Hashable {
     public var session: String
     public var request: DownloadRequest
     public var state: DownloadState
-    public var failureCode: String?
+    /// The code of the failure that stopped the task (`failed` for a code this version does not know).
+    public var failureCode: ErrorCode?
     public var failureMessage: String?
     public var keysAcquired: Bool
     /// Place in a service's queue: higher runs first (0 by default).
@@ -297,7 +298,7 @@ public final class DownloadStore: Sendable {
                 let next = try DownloadStateMachine.next(from: state, on: action, assetId: assetId)
                 try db.execute(
                     sql: "UPDATE download_tasks SET state = ?, failure_code = ?, failure_message = ?, updated_at = ? WHERE asset_id = ?",
-                    arguments: [next.rawValue, failure?.code, failure?.description, now, assetId]
+                    arguments: [next.rawValue, failure?.code.rawValue, failure?.description, now, assetId]
                 )
                 outcome = .success(next)
             } catch let error as DownloadError {
@@ -318,7 +319,7 @@ public final class DownloadStore: Sendable {
         try write { db in
             try db.execute(
                 sql: "UPDATE download_tasks SET state = ?, failure_code = ?, failure_message = ?, updated_at = ? WHERE asset_id = ?",
-                arguments: [state.rawValue, failure?.code, failure?.description, now, assetId]
+                arguments: [state.rawValue, failure?.code.rawValue, failure?.description, now, assetId]
             )
         }
     }
@@ -442,7 +443,7 @@ public final class DownloadStore: Sendable {
             session: try row.decode(forColumn: "session"),
             request: request,
             state: DownloadState(rawValue: try row.decode(forColumn: "state")) ?? .failed,
-            failureCode: try row.decode(forColumn: "failure_code"),
+            failureCode: (try row.decode(forColumn: "failure_code") as String?).map { ErrorCode($0, fallback: .failed) },
             failureMessage: try row.decode(forColumn: "failure_message"),
             keysAcquired: try row.decode(forColumn: "keys_acquired"),
             priority: try row.decode(forColumn: "priority"),

@@ -1,4 +1,5 @@
 public import Foundation
+import StowageCore
 
 /// A parsed playlist with the warnings the parser raised.
 public struct ParsedPlaylist: Hashable, Sendable {
@@ -225,7 +226,7 @@ private struct ParserState {
             // Variables that do not resolve, or smuggle text, and byte ranges that overflow stay errors: they are a
             // hostile or broken playlist, not a quirk.
             guard !tolerance.isStrict, ignorableTags.contains(name),
-                !["undefined_variable", "duplicate_variable", "invalid_byte_range"].contains(error.code),
+                ![.undefinedVariable, .duplicateVariable, .invalidByteRange].contains(error.code),
                 !error.reason.contains("variable substitution")
             else { throw error }
             // The dropped tag does not count as the one allowed occurrence: a later, valid one still holds.

@@ -13,13 +13,7 @@ public import StowageCore
 /// }
 /// ```
 public struct KeyWrappingError: Error, Sendable, CustomStringConvertible {
-    private enum Code: String, Hashable, Sendable {
-        case invalidKeyID = "invalid_key_id"
-        case invalidContentKey = "invalid_content_key"
-        case invalidAgreementKey = "invalid_agreement_key"
-        case malformedWrappedKey = "malformed_wrapped_key"
-        case unwrapFailed = "unwrap_failed"
-    }
+    private typealias Code = ErrorCode
 
     private let underlying: Code
     /// The key ID (32 hex digits) the failure concerns, when it is known.
@@ -31,7 +25,7 @@ public struct KeyWrappingError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The stable snake_case code, for logs, metrics and JSON (for example `"unwrap_failed"`).
-    public var code: String { underlying.rawValue }
+    public var code: ErrorCode { underlying }
 
     /// What went wrong, for which key, and what usually causes it.
     public var description: String {
@@ -49,6 +43,8 @@ public struct KeyWrappingError: Error, Sendable, CustomStringConvertible {
         case .unwrapFailed:
             "The wrapped key\(key) does not open with this device's key for this lease; it was wrapped to another device "
                 + "or lease, or it was altered. Request the key again."
+        default:
+            "The key\(key) cannot be used (\(underlying))."
         }
     }
 

@@ -12,13 +12,7 @@ public import StowageCore
 /// }
 /// ```
 public struct SignatureVerificationError: Error, Hashable, Sendable, CustomStringConvertible {
-    private enum Code: String, Hashable, Sendable {
-        case missingSignature = "missing_signature"
-        case malformedSignature = "malformed_signature"
-        case badSignature = "bad_signature"
-        case malformedPayload = "malformed_payload"
-        case unsupportedVersion = "unsupported_version"
-    }
+    private typealias Code = ErrorCode
 
     private let underlying: Code
 
@@ -27,7 +21,7 @@ public struct SignatureVerificationError: Error, Hashable, Sendable, CustomStrin
     }
 
     /// The stable snake_case code, for logs, metrics and JSON (for example `"bad_signature"`).
-    public var code: String { underlying.rawValue }
+    public var code: ErrorCode { underlying }
 
     /// What went wrong and what to do.
     public var description: String {
@@ -43,6 +37,8 @@ public struct SignatureVerificationError: Error, Hashable, Sendable, CustomStrin
             "The signed payload is not canonical base64 of a JSON lease payload with every required member."
         case .unsupportedVersion:
             "The signed payload is of a protocol version this client does not know (it speaks version \(KeyProtocol.version))."
+        default:
+            "The signature cannot be checked (\(underlying))."
         }
     }
 

@@ -10,13 +10,7 @@ import Darwin
 ///
 /// Codes are stable snake_case. The message names the path and says what to do; it never contains file contents.
 public struct PrivateFileError: Error, Hashable, Sendable, CustomStringConvertible {
-    private enum Code: String, Sendable {
-        case insecurePermissions = "insecure_permissions"
-        case notOwned = "not_owned"
-        case wrongFileType = "wrong_file_type"
-        case malformedFile = "malformed_file"
-        case ioFailure = "io_failure"
-    }
+    private typealias Code = ErrorCode
 
     private let _code: Code
     /// The file or directory concerned.
@@ -31,7 +25,7 @@ public struct PrivateFileError: Error, Hashable, Sendable, CustomStringConvertib
     }
 
     /// The stable code, e.g. `insecure_permissions`.
-    public var code: String { _code.rawValue }
+    public var code: ErrorCode { _code }
 
     public var description: String { "\(code): \(message)" }
 

@@ -179,7 +179,7 @@ public enum SecretInput {
 /// Why a secret could not be taken.
 public struct SecretInputError: StowageError, Hashable {
     /// The stable code.
-    public let code: String
+    public let code: ErrorCode
     public let message: String
 
     public var description: String { "\(code): \(message)" }
@@ -187,7 +187,7 @@ public struct SecretInputError: StowageError, Hashable {
     /// A secret written on the command line.
     static func onCommandLine(option: String, alternatives: String) -> Self {
         .init(
-            code: "secret_on_command_line",
+            code: .secretOnCommandLine,
             message: "\(option) was given a value on the command line, where every user of this machine can read it "
                 + "(/proc/PID/cmdline); pass it with \(alternatives)"
         )
@@ -195,12 +195,12 @@ public struct SecretInputError: StowageError, Hashable {
 
     /// Two options give the same secret.
     static func conflict(_ first: String, _ second: String, secret: String) -> Self {
-        .init(code: "secret_sources_conflict", message: "\(first) and \(second) both give \(secret); give only one of them")
+        .init(code: .secretSourcesConflict, message: "\(first) and \(second) both give \(secret); give only one of them")
     }
 
     /// The source could not be read, or held nothing.
     static func unreadable(secret: String, source: String, reason: String) -> Self {
-        .init(code: "secret_unreadable", message: "\(secret) could not be read from \(source): \(reason)")
+        .init(code: .secretUnreadable, message: "\(secret) could not be read from \(source): \(reason)")
     }
 
     /// No source given where one is needed.
@@ -210,12 +210,12 @@ public struct SecretInputError: StowageError, Hashable {
     ///   - options: where it may come from.
     public static func missing(_ secret: String, purpose: String? = nil, options: String) -> Self {
         let what = purpose.map { "\($0) needs \(secret), and none was given" } ?? "\(secret) is needed and none was given"
-        return .init(code: "secret_missing", message: "\(what); pass it with \(options)")
+        return .init(code: .secretMissing, message: "\(what); pass it with \(options)")
     }
 
     /// A proxy URL with a password, given on the command line.
     public static let proxyPasswordOnCommandLine = SecretInputError(
-        code: "secret_on_command_line",
+        code: .secretOnCommandLine,
         message: "--proxy was given a URL with a password, where every user of this machine can read it (/proc/PID/cmdline); "
             + "put the proxy URL in the HTTPS_PROXY (or HTTP_PROXY, ALL_PROXY) environment variable instead"
     )
@@ -223,7 +223,7 @@ public struct SecretInputError: StowageError, Hashable {
     /// A header that is not `Name: value`.
     static func invalidHeader(source: String) -> Self {
         .init(
-            code: "invalid_header",
+            code: .invalidHeader,
             message: "the header at \(source) is not of the form 'Name: value' (a name of letters, digits, '-' and '_'); "
                 + "write one header per line, e.g. 'Authorization: Bearer ...'"
         )
@@ -233,7 +233,7 @@ public struct SecretInputError: StowageError, Hashable {
     static func invalidContentKey(source: String, found: Int, lengths: Set<Int>) -> Self {
         let sizes = lengths.sorted().map { "\($0 * 2) hex digits or \($0) raw bytes" }.joined(separator: ", or ")
         return .init(
-            code: "invalid_content_key",
+            code: .invalidContentKey,
             message: "the content key from \(source) is \(found) bytes that are not hex of the right length; a key is \(sizes): "
                 + "check what the file or standard input holds"
         )

@@ -157,7 +157,7 @@ public struct CookieFileError: StowageError, Hashable {
         self.reason = reason
     }
 
-    public var code: String { "invalid_cookie_file" }
+    public var code: ErrorCode { .invalidCookieFile }
     public var message: String { "the cookie file \(path) cannot be used: \(reason)" }
     public var subject: ErrorSubject { ErrorSubject(path: path) }
     public var description: String { message }

@@ -169,7 +169,7 @@ public struct ProxyError: StowageError, Hashable {
         self.reason = reason
     }
 
-    public var code: String { "invalid_proxy" }
+    public var code: ErrorCode { .invalidProxy }
     public var message: String {
         let source = variable.map { "the proxy in \($0) (\(shown))" } ?? "the proxy \(shown)"
         return "\(source) cannot be used: \(reason); give http://HOST:PORT or socks5://HOST:PORT"

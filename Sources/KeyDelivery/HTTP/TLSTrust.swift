@@ -54,7 +54,7 @@ public struct TLSTrustError: StowageError, Hashable {
     public let path: String
     public let reason: String
 
-    public var code: String { "invalid_ca_file" }
+    public var code: ErrorCode { .invalidCAFile }
     public var message: String { "the CA file \(path) cannot be used: \(reason); name a PEM file of the CA that signed the server's certificate" }
     public var subject: ErrorSubject { ErrorSubject(path: path) }
     public var description: String { message }

@@ -12,32 +12,18 @@ public import StowageCore
 /// ```
 public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kind of refusal. The Swift names are the codes in camel case; ``code`` gives the stable snake_case form.
-    public enum Reason: String, Sendable, Hashable, CaseIterable {
-        /// The lease ended (its key material was erased after a window closed).
-        case leaseExpired = "lease_expired"
-        /// Playback started and the playback window (`firstPlayedAt + playbackDuration`) has closed, or the lease's
-        /// playback window is empty so playback can never start.
-        case playbackWindowExpired = "playback_window_expired"
-        /// `now >= storageExpiresAt`.
-        case storageWindowExpired = "storage_window_expired"
-        /// The clock is more than 300 s behind the time high-water mark, or was set back since the lease was last renewed.
-        case clockRollbackDetected = "clock_rollback_detected"
-        /// `now < issuedAt - 300`.
-        case notYetValid = "not_yet_valid"
-        /// The server confirmed the release of the lease.
-        case released = "released"
-        /// The lease was returned on this device.
-        case returned = "returned"
-        /// No lease on this device covers the asset.
-        case noLease = "no_lease"
-        /// The lease is valid now but ends before the requested duration is over (`verify --for`).
-        case expiresTooSoon = "expires_too_soon"
-        /// A life-cycle event that is not allowed in the lease's state (renewing a returned lease, say).
-        case invalidTransition = "invalid_lease_transition"
-        /// The stored lease is not what the server signed and this device recorded: a row that disagrees with its
-        /// signed payload, a missing or wrong authentication code, a deleted copy of the time record.
-        case leaseTampered = "lease_tampered"
-    }
+    /// The kind of refusal: one of ``reasons``.
+    public typealias Reason = ErrorCode
+
+    /// The codes a lease refusal has: the lease ended (`lease_expired`), a window closed (`playback_window_expired`,
+    /// `storage_window_expired`), the clock went back (`clock_rollback_detected`), not valid yet (`not_yet_valid`),
+    /// released or returned, no lease for the asset (`no_lease`), valid but not for long enough (`expires_too_soon`,
+    /// `verify --for`), an event the lease's state does not allow (`invalid_lease_transition`), a lease altered
+    /// outside Stowage (`lease_tampered`).
+    public static let reasons: [Reason] = [
+        .leaseExpired, .playbackWindowExpired, .storageWindowExpired, .clockRollbackDetected, .notYetValid, .released, .returned, .noLease,
+        .expiresTooSoon, .invalidLeaseTransition, .leaseTampered,
+    ]
 
     /// The kind of refusal.
     public let reason: Reason
@@ -59,7 +45,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The stable snake_case code, e.g. `clock_rollback_detected`.
-    public var code: String { reason.rawValue }
+    public var code: ErrorCode { reason }
 
     public var description: String { "\(code): \(message)" }
 
@@ -211,7 +197,7 @@ public struct LeaseError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `event` is not allowed while the lease is in `state`.
     public static func invalidTransition(leaseId: String, assetId: String?, state: LeaseState, event: String) -> Self {
         .init(
-            .invalidTransition,
+            .invalidLeaseTransition,
             assetId: assetId,
             leaseId: leaseId,
             time: nil,

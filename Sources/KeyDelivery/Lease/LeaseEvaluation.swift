@@ -1,3 +1,5 @@
+public import StowageCore
+
 /// The answer of the lease rules for one lease at one time, with the times a user wants to see.
 ///
 /// All times are whole seconds since the Unix epoch; "time left" values are seconds, never negative.
@@ -46,7 +48,7 @@ public struct LeaseEvaluation: Sendable, Hashable {
     }
 
     /// The stable code of the refusal, or nil.
-    public var code: String? { error?.code }
+    public var code: ErrorCode? { error?.code }
 
     /// End of the storage window.
     public var storageExpiresAt: Int64? { lease?.terms.storageExpiresAt }

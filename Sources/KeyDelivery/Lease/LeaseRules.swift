@@ -1,3 +1,5 @@
+import StowageCore
+
 /// The lease rules evaluated together, in order; the first refusal wins.
 ///
 /// ``standard(highWaterMark:)`` is the protocol's set (docs/key-protocol.md, "Client-side lease rules"): the

@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 public import StowageCrypto
 
 /// Keys written into the playlist itself as `data:` URIs (RFC 2397), as some packagers inline AES keys:
@@ -87,7 +88,7 @@ public enum InlineKeyURI {
 
     private static func invalid(_ reason: String) -> KeySessionError {
         KeySessionError(
-            code: "invalid_inline_key",
+            code: .invalidInlineKey,
             message: "the playlist's inline key (a data: URI in EXT-X-KEY) cannot be used: \(reason); ask the content's provider for a fixed playlist"
         )
     }

@@ -210,7 +210,7 @@ public struct KeySession: Sendable {
     static func checkClock(now: Int64, serverTime: Int64) throws {
         guard serverTime - now > KeyProtocol.clockLeeway else { return }
         throw KeySessionError(
-            code: "clock_behind",
+            code: .clockBehind,
             message: "this device's clock (\(HumanTime.date(now))) is \(HumanTime.duration(serverTime - now)) behind the key server's "
                 + "(\(HumanTime.date(serverTime))); a lease stored now would be refused as if the clock had been set back, so none "
                 + "was stored. Set the clock right (`timedatectl set-ntp true`), then try again"

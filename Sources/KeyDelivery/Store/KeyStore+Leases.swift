@@ -508,7 +508,7 @@ extension KeyStore {
                     (stored.state.holdsKeyMaterial && (windowClosed != nil || endedElsewhere))
                         || (!stored.state.holdsKeyMaterial && stored.hasKeyMaterial)
                 else { continue }
-                try Self.end(stored, at: now, kind: .expiry, reason: windowClosed?.code ?? "ended", db, state: &state, secrets: secrets) {
+                try Self.end(stored, at: now, kind: .expiry, reason: windowClosed?.code.rawValue ?? "ended", db, state: &state, secrets: secrets) {
                     lifecycle in try lifecycle.expire(at: now)
                 }
                 expired.append(stored.leaseId)

@@ -3,26 +3,7 @@ public import StowageCore
 /// A key store operation that failed, with a stable snake_case code and a message that names the lease, asset or key
 /// URI concerned and says what to do. Messages never contain key material.
 public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible {
-    private enum Code: String, Sendable {
-        case machineIDUnavailable = "machine_id_unavailable"
-        case sealingSecretMissing = "sealing_secret_missing"
-        case sealingKeyMismatch = "sealing_key_mismatch"
-        case unknownLease = "unknown_lease"
-        case leaseAlreadyStored = "lease_already_stored"
-        case notPersistent = "lease_not_persistent"
-        case identityKeyNotFound = "identity_key_not_found"
-        case identityKeyExpired = "identity_key_expired"
-        case identityKeyDamaged = "identity_key_damaged"
-        case sealedDataDamaged = "sealed_data_damaged"
-        case leaseFromAnotherKeyServer = "lease_from_another_key_server"
-        case invalidKeyLength = "invalid_key_length"
-        case databaseFailure = "database_failure"
-        case databaseDamaged = "database_damaged"
-        case serverKeyMismatch = "server_key_mismatch"
-        case pinnedKeyDamaged = "pinned_key_damaged"
-        case serverKeyNotPinned = "server_key_not_pinned"
-        case pinInUse = "pin_in_use"
-    }
+    private typealias Code = ErrorCode
 
     private let _code: Code
     /// What happened and what to do.
@@ -34,7 +15,7 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     /// The stable code, e.g. `sealing_key_mismatch`.
-    public var code: String { _code.rawValue }
+    public var code: ErrorCode { _code }
 
     public var description: String { "\(code): \(message)" }
 
@@ -77,7 +58,7 @@ public struct KeyStoreError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// A streaming lease is kept in memory only and never stored.
     public static func notPersistent(_ leaseId: String) -> Self {
-        .init(.notPersistent, "Lease \(leaseId) is a streaming lease; only persistent leases are stored for offline playback.")
+        .init(.leaseNotPersistent, "Lease \(leaseId) is a streaming lease; only persistent leases are stored for offline playback.")
     }
 
     /// No sealed key is stored for this URI.

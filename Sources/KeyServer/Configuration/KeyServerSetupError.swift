@@ -14,26 +14,7 @@ public import StowageCore
 /// ```
 public struct KeyServerSetupError: StowageError, Hashable {
     /// The stable codes (snake_case in JSON).
-    public enum Code: String, Hashable, Sendable {
-        case notInitialized = "not_initialized"
-        case insecureFile = "insecure_file"
-        case invalidKeyFile = "invalid_key_file"
-        case invalidConfiguration = "invalid_configuration"
-        case unknownPolicy = "unknown_policy"
-        case invalidAssetID = "invalid_asset_id"
-        case invalidKeyID = "invalid_key_id"
-        case invalidContentKey = "invalid_content_key"
-        case keyConflict = "key_conflict"
-        case invalidDatabaseURL = "invalid_database_url"
-        case databaseUnavailable = "database_unavailable"
-        case schemaOutdated = "schema_outdated"
-        case databaseNotEmpty = "database_not_empty"
-        case migrationMismatch = "migration_mismatch"
-        case rotationNotPrepared = "rotation_not_prepared"
-        case rotationInProgress = "rotation_in_progress"
-        case rotationIncomplete = "rotation_incomplete"
-        case sealedKeyUnreadable = "sealed_key_unreadable"
-    }
+    public typealias Code = ErrorCode
 
     /// The kind of problem; ``code`` is its snake_case form.
     public let kind: Code
@@ -46,7 +27,7 @@ public struct KeyServerSetupError: StowageError, Hashable {
     }
 
     /// The stable snake_case code, e.g. `unknown_policy`.
-    public var code: String { kind.rawValue }
+    public var code: ErrorCode { kind }
 
     public var description: String { message }
 

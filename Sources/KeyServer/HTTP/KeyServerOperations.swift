@@ -4,6 +4,7 @@ import KeyDelivery
 import Logging
 import NIOCore
 import Prometheus
+import StowageCore
 import StowageCrypto
 
 /// What one key server instance counts for `GET /metrics` (Prometheus text format, swift-prometheus): a registry of
@@ -140,7 +141,7 @@ struct RequestObservingMiddleware: RouterMiddleware {
             finish(request, context, route: route, status: Int(response.status.code), refusal: nil, since: start)
             return response
         } catch let error as KeyServerError {
-            finish(request, context, route: route, status: Int(error.status.code), refusal: error.code, since: start)
+            finish(request, context, route: route, status: Int(error.status.code), refusal: error.code.rawValue, since: start)
             throw RequestIDError(base: error, requestID: requestID)
         } catch let error as any HTTPResponseError {
             finish(request, context, route: route, status: Int(error.status.code), refusal: nil, since: start)
@@ -207,7 +208,7 @@ enum OperationsRoutes {
             } catch {
                 let problem = error as? KeyServerSetupError
                 context.logger.warning("not ready", metadata: ["error": "\(problem?.message ?? String(describing: error))"])
-                let code = problem?.code ?? KeyServerSetupError.Code.databaseUnavailable.rawValue
+                let code = problem?.code ?? .databaseUnavailable
                 return Self.json(.serviceUnavailable, #"{"status":"unavailable","error":{"code":"\#(code)"}}"#)
             }
         }
@@ -217,14 +218,14 @@ enum OperationsRoutes {
             guard let metricsToken else {
                 return Self.error(
                     .forbidden,
-                    code: "metrics_disabled",
+                    code: .metricsDisabled,
                     message: "this key server has no metrics-token file; run `stowage keyserver init` on its data directory to create one"
                 )
             }
             guard Self.bears(metricsToken, request.headers[.authorization]) else {
                 var response = Self.error(
                     .unauthorized,
-                    code: "invalid_token",
+                    code: .invalidToken,
                     message: "the request did not carry this key server's metrics token; send the data directory's metrics-token file "
                         + "as `Authorization: Bearer TOKEN`"
                 )
@@ -247,10 +248,10 @@ enum OperationsRoutes {
     }
 
     /// The protocol's error body, `{"error": {"code": ..., "message": ...}}`.
-    private static func error(_ status: HTTPResponse.Status, code: String, message: String) -> Response {
+    private static func error(_ status: HTTPResponse.Status, code: ErrorCode, message: String) -> Response {
         struct Body: Encodable {
             struct Detail: Encodable {
-                let code: String
+                let code: ErrorCode
                 let message: String
             }
             let error: Detail

@@ -1,5 +1,6 @@
 import Foundation
 import KeyDelivery
+import StowageCore
 import StowageCrypto
 
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ enum SecretFile {
                     try PrivateFile.readSecret(path, maximumCount: 4_096)
                 }
         } catch {
-            if error.code == "insecure_permissions" {
+            if error.code == .insecurePermissions {
                 // The link itself, as lstat(2) sees it (attributesOfItem does not follow links).
                 let mode = ((try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int).map { $0 & 0o777 } ?? 0o777
                 throw KeyServerSetupError.insecureFile(path, mode: mode)

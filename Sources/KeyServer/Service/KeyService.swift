@@ -306,7 +306,7 @@ struct KeyService: Sendable {
 
     /// Records a request refused before the service read it (a body over the size limit).
     func recordRefusal(_ operation: String, _ error: KeyServerError) {
-        refusals.record(AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code, detail: error.message))
+        refusals.record(AuditRecord(time: clock.now, event: .refused, operation: operation, code: error.code.rawValue, detail: error.message))
     }
 
     /// Deletes the nonces that left the replay window, a thousand at a time, at most a hundred thousand per call (the
@@ -352,14 +352,14 @@ struct KeyService: Sendable {
             return try await body(&record)
         } catch let error as KeyServerError {
             record.event = .refused
-            record.code = error.code
+            record.code = error.code.rawValue
             record.detail = error.message
             refusals.record(record)
             throw error
         } catch {
             logger.error("key server failure", metadata: ["operation": "\(operation)", "error": "\(error)"])
             record.event = .refused
-            record.code = KeyProtocolErrorCode.internal.rawValue
+            record.code = ErrorCode.internal.rawValue
             record.detail = "\(error)"
             refusals.record(record)
             throw KeyServerError(.internal, "the key server failed to answer; try again later")

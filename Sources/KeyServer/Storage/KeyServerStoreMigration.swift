@@ -3,6 +3,7 @@ import GRDB
 import KeyDelivery
 import NIOCore
 import PostgresNIO
+import StowageCore
 import StowageCrypto
 
 /// `stowage keyserver migrate --from DATA_DIR --database URL`: moves a key server from its SQLite file to PostgreSQL.

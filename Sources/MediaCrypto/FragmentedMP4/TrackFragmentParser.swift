@@ -314,22 +314,6 @@ struct TrackFragmentParser {
             fragment.samples[sampleIndex] = sample
         }
 
-        func readEntry(_ reader: inout MP4Reader, sample: Int, withSubsamples: Bool) throws(SegmentCryptoError) -> ([UInt8], [Subsample]?) {
-            let ivSize = parameters[sample]?.isProtected == true ? parameters[sample]?.perSampleIVSize ?? 0 : 0
-            let iv = try reader.bytes(ivSize)
-            guard withSubsamples else { return (iv, nil) }
-            let count = Int(try reader.uint16())
-            guard count <= reader.remaining / 6 else { throw reader.fail("subsample_count \(count) does not fit the box") }
-            var subsamples: [Subsample] = []
-            subsamples.reserveCapacity(count)
-            for _ in 0..<count {
-                let clear = Int(try reader.uint16())
-                let protected = Int(try reader.uint32())
-                subsamples.append(Subsample(clearBytes: clear, protectedBytes: protected))
-            }
-            return (iv, subsamples)
-        }
-
         if let senc = children.first(where: { $0.type == .senc }) {
             var reader = MP4Reader(moof, box: senc, segment: segment)
             let (_, flags) = try reader.versionAndFlags()
@@ -444,5 +428,23 @@ struct TrackFragmentParser {
             position += infoSize
         }
         return entries
+    }
+
+    /// One entry of sample auxiliary information (ISO/IEC 23001-7 7.2): the IV the sample's parameters size, then its
+    /// subsamples when the entry has them.
+    private func readEntry(_ reader: inout MP4Reader, sample: Int, withSubsamples: Bool) throws(SegmentCryptoError) -> ([UInt8], [Subsample]?) {
+        let ivSize = parameters[sample]?.isProtected == true ? parameters[sample]?.perSampleIVSize ?? 0 : 0
+        let iv = try reader.bytes(ivSize)
+        guard withSubsamples else { return (iv, nil) }
+        let count = Int(try reader.uint16())
+        guard count <= reader.remaining / 6 else { throw reader.fail("subsample_count \(count) does not fit the box") }
+        var subsamples: [Subsample] = []
+        subsamples.reserveCapacity(count)
+        for _ in 0..<count {
+            let clear = Int(try reader.uint16())
+            let protected = Int(try reader.uint32())
+            subsamples.append(Subsample(clearBytes: clear, protectedBytes: protected))
+        }
+        return (iv, subsamples)
     }
 }

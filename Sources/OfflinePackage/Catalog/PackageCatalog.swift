@@ -69,10 +69,10 @@ public struct PackageCatalog: Sendable {
                 switch error {
                 case .notFound:
                     PackageCatalogEntry.Problem(
-                        code: "manifest_missing",
+                        code: ErrorCode.manifestMissing.rawValue,
                         message: "the package folder of asset \(package.assetId) has no \(PackageManifest.fileName); delete the asset"
                     )
-                default: PackageCatalogEntry.Problem(code: error.code, message: error.description)
+                default: PackageCatalogEntry.Problem(code: error.code.rawValue, message: error.description)
                 }
             return PackageCatalogEntry(
                 assetId: package.assetId,

@@ -1,5 +1,6 @@
 import Foundation
 public import KeyDelivery
+import StowageCore
 
 /// `stowage info ASSET`: which media selections of a package play offline and which only online, the question
 /// `AVAssetCache.isPlayableOffline` and `mediaSelectionOptions(in:)` answer on Apple platforms.

@@ -1,4 +1,5 @@
 public import KeyDelivery
+public import StowageCore
 
 /// A lease evaluation as `stowage list`, `info` and `verify` show it: the lease's state and the time it has left.
 ///
@@ -21,7 +22,7 @@ public struct PackageLeaseSummary: Codable, Sendable, Hashable {
     /// Whether the lease allows what was asked (playback now, or for the `--for` duration).
     public var isValid: Bool
     /// The refusal's stable code (``LeaseError/code``), nil when valid.
-    public var code: String?
+    public var code: ErrorCode?
     /// The refusal's message, nil when valid.
     public var message: String?
     /// When the lease was evaluated.

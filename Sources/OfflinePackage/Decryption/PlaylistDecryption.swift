@@ -450,18 +450,18 @@ public enum PlaylistDecryptionError: Error, Sendable, CustomStringConvertible {
     case output(path: String, reason: String)
 
     /// A stable snake_case code.
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
-        case .unreadable: "unreadable"
+        case .unreadable: .unreadable
         case .invalidPlaylist(let error): error.code
-        case .notAMediaPlaylist: "not_a_media_playlist"
-        case .notLocal: "not_local"
-        case .missingKey: "missing_key"
-        case .keyLength: "wrong_key_length"
-        case .inlineKey: "invalid_inline_key"
-        case .unsupportedMethod: "unsupported_method"
+        case .notAMediaPlaylist: .notAMediaPlaylist
+        case .notLocal: .notLocal
+        case .missingKey: .missingKey
+        case .keyLength: .wrongKeyLength
+        case .inlineKey: .invalidInlineKey
+        case .unsupportedMethod: .unsupportedMethod
         case .segment(let error): error.code
-        case .output: "output_failed"
+        case .output: .outputFailed
         }
     }
 

@@ -101,12 +101,12 @@ public enum PackageKeyError: Error, Sendable, Hashable, CustomStringConvertible 
     case identityKeyUnavailable(assetId: String, keyId: String, reason: String)
     case storeUnavailable(String)
 
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
-        case .missingKey: "key_missing"
-        case .leaseUnusable: "key_unusable"
-        case .identityKeyUnavailable: "key_missing"
-        case .storeUnavailable: "key_store_unavailable"
+        case .missingKey: .keyMissing
+        case .leaseUnusable: .keyUnusable
+        case .identityKeyUnavailable: .keyMissing
+        case .storeUnavailable: .keyStoreUnavailable
         }
     }
 

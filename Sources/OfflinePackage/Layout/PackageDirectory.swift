@@ -145,14 +145,14 @@ public enum PackageError: Error, Sendable, Hashable, CustomStringConvertible {
     case busy(assetId: String, holder: String)
 
     /// A stable snake_case code.
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
-        case .invalidAssetID: "invalid_asset_id"
-        case .notFound: "package_not_found"
-        case .invalidManifest: "invalid_manifest"
-        case .unsafePath: "unsafe_path"
-        case .io: "package_io_error"
-        case .busy: "asset_busy"
+        case .invalidAssetID: .invalidAssetID
+        case .notFound: .packageNotFound
+        case .invalidManifest: .invalidManifest
+        case .unsafePath: .unsafePath
+        case .io: .packageIOError
+        case .busy: .assetBusy
         }
     }
 

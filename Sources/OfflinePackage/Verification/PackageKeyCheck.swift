@@ -1,5 +1,6 @@
 import Foundation
 import KeyDelivery
+import StowageCore
 import StowageCrypto
 
 /// Which of a package's keys this device holds now, key by key, and what the lease says: the offline half of
@@ -82,7 +83,7 @@ struct PackageKeyCheck {
             guard let duration, duration > 0 else { continue }
             do {
                 _ = try store.identityKey(uri: key.uri, at: now.addingReportingOverflow(duration - 1).partialValue)
-            } catch let error as KeyStoreError where error.code == "identity_key_expired" {
+            } catch let error as KeyStoreError where error.code == .identityKeyExpired {
                 outcome.problems.append(
                     VerificationProblem(
                         .leaseNotLongEnough,
@@ -116,13 +117,13 @@ struct PackageKeyCheck {
         let code: VerificationProblem.Code
         let advice: String
         switch stored.code {
-        case "identity_key_not_found":
+        case .identityKeyNotFound:
             code = .keyMissing
             advice = "key \(key.keyId) is not stored on this device"
-        case "identity_key_expired":
+        case .identityKeyExpired:
             code = .keyExpired
             advice = "key \(key.keyId) has expired"
-        case "database_failure":
+        case .databaseFailure:
             throw error
         default:
             code = .keyUnusable

@@ -333,7 +333,7 @@ public struct PackageVerifier: Sendable {
                 rendition: rendition,
                 path: file.path,
                 keyId: file.key?.keyId,
-                cause: "malformed_container"
+                cause: .malformedContainer
             )
             return (nil, [problem])
         }
@@ -350,7 +350,7 @@ public struct PackageVerifier: Sendable {
                     rendition: rendition,
                     path: file.path,
                     keyId: file.key?.keyId,
-                    cause: "unsupported_encryption"
+                    cause: .unsupportedEncryption
                 )
                 return (nil, [problem])
             }
@@ -441,7 +441,7 @@ public struct PackageVerifier: Sendable {
                             rendition: rendition.id,
                             path: file.path,
                             keyId: key.keyId,
-                            cause: "unsupported_method"
+                            cause: .unsupportedMethod
                         )
                     )
                 }

@@ -135,7 +135,7 @@ public struct PlaybackGate: Sendable {
             // A live recording fetches its first segments while it obtains their keys (the window leaves no time to
             // wait), so while it runs a missing key is still pending.
             let recordingRuns = manifest.recording.map { !$0.hasEnded } ?? false
-            if let download, [.lease(.noLease), .keyMissing].contains(error.reason),
+            if let download, [.noLease, .keyMissing].contains(error.reason),
                 !manifest.files.contains(where: { $0.sha256 != nil }) || (recordingRuns && download.isRunning())
             {
                 throw .keysPending(assetId: assetId, downloadRunning: download.isRunning())

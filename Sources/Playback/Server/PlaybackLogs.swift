@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePackage
+import StowageCore
 
 /// The package's W3C logs as a playback session writes them: `logs/access.log` (one line per request, without the
 /// session path, which is a secret) and `logs/error.log` (every refusal and failure, with its code).
@@ -68,7 +69,7 @@ struct PlaybackLogs: Sendable {
 
     /// One refusal or failure.
     func error(uri: String, _ error: PlaybackError) {
-        errors?.write(["cs-uri": uri, "x-error-domain": Self.domain, "x-error-code": error.code, "x-comment": error.message])
+        errors?.write(["cs-uri": uri, "x-error-domain": Self.domain, "x-error-code": error.code.rawValue, "x-comment": error.message])
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import KeyDelivery
 import MediaCrypto
 import NIOCore
 import OfflinePackage
@@ -633,8 +634,8 @@ struct PlaybackResponder: HTTPResponder {
         case .segmentNotDownloaded, .segmentMissing: .notFound
         case .onlineUnavailable: .badGateway
         case .keysPending: .serviceUnavailable
-        case .keyMissing, .onlineKeyRefused, .lease:
-            .forbidden
+        case .keyMissing, .onlineKeyRefused: .forbidden
+        case let lease where LeaseError.reasons.contains(lease): .forbidden
         default: .internalServerError
         }
     }

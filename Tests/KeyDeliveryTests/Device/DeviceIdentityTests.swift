@@ -1,5 +1,6 @@
 import Foundation
 import KeyDelivery
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -86,7 +87,7 @@ struct DeviceIdentityTests {
     @Test func whatIsInTheWayIsNamed() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.remove() }
-        func code(_ directory: URL) -> String? {
+        func code(_ directory: URL) -> ErrorCode? {
             (#expect(throws: PrivateFileError.self) { try DeviceIdentity.loadOrCreate(in: directory) })?.code
         }
         let file = temporary.url.appendingPathComponent("a-file")

@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -24,9 +25,9 @@ struct SecretInputTests {
             _ = try body()
             return nil
         } catch let error as SecretInputError {
-            return error.code
+            return error.code.rawValue
         } catch let error as PrivateFileError {
-            return error.code
+            return error.code.rawValue
         } catch {
             return "\(error)"
         }

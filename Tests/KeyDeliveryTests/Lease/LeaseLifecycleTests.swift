@@ -1,4 +1,5 @@
 import KeyDelivery
+import StowageCore
 import Testing
 
 struct LeaseLifecycleTests {
@@ -52,7 +53,7 @@ struct LeaseLifecycleTests {
 
         var returned = LeaseLifecycle(record: makeRecord(state: .returned))
         let error = #expect(throws: LeaseError.self) { try returned.renew(with: terms) }
-        #expect(error?.reason == .invalidTransition)
+        #expect(error?.reason == .invalidLeaseTransition)
         #expect(error?.code == "invalid_lease_transition")
         #expect(throws: LeaseError.self) { try returned.startPlayback(at: 1) }
         #expect(returned.state == .returned)

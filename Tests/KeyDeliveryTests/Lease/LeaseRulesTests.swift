@@ -1,4 +1,5 @@
 import KeyDelivery
+import StowageCore
 import Testing
 
 /// docs/key-protocol.md, "Client-side lease rules", at and around every boundary.

@@ -1,5 +1,6 @@
 import Foundation
 import KeyDelivery
+import StowageCore
 import Testing
 
 @Suite("proxies, NO_PROXY and Netscape cookie files, as curl and yt-dlp read them")

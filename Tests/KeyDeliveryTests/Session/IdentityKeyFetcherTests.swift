@@ -4,6 +4,7 @@ import HLS
 import Hummingbird
 import Logging
 import NIOCore
+import StowageCore
 import StowageCrypto
 import StowageTestSupport
 import Testing

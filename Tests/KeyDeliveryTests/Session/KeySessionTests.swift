@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import KeyDelivery
 import KeyServer
+import StowageCore
 import StowageCrypto
 import StowageTestSupport
 import Testing

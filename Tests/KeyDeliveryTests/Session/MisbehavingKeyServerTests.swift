@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import NIOCore
+import StowageCore
 import StowageTestSupport
 import Testing
 

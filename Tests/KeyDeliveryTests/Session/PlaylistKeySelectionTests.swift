@@ -3,6 +3,7 @@ import Foundation
 import HLS
 import KeyDelivery
 import KeyServer
+import StowageCore
 import StowageCrypto
 import Testing
 

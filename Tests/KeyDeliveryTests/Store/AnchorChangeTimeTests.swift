@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -58,7 +59,7 @@ struct AnchorChangeTimeTests {
         }
         let reopened = try open(temporary, at: 1_000_020)
         let refused = try reopened.evaluate(assetId: "movie-1", at: 1_000_020)
-        #expect(refused.code == "lease_tampered", "\(refused.code ?? "valid")")
+        #expect(refused.code == "lease_tampered", "\(refused.code?.rawValue ?? "valid")")
         #expect(try reopened.auditEntries().contains { $0.kind == .stateTampered && $0.detail.contains("put in place") })
         // The latch holds the lease across reopening, until its renewal.
         #expect(try open(temporary, at: 1_000_030).evaluate(assetId: "movie-1", at: 1_000_030).code == "lease_tampered")

@@ -1,5 +1,6 @@
 import Foundation
 import KeyDelivery
+import StowageCore
 import StowageCrypto
 import StowageTestSupport
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -56,12 +57,12 @@ struct LeaseIntegrityTests {
         // The running store (a playback server's per-request check) and a fresh open (a new `stowage play`).
         let running = try store.authorizePlayback(assetId: "movie-1", at: late)
         #expect(!running.isValid)
-        #expect(Self.refusals.contains(running.code ?? ""), "\(running.code ?? "valid")")
+        #expect(Self.refusals.contains(running.code?.rawValue ?? ""), "\(running.code?.rawValue ?? "valid")")
         if combination != 0 { #expect(running.code == "lease_tampered") }
         let reopened = try open(temporary, at: late)
         let again = try reopened.authorizePlayback(assetId: "movie-1", at: late)
         #expect(!again.isValid)
-        #expect(Self.refusals.contains(again.code ?? ""), "\(again.code ?? "valid")")
+        #expect(Self.refusals.contains(again.code?.rawValue ?? ""), "\(again.code?.rawValue ?? "valid")")
         // No path hands out the keys either.
         #expect(throws: (any Error).self) { try reopened.contentKeys(leaseId: "lease-1", device: server.device) }
     }
@@ -75,10 +76,10 @@ struct LeaseIntegrityTests {
         try Self.apply(combination, to: store)
         let running = try store.authorizePlayback(assetId: "movie-1", at: late)
         #expect(!running.isValid)
-        #expect(Self.refusals.contains(running.code ?? ""), "\(running.code ?? "valid")")
+        #expect(Self.refusals.contains(running.code?.rawValue ?? ""), "\(running.code?.rawValue ?? "valid")")
         let again = try open(temporary, at: late).authorizePlayback(assetId: "movie-1", at: late)
         #expect(!again.isValid)
-        #expect(Self.refusals.contains(again.code ?? ""), "\(again.code ?? "valid")")
+        #expect(Self.refusals.contains(again.code?.rawValue ?? ""), "\(again.code?.rawValue ?? "valid")")
     }
 
     @Test func anEditedRowIsRefusedEvenInsideItsWindowsAndARenewalRepairsIt() throws {
@@ -202,7 +203,7 @@ struct LeaseIntegrityTests {
 
         try store.renew(try server.payload(storageExpiresAt: 2_500_000, serverTime: 1_100_300), at: 1_100_300)
         let repaired = try store.authorizePlayback(assetId: "movie-1", at: 1_100_400)
-        #expect(repaired.isValid, "\(repaired.code ?? "") \(repaired.error?.message ?? "")")
+        #expect(repaired.isValid, "\(repaired.code?.rawValue ?? "") \(repaired.error?.message ?? "")")
         #expect(try store.lease(id: "lease-1")?.record.tampering == nil)
         #expect(try store.authorizePlayback(assetId: "movie-1", at: Self.playbackEnd + 10).code == "playback_window_expired")
     }

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCrypto
+import StowageCore
 import StowageCrypto
 import Testing
 

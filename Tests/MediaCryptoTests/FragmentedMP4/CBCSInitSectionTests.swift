@@ -1,5 +1,6 @@
 import Foundation
 import MediaCrypto
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -78,7 +79,7 @@ struct CBCSInitSectionTests {
         let bytes = try FMP4TestSupport.fixture("Fixtures/media/shaka/fmp4-cbcs/video_init.mp4")
         for cut in stride(from: 0, to: bytes.count, by: 3) {
             let error = try #require(throws: SegmentCryptoError.self) { try CBCSInitSection.parse(Array(bytes[..<cut]), segment: "init.mp4") }
-            #expect(["malformed_container", "unsupported_stream"].contains(error.code))
+            #expect([.malformedContainer, .unsupportedStream].contains(error.code))
         }
         var generator = FragmentedMP4HostileInputTests.SplitMix64(state: 11)
         for _ in 0..<2000 {
@@ -88,7 +89,7 @@ struct CBCSInitSectionTests {
                 let section = try CBCSInitSection.parse(damaged, segment: "init.mp4")
                 _ = try? section.clearInitSection()
             } catch {
-                #expect(["malformed_container", "unsupported_stream"].contains(error.code))
+                #expect([.malformedContainer, .unsupportedStream].contains(error.code))
             }
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCrypto
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -20,7 +21,9 @@ struct FragmentedMP4HostileInputTests {
 
     enum Outcome: Equatable {
         case success
-        case failure(String)
+        case failure(ErrorCode)
+        /// An error that is not a ``SegmentCryptoError``.
+        case untyped
     }
 
     static let key = SecretBytes(Hex.decode("22bdb0063805260307ee5045c0f3835a")!)
@@ -35,7 +38,7 @@ struct FragmentedMP4HostileInputTests {
             return .failure(error.code)
         } catch {
             Issue.record("untyped error \(error)")
-            return .failure("untyped")
+            return .untyped
         }
     }
 
@@ -81,11 +84,11 @@ struct FragmentedMP4HostileInputTests {
             if validCuts.contains(cut) {
                 #expect(outcome == .success, "cut at \(cut)")
             } else {
-                #expect(outcome == .failure("malformed_container"), "cut at \(cut)")
+                #expect(outcome == .failure(.malformedContainer), "cut at \(cut)")
             }
             #expect(
                 Self.validate(Array(fragments[..<cut]), initSection)
-                    == (validCuts.contains(cut) && cut > 0 ? .success : .failure("malformed_container"))
+                    == (validCuts.contains(cut) && cut > 0 ? .success : .failure(.malformedContainer))
             )
         }
     }
@@ -98,7 +101,7 @@ struct FragmentedMP4HostileInputTests {
                 var bytes = fragments
                 Self.put32(&bytes, box.start, UInt32(truncatingIfNeeded: lie))
                 let outcome = Self.decrypt(bytes, initSection)
-                #expect(outcome != .failure("untyped"), "\(box.type) claiming \(lie) bytes")
+                #expect(outcome != .untyped, "\(box.type) claiming \(lie) bytes")
                 if box.type == "moof" || box.type == "traf" || box.type == "trun" || box.type == "senc" {
                     #expect(outcome != .success, "\(box.type) at \(box.start) claiming \(lie) bytes instead of \(size)")
                 }
@@ -113,7 +116,7 @@ struct FragmentedMP4HostileInputTests {
         var bytes = fragments
         Self.put32(&bytes, trun.payloadStart + 4, count)
         let outcome = Self.decrypt(bytes, initSection)
-        #expect(outcome == .failure("malformed_container") || outcome == .failure("limit_exceeded"))
+        #expect(outcome == .failure(.malformedContainer) || outcome == .failure(.limitExceeded))
     }
 
     /// A trun with no per-sample fields may claim 2^32 samples in 20 bytes: the sample limit refuses it before any
@@ -124,7 +127,7 @@ struct FragmentedMP4HostileInputTests {
         var bytes = fragments
         Self.put32(&bytes, trun.payloadStart, 0x0000_0001)  // data offset only: sizes from tfhd's default
         Self.put32(&bytes, trun.payloadStart + 4, 0xFFFF_FFFF)
-        #expect(Self.decrypt(bytes, initSection) == .failure("limit_exceeded"))
+        #expect(Self.decrypt(bytes, initSection) == .failure(.limitExceeded))
     }
 
     @Test(arguments: [-1, 1, 1000])
@@ -134,7 +137,7 @@ struct FragmentedMP4HostileInputTests {
         var bytes = fragments
         let count = Int(FMP4TestSupport.readUInt32(bytes, senc.payloadStart + 4))
         Self.put32(&bytes, senc.payloadStart + 4, UInt32(count + delta))
-        #expect(Self.decrypt(bytes, initSection) == .failure("malformed_container"))
+        #expect(Self.decrypt(bytes, initSection) == .failure(.malformedContainer))
     }
 
     @Test(arguments: [UInt16(0xFFFF), 2, 0])
@@ -146,7 +149,7 @@ struct FragmentedMP4HostileInputTests {
         bytes[senc.payloadStart + 8] = UInt8(count >> 8)
         bytes[senc.payloadStart + 9] = UInt8(count & 0xFF)
         let outcome = Self.decrypt(bytes, initSection)
-        #expect(outcome == .failure("malformed_container"))
+        #expect(outcome == .failure(.malformedContainer))
     }
 
     @Test func subsamplesNotAddingUpAreMalformed() throws {
@@ -155,7 +158,7 @@ struct FragmentedMP4HostileInputTests {
         var bytes = fragments
         // First entry's first subsample: clear(16) at payload + 10, protected(32) at + 12.
         bytes[senc.payloadStart + 15] &+= 1
-        #expect(Self.decrypt(bytes, initSection) == .failure("malformed_container"))
+        #expect(Self.decrypt(bytes, initSection) == .failure(.malformedContainer))
     }
 
     @Test(arguments: [Int32(100_000), -5000, 1, -1])
@@ -167,7 +170,7 @@ struct FragmentedMP4HostileInputTests {
         Self.put32(&bytes, trun.payloadStart + 8, UInt32(bitPattern: offset &+ shift))
         let outcome = Self.decrypt(bytes, initSection)
         // Shifting by one byte makes samples overlap or leave the mdat.
-        #expect(outcome == .failure("malformed_container"))
+        #expect(outcome == .failure(.malformedContainer))
     }
 
     @Test func hugeMovieFragmentIsRefusedBeforeBuffering() throws {
@@ -175,10 +178,10 @@ struct FragmentedMP4HostileInputTests {
         var header: [UInt8] = [0, 0, 0, 0] + Array("moof".utf8)
         Self.put32(&header, 0, 0x7FFF_FFF0)
         let decryptor = try CBCSFragmentDecryptor(initSection: initSection, key: Self.key, segment: "huge.m4s")
-        #expect(Self.outcome { try decryptor.process(header) { _ in } } == .failure("limit_exceeded"))
+        #expect(Self.outcome { try decryptor.process(header) { _ in } } == .failure(.limitExceeded))
         var large: [UInt8] = [0, 0, 0, 1] + Array("moof".utf8) + [0, 0, 0, 1, 0, 0, 0, 0]
         large.replaceSubrange(0..<4, with: [0, 0, 0, 1])
-        #expect(Self.decrypt(large, initSection) == .failure("limit_exceeded"))
+        #expect(Self.decrypt(large, initSection) == .failure(.limitExceeded))
     }
 
     @Test func mediaDataClaimingMoreThanArrivesIsMalformed() throws {
@@ -186,11 +189,11 @@ struct FragmentedMP4HostileInputTests {
         let mdat = FMP4SampleReader.boxes(fragments, 0..<fragments.count).first { $0.type == "mdat" }!
         var bytes = Array(fragments[..<mdat.end])
         Self.put32(&bytes, mdat.start, 0xFFFF_FFFF)
-        #expect(Self.decrypt(bytes, initSection) == .failure("malformed_container"))
+        #expect(Self.decrypt(bytes, initSection) == .failure(.malformedContainer))
         // A 64-bit size near 2^62 streams, then fails for the missing bytes instead of allocating.
         var wide = Array(fragments[..<mdat.start]) + [0, 0, 0, 1] + Array("mdat".utf8) + [0x3F, 0xFF, 0, 0, 0, 0, 0, 0]
         wide += fragments[(mdat.start + 8)..<mdat.end]
-        #expect(Self.decrypt(wide, initSection) == .failure("malformed_container"))
+        #expect(Self.decrypt(wide, initSection) == .failure(.malformedContainer))
     }
 
     @Test func boxesOutOfPlaceAreMalformed() throws {
@@ -198,11 +201,11 @@ struct FragmentedMP4HostileInputTests {
         let topLevel = FMP4SampleReader.boxes(fragments, 0..<fragments.count)
         let moof = Array(fragments[topLevel[0].start..<topLevel[0].end])
         let mdat = Array(fragments[topLevel[1].start..<topLevel[1].end])
-        #expect(Self.decrypt(mdat, initSection) == .failure("malformed_container"))
-        #expect(Self.decrypt(moof, initSection) == .failure("malformed_container"))
-        #expect(Self.decrypt(moof + moof + mdat, initSection) == .failure("malformed_container"))
-        #expect(Self.decrypt(Array(try FMP4TestSupport.fixture("Fixtures/golden/mp4ff/cbcs.mp4")), initSection) == .failure("malformed_container"))
-        #expect(Self.decrypt(Array(repeating: 0x47, count: 376), initSection) == .failure("malformed_container"))
+        #expect(Self.decrypt(mdat, initSection) == .failure(.malformedContainer))
+        #expect(Self.decrypt(moof, initSection) == .failure(.malformedContainer))
+        #expect(Self.decrypt(moof + moof + mdat, initSection) == .failure(.malformedContainer))
+        #expect(Self.decrypt(Array(try FMP4TestSupport.fixture("Fixtures/golden/mp4ff/cbcs.mp4")), initSection) == .failure(.malformedContainer))
+        #expect(Self.decrypt(Array(repeating: 0x47, count: 376), initSection) == .failure(.malformedContainer))
     }
 
     /// Random byte damage in the moofs and box headers: thousands of variants, each a clean result or a typed error.
@@ -223,8 +226,8 @@ struct FragmentedMP4HostileInputTests {
             outcomes[outcome, default: 0] += 1
             _ = Self.validate(bytes, initSection)
         }
-        #expect(outcomes[.failure("untyped")] == nil)
-        #expect((outcomes[.failure("malformed_container")] ?? 0) > 100)
+        #expect(outcomes[.untyped] == nil)
+        #expect((outcomes[.failure(.malformedContainer)] ?? 0) > 100)
     }
 
     @Test func encryptorSurvivesRandomDamage() throws {
@@ -247,7 +250,7 @@ struct FragmentedMP4HostileInputTests {
                     chunkSize: 4096
                 )
             }
-            #expect(outcome != .failure("untyped"))
+            #expect(outcome != .untyped)
         }
     }
 
@@ -291,7 +294,7 @@ struct FragmentedMP4HostileInputTests {
         let outcome = Self.outcome {
             _ = try CBCSFragmentEncryptor(initSection: initSection, key: SecretBytes(keys.key), segment: "many.m4s").transform(segment)
         }
-        #expect(outcome == .failure("limit_exceeded"))
+        #expect(outcome == .failure(.limitExceeded))
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCrypto
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -176,7 +177,7 @@ struct SampleAESSplitPESTests {
             // Segment 3 put before segment 2.
             try split.decrypt(1, neighbours: TransportStreamNeighbours(previous: split.neighbour(2), next: split.neighbour(2)))
         }
-        #expect(["malformed_container", "unsupported_stream"].contains(error?.code ?? ""))
+        #expect([.malformedContainer, .unsupportedStream].contains(error?.code))
         #expect(
             error?.detail.contains("not consecutive") == true || error?.detail.contains("already completed") == true,
             "\(String(describing: error))"

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCrypto
+import StowageCore
 import StowageCrypto
 import Testing
 
@@ -7,15 +8,15 @@ import Testing
 /// well-formed stream, output), never a crash, a hang or an unbounded allocation.
 @Suite("hostile transport streams")
 struct TransportStreamHostileInputTests {
-    static let codes: Set<String> = ["malformed_container", "limit_exceeded", "unsupported_stream"]
+    static let codes: Set<ErrorCode> = [.malformedContainer, .limitExceeded, .unsupportedStream]
     static let key = [UInt8](repeating: 0x11, count: 16)
     static let iv = [UInt8](repeating: 0x22, count: 16)
 
     /// What happens to `input` in the decryptor, the encryptor and the validator: nil when it went through, else
     /// the error's code. Any error other than a ``SegmentCryptoError`` with one of `codes` fails the test.
     @discardableResult
-    static func outcome(_ input: [UInt8], key: [UInt8] = key, iv: [UInt8] = iv, _ comment: String) -> [String?] {
-        var results: [String?] = []
+    static func outcome(_ input: [UInt8], key: [UInt8] = key, iv: [UInt8] = iv, _ comment: String) -> [ErrorCode?] {
+        var results: [ErrorCode?] = []
         for run in [TransportStreamFixtures.decrypt, TransportStreamFixtures.encrypt] {
             do {
                 _ = try run(input, key, iv, nil)
@@ -57,7 +58,7 @@ struct TransportStreamHostileInputTests {
                 "\(segment) cut after \(packets) packets"
             )
             // Before the PAT and PMT have gone by there is nothing to decrypt: the segment is refused.
-            if packets < 2 { #expect(results == ["malformed_container", "malformed_container", "malformed_container"]) }
+            if packets < 2 { #expect(results == [.malformedContainer, .malformedContainer, .malformedContainer]) }
         }
         #expect(Self.outcome(encrypted, key: segment.key, iv: segment.iv, "\(segment) whole") == [nil, nil, nil])
     }
@@ -70,7 +71,7 @@ struct TransportStreamHostileInputTests {
             var length = Int(random.next() % UInt64(encrypted.count))
             if length % 188 == 0 { length += 1 }
             let results = Self.outcome(Array(encrypted.prefix(length)), key: segment.key, iv: segment.iv, "\(segment) cut at \(length)")
-            #expect(results == ["malformed_container", "malformed_container", "malformed_container"], "cut at byte \(length)")
+            #expect(results == [.malformedContainer, .malformedContainer, .malformedContainer], "cut at byte \(length)")
         }
     }
 
@@ -108,15 +109,15 @@ struct TransportStreamHostileInputTests {
     func garbage() {
         var random = TransportStreamTestRandom(state: 42)
         let noise = (0..<(188 * 50)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-        #expect(Self.outcome(noise, "noise") == ["malformed_container", "malformed_container", "malformed_container"])
+        #expect(Self.outcome(noise, "noise") == [.malformedContainer, .malformedContainer, .malformedContainer])
         // Noise behind sync bytes: packets on random PIDs before any PAT.
         var synced = noise
         for index in stride(from: 0, to: synced.count, by: 188) { synced[index] = 0x47 }
-        #expect(Self.outcome(synced, "synced noise") == ["malformed_container", "malformed_container", "malformed_container"])
+        #expect(Self.outcome(synced, "synced noise") == [.malformedContainer, .malformedContainer, .malformedContainer])
         #expect(
-            Self.outcome([UInt8](repeating: 0, count: 188 * 4), "zeros") == ["malformed_container", "malformed_container", "malformed_container"]
+            Self.outcome([UInt8](repeating: 0, count: 188 * 4), "zeros") == [.malformedContainer, .malformedContainer, .malformedContainer]
         )
-        #expect(Self.outcome([], "empty") == ["malformed_container", "malformed_container", "malformed_container"])
+        #expect(Self.outcome([], "empty") == [.malformedContainer, .malformedContainer, .malformedContainer])
     }
 
     @Test("a segment without its PMT, or without its PAT, is refused")
@@ -127,7 +128,7 @@ struct TransportStreamHostileInputTests {
         for missing: UInt16 in [pmtPID, 0] {
             let stripped = TransportStreamTestMuxing.packets(encrypted).filter { TransportStreamTestMuxing.pid($0) != missing }.flatMap { $0 }
             let results = Self.outcome(stripped, key: segment.key, iv: segment.iv, "without PID \(missing)")
-            #expect(results == ["malformed_container", "malformed_container", "malformed_container"])
+            #expect(results == [.malformedContainer, .malformedContainer, .malformedContainer])
         }
     }
 
@@ -194,11 +195,11 @@ struct TransportStreamHostileInputTests {
         segment[188 + 6] = 0xB3
         segment[188 + 7] = 0xFD
         segment += segment[188..<376]
-        #expect(Self.outcome(segment, "section_length 1021") == ["malformed_container", "malformed_container", "malformed_container"])
+        #expect(Self.outcome(segment, "section_length 1021") == [.malformedContainer, .malformedContainer, .malformedContainer])
         var tooLong = segment
         tooLong[188 + 6] = 0xBF
         tooLong[188 + 7] = 0xFF
-        #expect(Self.outcome(tooLong, "section_length 4095") == ["malformed_container", "malformed_container", "malformed_container"])
+        #expect(Self.outcome(tooLong, "section_length 4095") == [.malformedContainer, .malformedContainer, .malformedContainer])
     }
 
     @Test("a missing packet (continuity gap) is refused")
@@ -209,7 +210,7 @@ struct TransportStreamHostileInputTests {
         packets.remove(at: 10)
         let results = Self.outcome(packets.flatMap { $0 }, key: segment.key, iv: segment.iv, "packet 10 missing")
         // The encryptor passes encrypted streams through without looking at them; it checks the clear one.
-        #expect(results == ["malformed_container", nil, "malformed_container"])
+        #expect(results == [.malformedContainer, nil, .malformedContainer])
         var clearPackets = TransportStreamTestMuxing.packets(try TransportStreamFixtures.read(segment.clear))
         clearPackets.remove(at: 10)
         #expect(Self.outcome(clearPackets.flatMap { $0 }, key: segment.key, iv: segment.iv, "clear, packet 10 missing")[1] == "malformed_container")
