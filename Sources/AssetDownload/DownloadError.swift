@@ -4,7 +4,8 @@ public import StowageCore
 
 /// Why a download could not start, stopped, or paused. Every case has a stable code and says what to do.
 public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
-    case playlist(code: ErrorCode, message: String)
+    /// A playlist error, its code and subject kept.
+    case playlist(code: ErrorCode, message: String, subject: ErrorSubject = ErrorSubject())
     case livePlaylist(url: String)
     case noVariant(url: String)
     case noMatchingRendition(kind: String, requested: [String], available: [String])
@@ -15,12 +16,14 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The server announced (Content-Length) or sent more than `limit` bytes for one file.
     case segmentTooLarge(path: String, url: String, limit: Int64)
     case insufficientStorage(needed: Int64, available: Int64)
-    case keys(code: ErrorCode, message: String)
+    /// A key delivery error (the key session, the key store), its code and subject kept.
+    case keys(code: ErrorCode, message: String, subject: ErrorSubject = ErrorSubject())
     case storage(String)
     case database(String)
     /// `stowage.sqlite` at `path` is damaged (``KeyDelivery/StateDatabase/isDamaged(_:)``).
     case databaseDamaged(path: String, reason: String)
-    case package(code: ErrorCode, message: String)
+    /// A package error, its code and subject kept.
+    case package(code: ErrorCode, message: String, subject: ErrorSubject = ErrorSubject())
     case notFound(assetId: String)
     case alreadyExists(assetId: String, state: String)
     case invalidState(assetId: String, state: String, action: String)
@@ -30,7 +33,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A stable code.
     public var code: ErrorCode {
         switch self {
-        case .playlist(let code, _): code
+        case .playlist(let code, _, _): code
         case .livePlaylist: .livePlaylist
         case .noVariant: .noVariant
         case .noMatchingRendition: .noMatchingRendition
@@ -40,11 +43,11 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case .segmentHTTPStatus: .segmentHTTPStatus
         case .segmentTooLarge: .segmentTooLarge
         case .insufficientStorage: .insufficientStorage
-        case .keys(let code, _): code
+        case .keys(let code, _, _): code
         case .storage: .packageWriteFailed
         case .database: .downloadStateError
         case .databaseDamaged: .databaseDamaged
-        case .package(let code, _): code
+        case .package(let code, _, _): code
         case .notFound: .downloadNotFound
         case .alreadyExists: .downloadExists
         case .invalidState: .downloadInvalidState
@@ -54,7 +57,7 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .playlist(_, let message): message
+        case .playlist(_, let message, _): message
         case .livePlaylist(let url):
             "\(url) is a live playlist (no EXT-X-ENDLIST): a live stream is recorded by a new download, and cannot be added to a package that already exists; record it with `stowage download URL --asset-id NEW_ID`"
         case .noVariant(let url): "\(url) lists no variant stream to download"
@@ -73,14 +76,14 @@ public enum DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "check the source, or choose another variant"
         case .insufficientStorage(let needed, let available):
             "not enough disk space: about \(Self.megabytes(needed)) needed, \(Self.megabytes(available)) free; free some space, then `stowage resume`"
-        case .keys(_, let message): message
+        case .keys(_, let message, _): message
         case .storage(let reason):
             "\(reason); check free space and the permissions of the data directory ($STOWAGE_HOME), then `stowage resume` (a new "
                 + "download that failed before its first file is forgotten: run the same `stowage download` again)"
         case .database(let reason):
             "the download state in stowage.sqlite cannot be read or written (\(reason)); check the data directory ($STOWAGE_HOME)"
         case .databaseDamaged(let path, let reason): StateDatabase.damagedMessage(path: path, reason: reason)
-        case .package(_, let message): message
+        case .package(_, let message, _): message
         case .notFound(let asset): "no download of asset \(asset); `stowage list` shows the assets"
         case .alreadyExists(let asset, let state):
             "asset \(asset) already exists (\(state)); use `stowage resume \(asset)`, `stowage add-media \(asset)` or `stowage delete \(asset)`"
@@ -126,6 +129,7 @@ extension DownloadError: StowageError {
         case .livePlaylist(let url), .noVariant(let url), .tooManySegments(let url, _): ErrorSubject(url: url)
         case .unsupportedURI(let uri): ErrorSubject(url: uri)
         case .notFound(let asset), .alreadyExists(let asset, _), .invalidState(let asset, _, _): ErrorSubject(assetId: asset)
+        case .playlist(_, _, let subject), .keys(_, _, let subject), .package(_, _, let subject): subject
         default: ErrorSubject()
         }
     }

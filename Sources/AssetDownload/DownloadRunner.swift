@@ -61,9 +61,9 @@ struct DownloadRunner: Sendable {
     static func wrap(_ error: any Error) -> DownloadError {
         switch error {
         case let error as DownloadError: error
-        case let error as KeySessionError: .keys(code: error.code, message: error.message)
-        case let error as KeyStoreError: .keys(code: error.code, message: error.message)
-        case let error as PackageError: .package(code: error.code, message: error.description)
+        case let error as KeySessionError: .keys(code: error.code, message: error.message, subject: error.subject)
+        case let error as KeyStoreError: .keys(code: error.code, message: error.message, subject: error.subject)
+        case let error as PackageError: .package(code: error.code, message: error.description, subject: error.subject)
         default: .storage("asset download stopped: \(error)")
         }
     }
@@ -131,7 +131,8 @@ struct DownloadRunner: Sendable {
             throw DownloadError.keys(
                 code: damage.code,
                 message: "the token and headers sealed with the download of asset \(assetId) could not be opened (\(damage.message)); "
-                    + "cancel it with `stowage cancel \(assetId)` and download it again with its token and headers"
+                    + "cancel it with `stowage cancel \(assetId)` and download it again with its token and headers",
+                subject: ErrorSubject(assetId: assetId)
             )
         }
         if case .addMedia = mode {

@@ -393,7 +393,7 @@ struct PlanBuilder {
                 do {
                     bytes = try InlineKeyURI.decode(uri, allowedLengths: [length])
                 } catch {
-                    throw DownloadError.keys(code: error.code, message: error.message)
+                    throw DownloadError.keys(code: error.code, message: error.message, subject: error.subject)
                 }
                 name = InlineKeyURI.reference(for: bytes, assetId: manifest.assetId)
                 inlineKeys[name] = bytes
@@ -480,7 +480,7 @@ struct PlanBuilder {
                 do {
                     bytes = try InlineKeyURI.decode(uri, allowedLengths: [key.method.keyLength])
                 } catch {
-                    throw DownloadError.keys(code: error.code, message: error.message)
+                    throw DownloadError.keys(code: error.code, message: error.message, subject: error.subject)
                 }
                 let reference = InlineKeyURI.reference(for: bytes, assetId: manifest.assetId)
                 inlineKeys[reference] = bytes

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HLS
+import StowageCore
 
 /// Loads playlists with ``PlaylistLoader`` and retries what may pass: network errors, 5xx and 429.
 struct PlaylistFetcher: Sendable {
@@ -35,7 +36,7 @@ struct PlaylistFetcher: Sendable {
                     failures += 1
                     retryable = retryable && failures < retry.maximumAttempts
                 }
-                guard retryable else { throw DownloadError.playlist(code: error.code, message: error.description) }
+                guard retryable else { throw DownloadError.playlist(code: error.code, message: error.description, subject: error.subject) }
                 try await Task.sleep(for: .seconds(retry.delay(afterFailures: failures)))
             }
         }

@@ -121,7 +121,7 @@ extension DownloadRunner {
             let reloaded: LoadedPlaylist?
             do {
                 reloaded = try await untilStopped { try await fetcher.load(reloadURL) }
-            } catch DownloadError.playlist(let code, let message) {
+            } catch DownloadError.playlist(let code, let message, let subject) {
                 // Retries are spent (the server or the network stayed down past the grace): the recording stops, and
                 // the message says that what was recorded is kept and how to go on.
                 throw DownloadError.playlist(
@@ -129,7 +129,8 @@ extension DownloadRunner {
                     message:
                         "\(message); the recording of \(assetId) stopped and keeps what it recorded: `stowage resume \(assetId)` "
                         + "records on from the live edge (what was missed meanwhile becomes a marked gap), `stowage stop \(assetId)` "
-                        + "ends it with what it has"
+                        + "ends it with what it has",
+                    subject: subject
                 )
             }
             guard let loaded = reloaded else { return .stopped }

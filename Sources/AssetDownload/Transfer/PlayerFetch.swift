@@ -50,7 +50,7 @@ extension DownloadSession {
         do {
             manifest = try package.readManifest()
         } catch {
-            throw .package(code: error.code, message: error.description)
+            throw .package(code: error.code, message: error.description, subject: error.subject)
         }
         guard let rendition = manifest.renditions.first(where: { $0.files.contains { $0.path == path } }),
             let file = rendition.files.first(where: { $0.path == path })
@@ -72,7 +72,7 @@ extension DownloadSession {
         do {
             destination = try package.url(forRelativePath: file.path)
         } catch {
-            throw .package(code: error.code, message: error.description)
+            throw .package(code: error.code, message: error.description, subject: error.subject)
         }
         let part = Self.partFile(of: destination, forPlayer: true)
         let accessLog = try? ExtendedLogFile(url: package.accessLogURL, fields: ExtendedLogFile.accessFields)
@@ -111,7 +111,7 @@ extension DownloadSession {
         do {
             return try PackageDirectory(assetId: assetId, in: dataDirectory)
         } catch {
-            throw .package(code: error.code, message: error.description)
+            throw .package(code: error.code, message: error.description, subject: error.subject)
         }
     }
 }
