@@ -1,4 +1,5 @@
 public import KeyDelivery
+import OfflinePackage
 public import StowageCore
 
 /// Why an offline package may not play, or why serving part of it stopped, with a stable code.
@@ -54,7 +55,7 @@ public struct PlaybackError: Error, Hashable, Sendable, CustomStringConvertible 
         .init(
             .packageNotFound,
             assetId: assetId,
-            message: "There is no offline package for asset \(assetId). `stowage list` shows the assets downloaded."
+            message: PackageError.notFound(assetId).description
         )
     }
 

@@ -76,6 +76,40 @@ struct PlaylistShapeTests {
         }
     }
 
+    /// The same single-file layout read from the disk (a local playlist): each range copied from its own offset.
+    @Test("a local single-file fMP4 with byte ranges: each range copied from its offset, stored whole")
+    func localByteRanges() async throws {
+        let fixture = try await DownloadFixture.make()
+        defer { fixture.remove() }
+        var single = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("init.mp4"))
+        let initLength = single.count
+        var lines = [
+            "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD",
+            "#EXT-X-MAP:URI=\"all.mp4\",BYTERANGE=\"\(initLength)@0\"",
+        ]
+        for n in 0..<3 {
+            let segment = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("seg_\(n).m4s"))
+            lines += ["#EXTINF:2.0,", "#EXT-X-BYTERANGE:\(segment.count)@\(single.count)", "all.mp4"]
+            single.append(segment)
+        }
+        lines += ["#EXT-X-ENDLIST", ""]
+        let folder = fixture.originRoot.appendingPathComponent("local-ranges")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try single.write(to: folder.appendingPathComponent("all.mp4"))
+        try Data(lines.joined(separator: "\n").utf8).write(to: folder.appendingPathComponent("index.m3u8"))
+        let session = try fixture.session()
+        let request = DownloadRequest(url: folder.appendingPathComponent("index.m3u8").path, assetId: "local-ranges")
+        let manifest = try await DownloadFixture.run(try session.start(request)).result.get()
+        try await session.shutdown()
+        let package = try PackageDirectory(assetId: "local-ranges", in: fixture.clientDirectory)
+        #expect(manifest.isComplete && manifest.files.count == 4)
+        for file in manifest.files {
+            let range = try #require(file.byteRange)
+            let local = try Data(contentsOf: package.url(forRelativePath: file.path))
+            #expect(local == single.subdata(in: Int(range.offset)..<Int(range.offset + range.length)), "\(file.path)")
+        }
+    }
+
     @Test("a live playlist is recorded until stopped; stopping keeps what was recorded as a complete VOD package")
     func livePlaylist() async throws {
         let fixture = try await DownloadFixture.make()

@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePackage
+import StowageCore
 import Testing
 
 /// The one chunked reader of package files (verification, `stowage decrypt`, playback).

@@ -337,23 +337,22 @@ struct FileFetcher: Sendable {
         guard (try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType) == .typeRegular else {
             throw TransferFailure(kind: .fatalStatus, status: 404, domain: "file", code: "not_regular", comment: "\(url.path) is not a regular file")
         }
-        guard let handle = FileHandle(forReadingAtPath: url.path) else {
+        guard let source = try? ChunkedFile(url) else {
             throw TransferFailure(kind: .fatalStatus, status: 404, domain: "file", code: "not_found", comment: "\(url.path) cannot be read")
         }
-        defer { try? handle.close() }
         let fd = open(part.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw TransferFailure(kind: .local, domain: "storage", code: "open_failed", comment: String(cString: strerror(errno))) }
         defer { close(fd) }
-        try? handle.seek(toOffset: UInt64(file.byteRange?.offset ?? 0))
         // One byte past the bound tells a file that is too large.
-        var remaining = file.byteRange?.length ?? (maximumBytes == .max ? .max : maximumBytes + 1)
+        let length = file.byteRange?.length ?? (maximumBytes == .max ? .max : maximumBytes + 1)
         var written: Int64 = 0
-        while remaining > 0 {
-            let data = handle.readData(ofLength: Int(min(remaining, 1 << 20)))
-            if data.isEmpty { break }
-            try Self.writeAll(fd, ByteBuffer(bytes: data), advanced: written)
-            written += Int64(data.count)
-            remaining -= Int64(data.count)
+        do {
+            try source.forEachChunk(from: file.byteRange?.offset ?? 0, length: length) { chunk in
+                try Self.writeAll(fd, chunk, advanced: written)
+                written += Int64(chunk.count)
+            }
+        } catch let error as FileReadError {
+            throw TransferFailure(kind: .fatalStatus, status: 404, domain: "file", code: "not_found", comment: error.description)
         }
         if file.byteRange == nil, written > maximumBytes {
             throw TransferFailure.tooLarge(status: 200, "more than \(maximumBytes) bytes", advanced: written)
@@ -362,23 +361,25 @@ struct FileFetcher: Sendable {
     }
 
     private static func writeAll(_ fd: Int32, _ buffer: ByteBuffer, advanced: Int64) throws {
-        try buffer.withUnsafeReadableBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    let code = errno
-                    throw TransferFailure(
-                        kind: code == ENOSPC || code == EDQUOT ? .diskFull : .local,
-                        domain: "storage",
-                        code: code == ENOSPC ? "no_space" : "write_failed",
-                        comment: String(cString: strerror(code)),
-                        advanced: advanced + Int64(offset)
-                    )
-                }
-                offset += n
+        try buffer.withUnsafeReadableBytes { raw in try writeAll(fd, raw, advanced: advanced) }
+    }
+
+    private static func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer, advanced: Int64) throws {
+        var offset = 0
+        while offset < raw.count {
+            let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                throw TransferFailure(
+                    kind: code == ENOSPC || code == EDQUOT ? .diskFull : .local,
+                    domain: "storage",
+                    code: code == ENOSPC ? "no_space" : "write_failed",
+                    comment: String(cString: strerror(code)),
+                    advanced: advanced + Int64(offset)
+                )
             }
+            offset += n
         }
     }
 

@@ -160,7 +160,7 @@ public enum PackageError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .invalidAssetID(let id):
             "'\(id)' is not a valid asset ID: use 1-128 letters, digits, '.', '_' or '-', not starting with '.'"
-        case .notFound(let id): "no offline package for asset \(id); `stowage list` shows the assets downloaded"
+        case .notFound(let id): "There is no offline package for asset \(id). `stowage list` shows the assets downloaded."
         case .invalidManifest(let id, let reason):
             "the manifest of asset \(id) cannot be used (\(reason)); delete the asset and download it again"
         case .unsafePath(let path): "refusing the path '\(path)': package paths are relative and stay inside the package"

@@ -3,6 +3,7 @@ import Hummingbird
 import MediaCrypto
 import NIOCore
 import OfflinePackage
+import StowageCore
 import StowageCrypto
 import Synchronization
 

@@ -3,6 +3,8 @@ import OfflinePackage
 
 #if canImport(Glibc)
 import Glibc
+import StowageCore
+import StowageCrypto
 #endif
 
 /// The few file operations playback needs, on plain descriptors: bounded reads, never a whole segment in memory.

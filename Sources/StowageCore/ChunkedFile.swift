@@ -1,13 +1,12 @@
 public import Foundation
-import StowageCore
-import StowageCrypto
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A file read a chunk at a time with `pread`: the one reader of package files for verification, decryption, playback
-/// and the downloader's checks, so that no module holds a whole segment in memory or keeps its own read loop.
+/// A file read a chunk at a time with `pread`: the one file reader of every module (verification, decryption, playback,
+/// the downloader's checks and local copies, the test origin), so that none holds a whole segment in memory or keeps
+/// its own read loop. `ChunkedFile.sha256(of:)` is in StowageCrypto.
 ///
 /// ```swift
 /// let file = try ChunkedFile(url)
@@ -39,6 +38,23 @@ public final class ChunkedFile: @unchecked Sendable {
         return fstat(descriptor, &info) == 0 ? Int64(info.st_size) : nil
     }
 
+    /// Fills `buffer` from `offset`, stopping early only at the end of the file: the one `pread` loop.
+    /// - Returns: the bytes read (fewer than `buffer.count` at the end of the file).
+    /// - Throws: ``FileReadError`` for a failed read.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(FileReadError) -> Int {
+        var filled = 0
+        while filled < buffer.count {
+            let got = pread(descriptor, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset) + off_t(filled))
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw FileReadError(path: url.path, code: errno)
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        return filled
+    }
+
     /// Up to `count` bytes from `offset` (fewer at the end of the file).
     public func read(count: Int, at offset: Int64) throws(FileReadError) -> [UInt8] {
         // Read straight into the array's storage: no zeroing first and no copy after (a streaming server reads every
@@ -46,22 +62,16 @@ public final class ChunkedFile: @unchecked Sendable {
         // Never for 0 bytes: that would write the count of the standard library's shared empty array, a race between
         // threads (docs/RELIABILITY.md, ThreadSanitizer).
         guard count > 0 else { return [] }
-        var failure: Int32?
+        var failure: FileReadError?
         let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var filled = 0
-            while filled < buffer.count {
-                let got = pread(descriptor, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset) + off_t(filled))
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    break
-                }
-                if got == 0 { break }
-                filled += got
+            do throws(FileReadError) {
+                initialized = try read(into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+            } catch {
+                failure = error
+                initialized = 0
             }
-            initialized = filled
         }
-        if let failure { throw FileReadError(path: url.path, code: failure) }
+        if let failure { throw failure }
         return bytes
     }
 
@@ -87,16 +97,7 @@ public final class ChunkedFile: @unchecked Sendable {
         var remaining = length ?? .max
         while remaining > 0 {
             let want = Int(min(Int64(chunkSize), remaining))
-            var filled = 0
-            while filled < want {
-                let got = pread(descriptor, buffer.baseAddress! + filled, want - filled, off_t(position) + off_t(filled))
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    throw FileReadError(path: url.path, code: errno)
-                }
-                if got == 0 { break }
-                filled += got
-            }
+            let filled = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: position)
             if filled == 0 { break }
             try body(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
             position += Int64(filled)
@@ -104,22 +105,6 @@ public final class ChunkedFile: @unchecked Sendable {
             if filled < want { break }
         }
         return position - offset
-    }
-
-    /// The size and lowercase hex SHA-256 of the whole file.
-    /// - Throws: ``FileReadError``.
-    public static func sha256(of url: URL) throws(FileReadError) -> (size: Int64, sha256: String) {
-        let file = try ChunkedFile(url)
-        var hasher = SHA256Hasher()
-        let size: Int64
-        do {
-            size = try file.forEachChunk { hasher.update($0) }
-        } catch let error as FileReadError {
-            throw error
-        } catch {
-            throw FileReadError(path: url.path, code: EIO)  // the body does not throw
-        }
-        return (size, Hex.encode(hasher.finalize()))
     }
 }
 
