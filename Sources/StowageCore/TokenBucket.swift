@@ -19,20 +19,24 @@ public final class TokenBucket: Sendable {
     /// - Parameters:
     ///   - bytesPerSecond: the refill rate.
     ///   - capacity: the largest burst, in bytes; the bucket starts full.
-    public init(bytesPerSecond: Int, capacity: Int) {
+    ///   - start: when the bucket is full (now, unless a test says otherwise).
+    public init(bytesPerSecond: Int, capacity: Int, startingAt start: ContinuousClock.Instant = ContinuousClock.now) {
         self.bytesPerSecond = Double(max(1, bytesPerSecond))
         self.capacity = Double(max(1, capacity))
-        state = Mutex(State(tokens: Double(max(1, capacity)), last: clock.now))
+        state = Mutex(State(tokens: Double(max(1, capacity)), last: start))
     }
 
     /// Reserves `bytes` and returns how long to wait before sending them.
-    public func reserve(_ bytes: Int) -> Duration {
-        let now = clock.now
-        return state.withLock { state in
-            let elapsed = state.last.duration(to: now)
-            let seconds = elapsed.inSeconds
+    public func reserve(_ bytes: Int) -> Duration { reserve(bytes, at: clock.now) }
+
+    /// Reserves `bytes` at `now` (the bucket refills for the time since the last reservation, up to its capacity) and
+    /// returns how long to wait before sending them.
+    public func reserve(_ bytes: Int, at now: ContinuousClock.Instant) -> Duration {
+        state.withLock { state in
+            // A reservation stamped before the last one (two threads' clocks read in either order) adds nothing.
+            let seconds = max(0, state.last.duration(to: now).inSeconds)
             state.tokens = min(capacity, state.tokens + seconds * bytesPerSecond)
-            state.last = now
+            state.last = max(state.last, now)
             state.tokens -= Double(bytes)
             guard state.tokens < 0 else { return .zero }
             return .nanoseconds(Int64((-state.tokens / bytesPerSecond * 1e9).rounded(.up)))

@@ -99,7 +99,10 @@ struct KeyServerFleetTests {
         throw FrameHashes.Failure(description: "keyserver run did not start listening: \(errors)")
     }
 
-    @Test("three instances on one database: the device limit and the replay window hold across them, and each opens keys sealed by init's master key")
+    @Test(
+        "three instances on one database: the device limit and the replay window hold across them, and each opens keys sealed by init's master key",
+        StoreKind.needsPostgres
+    )
     func threeInstancesShareOneDatabase() async throws {
         guard let server = StoreKind.postgresURL else { return }
         try await TestDatabase.with(server) { database in
@@ -173,7 +176,10 @@ struct KeyServerFleetTests {
         }
     }
 
-    @Test("rotate-master-key for a fleet: refused until prepared, then a running instance of another directory keeps serving")
+    @Test(
+        "rotate-master-key for a fleet: refused until prepared, then a running instance of another directory keeps serving",
+        StoreKind.needsPostgres
+    )
     func masterKeyRotationAcrossTheFleet() async throws {
         guard let server = StoreKind.postgresURL else { return }
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
@@ -211,7 +217,8 @@ struct KeyServerFleetTests {
     }
 
     @Test(
-        "three instances behind nginx (deploy/nginx-keyserver.conf, a throwaway CA): 50 devices race for 3 slots, a replay across instances, renew on one and release on another, one instance killed under load"
+        "three instances behind nginx (deploy/nginx-keyserver.conf, a throwaway CA): 50 devices race for 3 slots, a replay across instances, renew on one and release on another, one instance killed under load",
+        StoreKind.needsPostgres
     )
     func fleetBehindNginx() async throws {
         guard let server = StoreKind.postgresURL else { return }
@@ -363,7 +370,7 @@ struct KeyServerFleetTests {
         #expect(document.contains("```nginx\n" + configuration + "```"))
     }
 
-    @Test("package --keyserver-database registers its keys in PostgreSQL, where a run instance hands them out")
+    @Test("package --keyserver-database registers its keys in PostgreSQL, where a run instance hands them out", StoreKind.needsPostgres)
     func packageRegistersKeysInTheFleetDatabase() async throws {
         guard let server = StoreKind.postgresURL else { return }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
@@ -399,7 +406,7 @@ struct KeyServerFleetTests {
         }
     }
 
-    @Test("readyz follows the database (ready, schema_outdated, database_unavailable) while healthz stays up")
+    @Test("readyz follows the database (ready, schema_outdated, database_unavailable) while healthz stays up", StoreKind.needsPostgres)
     func readinessFollowsTheDatabase() async throws {
         guard let server = StoreKind.postgresURL else { return }
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path
@@ -472,7 +479,8 @@ struct KeyServerFleetTests {
     }
 
     @Test(
-        "migrate copies an SQLite key server into PostgreSQL, verified; leases, devices and limits carry over; a wrong master key or a full database commits nothing"
+        "migrate copies an SQLite key server into PostgreSQL, verified; leases, devices and limits carry over; a wrong master key or a full database commits nothing",
+        StoreKind.needsPostgres
     )
     func migrateFromSQLite() async throws {
         guard let server = StoreKind.postgresURL else { return }
@@ -544,7 +552,7 @@ struct KeyServerFleetTests {
         }
     }
 
-    @Test("run refuses a database it cannot use: malformed URL, unreachable server, schema never created")
+    @Test("run refuses a database it cannot use: malformed URL, unreachable server, schema never created", StoreKind.needsPostgres)
     func runRefusesADatabaseItCannotUse() async throws {
         guard let server = StoreKind.postgresURL else { return }
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString)").path

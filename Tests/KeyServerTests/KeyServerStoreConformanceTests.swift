@@ -15,6 +15,18 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
+    /// Whether this run has no PostgreSQL on purpose (`STOWAGE_SKIP_POSTGRES=1`): its cases and tests are then skipped,
+    /// and say so, rather than passing without running.
+    static var skipsPostgres: Bool { ProcessInfo.processInfo.environment["STOWAGE_SKIP_POSTGRES"] == "1" }
+
+    /// The kinds this run tests: both, or SQLite alone when PostgreSQL is skipped.
+    static var available: [StoreKind] { skipsPostgres ? [.sqlite] : allCases }
+
+    /// The trait of a test that needs the PostgreSQL server.
+    static var needsPostgres: ConditionTrait {
+        .disabled(if: skipsPostgres, "needs the PostgreSQL server scripts/test.sh starts; STOWAGE_SKIP_POSTGRES=1 skips it")
+    }
+
     /// The server `scripts/postgres.sh` started; nil (and a recorded failure, unless STOWAGE_SKIP_POSTGRES=1) when the
     /// suite runs without it.
     static var postgresURL: String? {
@@ -178,7 +190,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func nonceWindowAndDeviceLimitAreOneTransaction(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             #expect(
@@ -211,7 +223,7 @@ struct KeyServerStoreConformanceTests {
 
     /// Step 6 of saveLease: a device's new persistent lease releases its older active leases of the asset whose keys it
     /// covers, in the same transaction, and takes their earliest first play; other keys, devices and accounts are left.
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func aNewLeaseSupersedesTheDevicesLeasesItCovers(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             var old = Self.lease("old", device: "d1")
@@ -245,7 +257,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func expiredNoncesAreForgottenInBatchesAndTheWindowStillHolds(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             // Five nonces seen early (window 100), two late.
@@ -268,7 +280,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func releaseIsIdempotentAndARacingRenewalCannotUndoIt(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             var lease = Self.lease("l1", device: "d1")
@@ -286,7 +298,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func devicesKeepTheirFirstKeys(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             let first = DeviceRecord(id: "d", signingKey: [1], agreementKey: [2], firstSeenAt: 1)
@@ -297,7 +309,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func assetsAndSealedKeys(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             let nonce = [UInt8](repeating: 7, count: 12)
@@ -324,7 +336,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func sealedKeysPageInKeyOrderAndAreReplacedOnlyWhereUnchanged(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             func record(_ asset: String, _ key: String, _ byte: UInt8) -> ContentKeyRecord {
@@ -355,7 +367,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func streamLimitAndIdentityStreamsReuseTheOpenLease(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             func stream(_ id: String, device: String, nonce: RequestNonce?, now: Int64) async throws -> LeaseSaveResult {
@@ -391,7 +403,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func oncePerAccountRentalsInheritAndEnd(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             var rental = Self.policy(oncePerAccount: true)
@@ -432,7 +444,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func firstPlayKeepsTheEarliestAndRefusesReplaysAndStrangers(_ kind: StoreKind) async throws {
         try await kind.withStore { store async throws in
             #expect(try await Self.save(store, Self.lease("l1", device: "d1"), deviceLimit: nil, nonce: Self.nonce(1), now: 10) == "saved")
@@ -474,7 +486,7 @@ struct KeyServerStoreConformanceTests {
     }
 
     /// Several instances on one database, many requests at once: the device limit and the replay window hold.
-    @Test(arguments: StoreKind.allCases)
+    @Test(arguments: StoreKind.available)
     func limitsHoldAcrossInstancesUnderConcurrentLoad(_ kind: StoreKind) async throws {
         try await kind.withStores(instances: 3) { stores async throws in
             // 24 devices of one account race for 5 slots, through 3 instances.
@@ -513,7 +525,7 @@ struct KeyServerStoreConformanceTests {
         }
     }
 
-    @Test func postgresSchemaIsCheckedAndMigratedOnce() async throws {
+    @Test(StoreKind.needsPostgres) func postgresSchemaIsCheckedAndMigratedOnce() async throws {
         guard let url = StoreKind.postgresURL else { return }
         try await TestDatabase.with(url) { databaseURL in
             // A generous bound, as in withStores: the whole suite loads the machine.

@@ -9,7 +9,7 @@ import Testing
 /// restart. The database is real; a relay between it and the store holds what it sends.
 @Suite("A PostgreSQL that answers late")
 struct SlowDatabaseTests {
-    @Test func aStalledDatabaseIsAnsweredAtTheLimitAndServesAgainOnceItAnswers() async throws {
+    @Test(StoreKind.needsPostgres) func aStalledDatabaseIsAnsweredAtTheLimitAndServesAgainOnceItAnswers() async throws {
         guard let url = StoreKind.postgresURL else { return }
         try await TestDatabase.with(url) { databaseURL in
             var components = try #require(URLComponents(string: databaseURL))
