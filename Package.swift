@@ -273,6 +273,7 @@ let package = Package(
                 "StowageTestSupport", "DownloadTestSupport", "StowageService", "StowageLibrary", "StowageDemo", "StowageCore",
                 "AssetDownload", "OriginServer", "KeyServer", "KeyDelivery", "OfflinePackage", "Playback", "StowageCrypto", "HLS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

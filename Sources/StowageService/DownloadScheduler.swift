@@ -71,6 +71,8 @@ actor DownloadScheduler {
     /// logged once when it starts and once when it ends, not at every tick.
     private var queueFailure: String?
     private let logger: Logger
+    /// What the log says of each download (``DownloadLog``).
+    private var downloadLog = DownloadLog()
 
     init(library: OfflineLibrary, configuration: ServiceConfiguration, logger: Logger) {
         self.library = library
@@ -249,6 +251,7 @@ actor DownloadScheduler {
     }
 
     private func publish(_ update: DownloadUpdate) {
+        if let line = downloadLog.line(for: update) { logger.log(level: line.level, "\(line.text)") }
         for continuation in watchers[update.asset]?.values ?? [:].values { continuation.yield(update) }
     }
 

@@ -147,6 +147,10 @@ struct ServiceCommandTests {
             let stopped = try await service.waitForExit(timeout: .seconds(20))
             #expect(stopped.status == 0, "\(String(decoding: stopped.standardError, as: UTF8.self))")
             #expect(!FileManager.default.fileExists(atPath: home.appendingPathComponent("service.sock").path))
+            // The service's log follows the download it ran: its progress by tenths and its completion.
+            let serviceLog = String(decoding: stopped.standardError, as: UTF8.self)
+            #expect(serviceLog.contains("\(fixture.assetId): 100% ("), "\(serviceLog)")
+            #expect(serviceLog.contains("\(fixture.assetId): complete, "), "\(serviceLog)")
         }
     }
 
