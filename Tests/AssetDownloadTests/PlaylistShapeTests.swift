@@ -32,21 +32,29 @@ struct PlaylistShapeTests {
         return found
     }
 
+    /// The clear fMP4 fixture as one file (`all.mp4`: the init section, then three segments) and the start of a playlist
+    /// naming its ranges; every range after the first gives its offset only when `offsetsAfterTheFirst`.
+    static func singleFile(offsetsAfterTheFirst: Bool) throws -> (Data, [String]) {
+        var single = try Data(contentsOf: fmp4Clear.appendingPathComponent("init.mp4"))
+        var lines = [
+            "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD",
+            "#EXT-X-MAP:URI=\"all.mp4\",BYTERANGE=\"\(single.count)@0\"",
+        ]
+        for n in 0..<3 {
+            let segment = try Data(contentsOf: fmp4Clear.appendingPathComponent("seg_\(n).m4s"))
+            let offset = n == 0 || offsetsAfterTheFirst ? "@\(single.count)" : ""
+            lines += ["#EXTINF:2.0,", "#EXT-X-BYTERANGE:\(segment.count)\(offset)", "all.mp4"]
+            single.append(segment)
+        }
+        return (single, lines)
+    }
+
     @Test("a single-file fMP4 with EXT-X-BYTERANGE and a MAP range: ranges requested as ranges, each stored whole")
     func byteRanges() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        var single = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("init.mp4"))
-        let initLength = single.count
-        var lines = [
-            "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD",
-            "#EXT-X-MAP:URI=\"all.mp4\",BYTERANGE=\"\(initLength)@0\"",
-        ]
-        for n in 0..<3 {
-            let segment = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("seg_\(n).m4s"))
-            lines += ["#EXTINF:2.0,", "#EXT-X-BYTERANGE:\(segment.count)\(n == 0 ? "@\(single.count)" : "")", "all.mp4"]
-            single.append(segment)
-        }
+        var (single, lines) = try Self.singleFile(offsetsAfterTheFirst: false)
+        let initLength = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("init.mp4")).count
         lines += ["#EXT-X-GAP", "#EXTINF:2.0,", "missing.m4s", "#EXT-X-ENDLIST", ""]
         try Self.serve(["ranges/all.mp4": single, "ranges/index.m3u8": Data(lines.joined(separator: "\n").utf8)], in: fixture)
         let whole = single
@@ -81,17 +89,7 @@ struct PlaylistShapeTests {
     func localByteRanges() async throws {
         let fixture = try await DownloadFixture.make()
         defer { fixture.remove() }
-        var single = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("init.mp4"))
-        let initLength = single.count
-        var lines = [
-            "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD",
-            "#EXT-X-MAP:URI=\"all.mp4\",BYTERANGE=\"\(initLength)@0\"",
-        ]
-        for n in 0..<3 {
-            let segment = try Data(contentsOf: Self.fmp4Clear.appendingPathComponent("seg_\(n).m4s"))
-            lines += ["#EXTINF:2.0,", "#EXT-X-BYTERANGE:\(segment.count)@\(single.count)", "all.mp4"]
-            single.append(segment)
-        }
+        var (single, lines) = try Self.singleFile(offsetsAfterTheFirst: true)
         lines += ["#EXT-X-ENDLIST", ""]
         let folder = fixture.originRoot.appendingPathComponent("local-ranges")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
