@@ -214,3 +214,9 @@ actor LeaseUpkeepLoop {
         return report
     }
 }
+
+extension DownloadService {
+    /// Runs one pass of the queue now, as the service does every ``ServiceConfiguration/tickInterval``: conditions
+    /// checked, downloads suspended or started. A test awaits passes instead of sleeping through ticks.
+    public func schedulingPass() async { await scheduler.schedule() }
+}

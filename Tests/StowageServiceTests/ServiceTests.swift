@@ -173,7 +173,8 @@ struct ServiceTests {
                 #expect(running)
                 let paused = try await client.pause(assetId: fixture.assetId)
                 #expect(paused.state == "paused" && !paused.running && !paused.waiting)
-                try await Task.sleep(for: .milliseconds(400))  // several ticks: the queue leaves it alone
+                // Passes of the queue leave a download the user paused alone.
+                for _ in 0..<3 { await service.schedulingPass() }
                 #expect(try await client.download(assetId: fixture.assetId).state == "paused")
                 // An attach to a paused download says so and ends.
                 #expect(try await attach(client, fixture.assetId).map(\.event) == [.paused])
@@ -182,7 +183,12 @@ struct ServiceTests {
                 #expect(resumed.state != "paused")
                 // The asset is busy in the service: a deletion from another process is refused; through the service it
                 // stops the download first.
-                try await Task.sleep(for: .milliseconds(300))
+                var runningAgain = false
+                for _ in 0..<400 where !runningAgain {
+                    runningAgain = try await client.download(assetId: fixture.assetId).running
+                    if !runningAgain { try await Task.sleep(for: .milliseconds(25)) }
+                }
+                #expect(runningAgain)
                 let library = try OfflineLibrary(dataDirectory: fixture.clientDirectory)
                 do {
                     _ = try library.delete(assetId: fixture.assetId)
