@@ -125,7 +125,9 @@ struct PlaybackRangeTests {
                 // Served (and so hashed) once; then the file changes in place, same size: the next range is refused.
                 statuses.append(try await Self.fetch(http, url, headers: [("Range", "bytes=100-199")]).status)
                 try package.damage(segment.path, at: 1_000)
-                let after = try? await Self.fetch(http, url, headers: [("Range", "bytes=100-199")])
+                // Long enough for the whole-file hash on a loaded machine: a client that gives up first would see a cut
+                // response before the server has found (and logged) the mismatch.
+                let after = try? await Self.fetch(http, url, headers: [("Range", "bytes=100-199")], timeout: 90)
                 statuses.append(after.map { $0.body.count == 100 ? $0.status : -1 } ?? -1)
             } catch {
                 try await http.shutdown()
@@ -187,11 +189,17 @@ struct PlaybackRangeTests {
         var body: [UInt8]
     }
 
-    static func fetch(_ http: HTTPClient, _ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = []) async throws -> Fetched {
+    static func fetch(
+        _ http: HTTPClient,
+        _ url: String,
+        method: HTTPMethod = .GET,
+        headers: [(String, String)] = [],
+        timeout: Int64 = 20
+    ) async throws -> Fetched {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        let response = try await http.execute(request, timeout: .seconds(20))
+        let response = try await http.execute(request, timeout: .seconds(timeout))
         var fields: [String: [String]] = [:]
         for (name, value) in response.headers { fields[name.lowercased(), default: []].append(value) }
         let body = try await response.body.collect(upTo: 64 << 20)
