@@ -26,6 +26,25 @@ struct FuzzFindingTests {
         #expect(error?.description.contains("EXT-X-STREAM-INF") == true)
     }
 
+    /// scripts/fuzz-hls.sh, 2026-12-08: an EXT-X-PROGRAM-DATE-TIME whose fraction ran to hundreds of digits crashed the
+    /// process inside ICU's date parser (SIGFPE). Only the date-time shape reaches the parser, the fraction cut to nine
+    /// digits; other text is not a date.
+    @Test func aProgramDateTimeWithAHugeFractionIsReadNotACrash() throws {
+        let long = "2024-03-01T10:00:00." + String(repeating: "5", count: 600) + "Z"
+        for date in [long, "2024-03-01T10:00:00.5" + String(repeating: "5", count: 40) + "+01:00"] {
+            let text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PROGRAM-DATE-TIME:\(date)\n#EXTINF:4,\na.ts\n#EXT-X-ENDLIST\n"
+            guard case .media(let media) = try PlaylistParser.parse(text).playlist else {
+                Issue.record("expected a media playlist")
+                continue
+            }
+            let resolved = try #require(media.resolvedSegments(baseURL: nil).first?.programDateTime)
+            let expected = date.hasSuffix("Z") ? 1_709_287_200.555 : 1_709_283_600.555
+            #expect(abs(resolved.timeIntervalSince1970 - expected) < 0.001, "\(resolved)")
+        }
+        let garbage = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PROGRAM-DATE-TIME:2024-03-01T10:00:00.5\u{0}Z\n#EXTINF:4,\na.ts\n"
+        #expect(throws: PlaylistError.self) { try PlaylistParser.parse(garbage, strict: true) }
+    }
+
     /// scripts/fuzz-hls.sh, 2026-12-07: an unknown tag whose name begins with `EXT-X-STREAM-INF` (here followed by NUL
     /// bytes) made the lenient parse expect a multivariant playlist once the only EXTINF (which had no URI) was gone:
     /// written out, the media playlist read back with its TARGETDURATION and KEY dropped. The kind is read from whole
