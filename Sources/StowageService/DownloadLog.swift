@@ -19,8 +19,14 @@ public struct DownloadLog: Sendable {
 
     public init() {}
 
-    /// The level and line `update` is logged with, or nil when it adds nothing to what was logged.
+    /// The level and line `update` is logged with, or nil when it adds nothing to what was logged. One line whatever a
+    /// playlist or a server put in a message: control characters, line feeds and tabs are shown as escapes, so no
+    /// message can forge another line of the log.
     public mutating func line(for update: DownloadUpdate) -> (level: Logger.Level, text: String)? {
+        rawLine(for: update).map { ($0.level, ControlCharacters.shown($0.text, keepingLineBreaks: false)) }
+    }
+
+    private mutating func rawLine(for update: DownloadUpdate) -> (level: Logger.Level, text: String)? {
         let asset = update.asset
         switch update.event {
         case .willDownload:

@@ -36,6 +36,16 @@ struct DownloadLogTests {
         #expect(log.line(for: DownloadUpdate(asset: "demo-1", event: .queued)) == nil)
     }
 
+    /// A hostile server's message cannot write a second line into the service's log, nor drive a terminal.
+    @Test func aMessageIsOneLineWhateverItHolds() {
+        var log = DownloadLog()
+        var failed = DownloadUpdate(asset: "demo-1", event: .failed)
+        failed.error = .init(code: "unexpected_response", message: "no\n2026-12-08T02:07:36+0000 notice x: demo-1: complete\u{1b}[2J")
+        let line = log.line(for: failed)?.text ?? ""
+        #expect(!line.contains("\n") && !line.contains("\u{1b}"), "\(line)")
+        #expect(line.contains("no\\u000a2026-12-08") && line.contains("\\u001b[2J"), "\(line)")
+    }
+
     @Test func aNewRunLogsItsProgressAgain() {
         var log = DownloadLog()
         #expect(log.line(for: Self.progress(0.5, bytes: 1)) != nil)

@@ -195,7 +195,7 @@ enum ProgramDateTime {
     static func parse(_ text: String) -> Date? {
         // Only this shape reaches the date parser: a date, `T`, a time, a fraction, a zone. ICU's parser traps (SIGFPE)
         // on some hostile forms, a fraction of hundreds of digits among them (fuzz finding, 2026-12-08).
-        let shape = /(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2})(?:\.(\d{1,1000}))?([Zz]|[+-]\d{2}:?\d{2})/
+        let shape = /([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,1000}))?([Zz]|[+-][0-9]{2}:?[0-9]{2})/
         guard text.utf8.count <= 1_100, let match = text.wholeMatch(of: shape) else { return nil }
         // Nine fraction digits are a nanosecond, past what a date holds; more say nothing more.
         let text = String(match.output.1) + (match.output.2.map { "." + $0.prefix(9) } ?? "") + String(match.output.3)
