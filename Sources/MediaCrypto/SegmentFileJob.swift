@@ -90,7 +90,7 @@ public struct SegmentFileJob: Sendable {
                     initSection: protection,
                     segment: name
                 )
-            try transform.process(prefix) { bytes in try Self.writeAll(bytes, to: outputDescriptor, path: output) }
+            try transform.process(prefix) { bytes in try SegmentIOError.writeAll(bytes, to: outputDescriptor) }
             try transform.run(from: inputDescriptor, to: outputDescriptor)
             try target.commit()
         } catch {
@@ -207,19 +207,7 @@ public struct SegmentFileJob: Sendable {
     private static func writeWhole(_ bytes: [UInt8], to path: String) throws {
         let descriptor = try open(path, forWriting: true)
         defer { close(descriptor) }
-        try bytes.withUnsafeBytes { try writeAll($0, to: descriptor, path: path) }
-    }
-
-    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32, path: String) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SegmentIOError(operation: "write", errorNumber: errno)
-            }
-            offset += count
-        }
+        try bytes.withUnsafeBytes { try SegmentIOError.writeAll($0, to: descriptor) }
     }
 
     /// Init sections are a few KB; this bounds a hostile one.

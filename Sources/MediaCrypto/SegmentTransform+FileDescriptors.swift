@@ -31,7 +31,7 @@ extension SegmentTransform {
         var totalRead = 0
         var totalWritten = 0
         let emit: (UnsafeRawBufferPointer) throws -> Void = { bytes in
-            try Self.writeAll(bytes, to: output)
+            try SegmentIOError.writeAll(bytes, to: output)
             totalWritten += bytes.count
         }
         while true {
@@ -48,15 +48,13 @@ extension SegmentTransform {
         return (totalRead, totalWritten)
     }
 
-    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to output: Int32) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let count = write(output, bytes.baseAddress! + offset, bytes.count - offset)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SegmentIOError(operation: "write", errorNumber: errno)
-            }
-            offset += count
+}
+
+extension SegmentIOError {
+    /// Writes all of `bytes` to `output` (``StowageCore/FileDescriptorWrite``).
+    static func writeAll(_ bytes: UnsafeRawBufferPointer, to output: Int32) throws {
+        if let failure = FileDescriptorWrite.all(bytes, to: output) {
+            throw SegmentIOError(operation: "write", errorNumber: failure.errorNumber)
         }
     }
 }

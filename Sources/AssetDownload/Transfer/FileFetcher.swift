@@ -365,22 +365,15 @@ struct FileFetcher: Sendable {
     }
 
     private static func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer, advanced: Int64) throws {
-        var offset = 0
-        while offset < raw.count {
-            let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                throw TransferFailure(
-                    kind: code == ENOSPC || code == EDQUOT ? .diskFull : .local,
-                    domain: "storage",
-                    code: code == ENOSPC ? "no_space" : "write_failed",
-                    comment: String(cString: strerror(code)),
-                    advanced: advanced + Int64(offset)
-                )
-            }
-            offset += n
-        }
+        guard let failure = FileDescriptorWrite.all(raw, to: fd) else { return }
+        let code = failure.errorNumber
+        throw TransferFailure(
+            kind: code == ENOSPC || code == EDQUOT ? .diskFull : .local,
+            domain: "storage",
+            code: code == ENOSPC ? "no_space" : "write_failed",
+            comment: String(cString: strerror(code)),
+            advanced: advanced + Int64(failure.written)
+        )
     }
 
     /// Checks the part file's length. Returns its size and SHA-256: `whole` when the transfer hashed the file as it
