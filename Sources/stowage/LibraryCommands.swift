@@ -92,7 +92,10 @@ struct ListCommand: AsyncParsableCommand {
                 print(
                     "\(row.assetId)\(title)  \(row.state)  \(Library.megabytes(row.sizeOnDisk))  renditions \(row.renditionsOffline)/\(row.renditions) offline  lease: \(Library.leaseText(row.lease))"
                 )
-                if let failure = row.failure, row.state != "complete" { print("    \(failure)") }
+                // One line, whatever a server put in the message: a line feed in it must not print a row of its own.
+                if let failure = row.failure, row.state != "complete" {
+                    print("    " + ControlCharacters.shown("\(failure)", keepingLineBreaks: false))
+                }
             }
         } catch {
             Library.fail(error, json: json)

@@ -246,7 +246,9 @@ enum ServiceText {
             if let position = download.position { text += position == 0 ? " (next)" : " (\(position) ahead)" }
         }
         if download.priority != 0 { text += ", priority \(download.priority)" }
-        if let reason = download.reason, !download.running { text += " — \(reason.message) [\(reason.code)]" }
+        if let reason = download.reason, !download.running {
+            text += " — \(ControlCharacters.shown(reason.message, keepingLineBreaks: false)) [\(reason.code)]"
+        }
         return text
     }
 }

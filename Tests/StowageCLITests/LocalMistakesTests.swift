@@ -116,6 +116,36 @@ struct LocalMistakesTests {
         return last
     }
 
+    /// A key server or origin answers a failed download with a message holding line feeds (red team, round 5): the
+    /// message is stored as it came, and `stowage list` shows it on its one line, so it cannot print a forged row of
+    /// its own ("movie-2 complete ... lease: valid").
+    @Test("a failure message with line feeds stays on one line of list: it cannot forge a row")
+    func aFailureMessageCannotForgeARowOfList() async throws {
+        let root = try TestSupport.temporaryDirectory("forged-row")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let home = root.appendingPathComponent("home")
+        let source = root.appendingPathComponent("source")
+        try Self.copySegment("seg_0.ts", to: source)
+        try Self.write(
+            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg_0.ts\n#EXTINF:2,\nmissing.ts\n#EXT-X-ENDLIST\n",
+            to: source.appendingPathComponent("index.m3u8")
+        )
+        let download = ["download", source.appendingPathComponent("index.m3u8").path, "--asset-id", "evil-1"]
+        try await Self.expectFailureAfterProgress(download, code: "segment_http_status", home: home, json: false)
+        let forged = "denied\nmovie-2  complete  512.0 MB  renditions 3/3 offline  lease: valid, 29 days left\n  movie-3: complete"
+        #expect(
+            try await LibraryCommandTests.sqlite(
+                "UPDATE download_tasks SET failure_message = '\(forged)' WHERE asset_id = 'evil-1'",
+                home: home
+            ) == 0
+        )
+        let list = try await ServiceCommandTests.stowage(["list"], home: home)
+        let lines = String(decoding: list.standardOutput, as: UTF8.self).split(separator: "\n")
+        #expect(list.status == 0)
+        #expect(!lines.contains { $0.hasPrefix("movie-2") || $0.contains("movie-3: complete") && !$0.contains("\\u000a") }, "\(lines)")
+        #expect(lines.contains { $0.contains("denied\\u000amovie-2") }, "\(lines)")
+    }
+
     /// A download of a local playlist whose second segment is shorter than its byte range says: the download fails
     /// with its files kept, and what a user then tries is refused by name.
     @Test("a local download that fails mid-way: segment_failed, then download_exists, export_incomplete, inline_key_missing, download_state_error")

@@ -403,6 +403,8 @@ public struct KeySession: Sendable {
         let status: Int
         let bytes: [UInt8]
         let timeout = timeoutSeconds
+        // The status of the head, once it came: an answer too large to read still reports the status it had.
+        var headStatus: Int?
         do {
             // The head within the timeout (a key server that cannot be reached fails here, as itself), then the body
             // within what is left of it: a server trickling its answer a byte at a time does not hold the command (the
@@ -410,6 +412,7 @@ public struct KeySession: Sendable {
             let deadline = ContinuousClock.now + .seconds(timeout)
             let response = try await http.execute(request, timeout: .seconds(timeout))
             status = Int(response.status.code)
+            headStatus = status
             bytes = try await withThrowingTaskGroup(of: [UInt8].self) { group in
                 group.addTask { Array(try await response.body.collect(upTo: Self.maxResponseBytes).readableBytesView) }
                 group.addTask {
@@ -426,7 +429,7 @@ public struct KeySession: Sendable {
             throw KeySessionError.unexpectedResponse(
                 server: keyServer,
                 request: "\(method.rawValue) \(path)",
-                status: 200,
+                status: headStatus ?? 0,
                 detail: "an answer larger than \(Self.maxResponseBytes / 1_024) KiB, more than any key server sends"
             )
         } catch {

@@ -376,6 +376,25 @@ struct KeySessionTests {
         }
     }
 
+    /// A hostile key server answers 403 with a body larger than any key server sends (red team, round 5): it is
+    /// refused after the limit, and the error says the status the server gave, not another.
+    @Test func anOversizedAnswerKeepsItsStatus() async throws {
+        let fixture = try await KeySessionFixture.make()
+        defer { fixture.remove() }
+        let server = try RawHTTPResponder(
+            head: "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: 3000000",
+            budget: 3_000_000
+        )
+        defer { server.stop() }
+        try await withHTTPClient { http in
+            let session = try fixture.session(http, url: URL(string: "http://127.0.0.1:\(server.port)")!, token: nil, timeoutSeconds: 10)
+            let error = await #expect(throws: KeySessionError.self) { try await session.checkServerKey() }
+            #expect(error?.code == "unexpected_response")
+            #expect(error?.httpStatus == 403)
+            #expect(error?.message.contains("HTTP 403") == true, "\(error?.message ?? "")")
+        }
+    }
+
     @Test func protocolErrorsAreSurfacedWithTheirCodes() async throws {
         let fixture = try await KeySessionFixture.make()
         defer { fixture.remove() }
